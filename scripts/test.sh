@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The whole test suite: vet and race-enabled tests of the library.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+go vet ./...
+go test -race -count=1 ./...

@@ -1,0 +1,132 @@
+package stats
+
+import "unicode/utf8"
+
+// FinishReason says why a request stopped.
+type FinishReason uint8
+
+const (
+	// FinishStop: a stop string or token ended the request.
+	FinishStop FinishReason = iota
+	// FinishLength: the request reached max_tokens or the model's length limit.
+	FinishLength
+	// FinishAbort: the client or the engine aborted the request.
+	FinishAbort
+	// FinishError: the request failed.
+	FinishError
+	// FinishRepetition: repetition detection stopped the request.
+	FinishRepetition
+
+	numFinishReasons = iota
+)
+
+var finishReasonLabels = [numFinishReasons]string{"stop", "length", "abort", "error", "repetition"}
+
+// FinishReasons returns every FinishReason in label order.
+func FinishReasons() []FinishReason {
+	return []FinishReason{FinishStop, FinishLength, FinishAbort, FinishError, FinishRepetition}
+}
+
+// String returns the finished_reason label value: "stop", "length", "abort",
+// "error" or "repetition".
+func (r FinishReason) String() string {
+	if int(r) < numFinishReasons {
+		return finishReasonLabels[r]
+	}
+	return "unknown"
+}
+
+// Validate reports ErrUnknownFinishReason for a value not in FinishReasons().
+func (r FinishReason) Validate() error {
+	if int(r) >= numFinishReasons {
+		return fieldErr("Reason", uint8(r), ErrUnknownFinishReason)
+	}
+	return nil
+}
+
+// FinishedRequest is what one finished request reports, once. Durations are
+// in seconds. A Timeline fills it; an engine may also fill it directly.
+type FinishedRequest struct {
+	Reason FinishReason
+	// PromptTokens is the prompt length; GenerationTokens the tokens it emitted.
+	PromptTokens     int64
+	GenerationTokens int64
+	// PrefillComputedTokens is the prompt tokens computed here (prompt - cached).
+	PrefillComputedTokens int64
+	// MaxTokens is the max_tokens parameter; 0 means it was not set.
+	MaxTokens int64
+
+	// N is the sampling parameter n of the request's parent and
+	// MaxGenerationTokens the most tokens any of its n children generated.
+	// Both are set only on the child whose finish completes the parent (every
+	// request when n = 1) and are 0 on the others, so that they are observed
+	// once per parent.
+	N                   int64
+	MaxGenerationTokens int64
+
+	E2ELatency    float64 // arrival to finish
+	QueueTime     float64 // queued to first scheduled
+	PrefillTime   float64 // first scheduled to first token
+	InferenceTime float64 // first scheduled to last token
+	DecodeTime    float64 // first token to last token
+	// TimePerOutputToken is DecodeTime / (GenerationTokens - 1), or 0 when
+	// GenerationTokens <= 1.
+	TimePerOutputToken float64
+}
+
+// Validate reports the first bad field: an unknown reason, a negative count, a
+// NaN, infinite or negative duration, more computed tokens than the prompt, or
+// a parent maximum below the request's own generation tokens.
+func (f FinishedRequest) Validate() error {
+	if err := f.Reason.Validate(); err != nil {
+		return err
+	}
+	for _, c := range [...]struct {
+		name string
+		v    int64
+	}{
+		{"PromptTokens", f.PromptTokens},
+		{"GenerationTokens", f.GenerationTokens},
+		{"PrefillComputedTokens", f.PrefillComputedTokens},
+		{"MaxTokens", f.MaxTokens},
+		{"N", f.N},
+		{"MaxGenerationTokens", f.MaxGenerationTokens},
+	} {
+		if err := checkCount(c.name, c.v); err != nil {
+			return err
+		}
+	}
+	if f.PrefillComputedTokens > f.PromptTokens {
+		return fieldErr("PrefillComputedTokens", f.PrefillComputedTokens, ErrOutOfRange)
+	}
+	if f.N > 0 && f.MaxGenerationTokens < f.GenerationTokens {
+		return fieldErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange)
+	}
+	if f.N == 0 && f.MaxGenerationTokens != 0 {
+		return fieldErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange)
+	}
+	for _, d := range [...]struct {
+		name string
+		v    float64
+	}{
+		{"E2ELatency", f.E2ELatency},
+		{"QueueTime", f.QueueTime},
+		{"PrefillTime", f.PrefillTime},
+		{"InferenceTime", f.InferenceTime},
+		{"DecodeTime", f.DecodeTime},
+		{"TimePerOutputToken", f.TimePerOutputToken},
+	} {
+		if err := checkSeconds(d.name, d.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLabel reports an empty (when required) or non-UTF-8 label value.
+func checkLabel(field, v string, required bool) error {
+	if (required && v == "") || !utf8.ValidString(v) {
+		return fieldErr(field, v, ErrInvalidLabel)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package stats
+
+import "fmt"
+
+// Iteration is what one engine step produced: the per-iteration families are
+// recorded from it once per step.
+type Iteration struct {
+	// PromptTokens sums, by source, the prompts of the requests that produced
+	// their first output in this step. A request counts its prompt once, in
+	// the step of its first output; chunked-prefill steps before that and
+	// re-prefills after a preemption add nothing.
+	PromptTokens PromptTokens
+	// GenerationTokens is the number of new tokens emitted in this step.
+	GenerationTokens int64
+	// Preemptions is the number of requests preempted in this step.
+	Preemptions int64
+	// CorruptedRequests is the number of requests whose outputs were found
+	// corrupted (for example NaN logits) in this step.
+	CorruptedRequests int64
+	// TTFT holds, in seconds, the time to first token of every request that
+	// emitted its first token in this step (arrival to first token).
+	TTFT []float64
+	// ITL holds, in seconds, one inter-token latency per decode output of a
+	// request in this step (time since that request's previous output).
+	ITL []float64
+	// Finished holds the requests that finished in this step.
+	Finished []FinishedRequest
+}
+
+// TokensDone returns the work done in this step: prompt tokens computed here
+// plus generation tokens. This is the one definition behind
+// vllm:iteration_tokens_total.
+//
+// Prompt tokens served from the local prefix cache or received as KV from
+// another node are not work done in the step, so they are left out: counting
+// them made a prefill/decode decode node report a whole prompt length for
+// every request that arrived with its KV already computed elsewhere.
+func (it *Iteration) TokensDone() int64 {
+	return it.PromptTokens.Computed + it.GenerationTokens
+}
+
+// AddOutput adds one request's output in this step, as returned by
+// Timeline.Output. On an invalid output or an overflow it returns the error
+// and leaves the iteration unchanged.
+func (it *Iteration) AddOutput(o Output) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	prompt := it.PromptTokens
+	if err := prompt.Add(o.PromptTokens); err != nil {
+		return prefixed("PromptTokens", err)
+	}
+	gen, err := addChecked("GenerationTokens", it.GenerationTokens, o.GenerationTokens)
+	if err != nil {
+		return err
+	}
+	if _, err := addChecked("TokensDone", prompt.Computed, gen); err != nil {
+		return err
+	}
+	it.PromptTokens, it.GenerationTokens = prompt, gen
+	if o.First {
+		it.TTFT = append(it.TTFT, o.Latency)
+	} else {
+		it.ITL = append(it.ITL, o.Latency)
+	}
+	return nil
+}
+
+// AddFinished adds a request that finished in this step. An invalid request is
+// returned as an error and not added.
+func (it *Iteration) AddFinished(f FinishedRequest) error {
+	if err := f.Validate(); err != nil {
+		return prefixed("Finished", err)
+	}
+	it.Finished = append(it.Finished, f)
+	return nil
+}
+
+// Reset empties the iteration for the next step, keeping the slices' storage.
+func (it *Iteration) Reset() {
+	*it = Iteration{TTFT: it.TTFT[:0], ITL: it.ITL[:0], Finished: it.Finished[:0]}
+}
+
+// Validate reports the first bad field, including those of PromptTokens, the
+// latencies and every finished request, and a TokensDone that overflows.
+func (it *Iteration) Validate() error {
+	if err := it.PromptTokens.Validate(); err != nil {
+		return prefixed("PromptTokens", err)
+	}
+	if err := checkCount("GenerationTokens", it.GenerationTokens); err != nil {
+		return err
+	}
+	if _, err := addChecked("TokensDone", it.PromptTokens.Computed, it.GenerationTokens); err != nil {
+		return err
+	}
+	if err := checkCount("Preemptions", it.Preemptions); err != nil {
+		return err
+	}
+	if err := checkCount("CorruptedRequests", it.CorruptedRequests); err != nil {
+		return err
+	}
+	if err := checkSecondsList("TTFT", it.TTFT); err != nil {
+		return err
+	}
+	if err := checkSecondsList("ITL", it.ITL); err != nil {
+		return err
+	}
+	for i := range it.Finished {
+		if err := it.Finished[i].Validate(); err != nil {
+			return prefixed(fmt.Sprintf("Finished[%d]", i), err)
+		}
+	}
+	return nil
+}
+
+// Output is what one output of one request adds to its step. Timeline.Output
+// returns it; Iteration.AddOutput sums it.
+type Output struct {
+	// First is true for the request's first output: PromptTokens then holds
+	// its prompt split by source and Latency its time to first token.
+	First bool
+	// PromptTokens is zero except on the first output.
+	PromptTokens PromptTokens
+	// GenerationTokens is the number of tokens in this output (more than one
+	// with speculative decoding).
+	GenerationTokens int64
+	// Latency is the time to first token on the first output, the
+	// inter-token latency otherwise, in seconds.
+	Latency float64
+}
+
+// Validate reports a bad count or latency, or prompt tokens on an output that
+// is not the first.
+func (o Output) Validate() error {
+	if err := o.PromptTokens.Validate(); err != nil {
+		return prefixed("PromptTokens", err)
+	}
+	if !o.First && o.PromptTokens != (PromptTokens{}) {
+		return fieldErr("PromptTokens", o.PromptTokens, ErrOutOfOrder)
+	}
+	if err := checkCount("GenerationTokens", o.GenerationTokens); err != nil {
+		return err
+	}
+	return checkSeconds("Latency", o.Latency)
+}

@@ -1,0 +1,293 @@
+package stats
+
+import (
+	"fmt"
+	"sort"
+)
+
+// SleepState is the engine's sleep mode (vllm:engine_sleep_state).
+type SleepState uint8
+
+const (
+	// Awake: the engine serves requests.
+	Awake SleepState = iota
+	// WeightsOffloaded: sleep level 1, weights moved off the accelerator.
+	WeightsOffloaded
+	// DiscardAll: sleep level 2, weights and KV cache discarded.
+	DiscardAll
+
+	numSleepStates = iota
+)
+
+var sleepStateLabels = [numSleepStates]string{"awake", "weights_offloaded", "discard_all"}
+
+// SleepStates returns every SleepState in label order.
+func SleepStates() []SleepState { return []SleepState{Awake, WeightsOffloaded, DiscardAll} }
+
+// String returns the sleep_state label value.
+func (s SleepState) String() string {
+	if int(s) < numSleepStates {
+		return sleepStateLabels[s]
+	}
+	return "unknown"
+}
+
+// Validate reports ErrUnknownSleepState for a value not in SleepStates().
+func (s SleepState) Validate() error {
+	if int(s) >= numSleepStates {
+		return fieldErr("SleepState", uint8(s), ErrUnknownSleepState)
+	}
+	return nil
+}
+
+// CacheQueries counts, for one step, the tokens (or multimodal items) looked
+// up in a cache and the ones found.
+type CacheQueries struct {
+	Queries int64
+	Hits    int64
+}
+
+// Validate reports negative counts and more hits than queries.
+func (c CacheQueries) Validate() error {
+	if err := checkCount("Queries", c.Queries); err != nil {
+		return err
+	}
+	if err := checkCount("Hits", c.Hits); err != nil {
+		return err
+	}
+	if c.Hits > c.Queries {
+		return fieldErr("Hits", c.Hits, ErrOutOfRange)
+	}
+	return nil
+}
+
+// SpecDecoding counts speculative decoding work in one step.
+type SpecDecoding struct {
+	Drafts         int64
+	DraftTokens    int64
+	AcceptedTokens int64
+	// AcceptedPerPosition[i] is the tokens accepted at draft position i.
+	AcceptedPerPosition []int64
+}
+
+// Validate reports negative counts.
+func (s *SpecDecoding) Validate() error {
+	for _, c := range [...]struct {
+		name string
+		v    int64
+	}{{"Drafts", s.Drafts}, {"DraftTokens", s.DraftTokens}, {"AcceptedTokens", s.AcceptedTokens}} {
+		if err := checkCount(c.name, c.v); err != nil {
+			return err
+		}
+	}
+	return checkCounts("AcceptedPerPosition", s.AcceptedPerPosition)
+}
+
+// LoRA is the adapter state at one step (vllm:lora_requests_info).
+type LoRA struct {
+	MaxLoRA int64
+	Running []string
+	Waiting []string
+}
+
+// Validate reports a negative MaxLoRA and adapter names that are empty or not
+// valid UTF-8.
+func (l *LoRA) Validate() error {
+	if err := checkCount("MaxLoRA", l.MaxLoRA); err != nil {
+		return err
+	}
+	for _, names := range [...]struct {
+		field string
+		list  []string
+	}{{"Running", l.Running}, {"Waiting", l.Waiting}} {
+		for i, n := range names.list {
+			if err := checkLabel(fmt.Sprintf("%s[%d]", names.field, i), n, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// KVEviction describes one sampled eviction of a KV cache block, in seconds.
+type KVEviction struct {
+	Lifetime        float64 // allocation to eviction
+	IdleBeforeEvict float64 // last access to eviction
+	ReuseGaps       []float64
+}
+
+// Validate reports NaN, infinite or negative durations.
+func (e *KVEviction) Validate() error {
+	if err := checkSeconds("Lifetime", e.Lifetime); err != nil {
+		return err
+	}
+	if err := checkSeconds("IdleBeforeEvict", e.IdleBeforeEvict); err != nil {
+		return err
+	}
+	return checkSecondsList("ReuseGaps", e.ReuseGaps)
+}
+
+// KVTransfer is what a KV connector (NIXL family names) did in one step.
+type KVTransfer struct {
+	XferTime            []float64 // seconds per transfer
+	PostTime            []float64 // seconds to post each transfer
+	BytesTransferred    []int64   // bytes per transfer
+	NumDescriptors      []int64   // descriptors per transfer
+	FailedTransfers     int64
+	FailedNotifications int64
+	ExpiredRequests     int64 // requests whose KV expired before it was read
+}
+
+// Validate reports NaN, infinite or negative values.
+func (k *KVTransfer) Validate() error {
+	if err := checkSecondsList("XferTime", k.XferTime); err != nil {
+		return err
+	}
+	if err := checkSecondsList("PostTime", k.PostTime); err != nil {
+		return err
+	}
+	if err := checkCounts("BytesTransferred", k.BytesTransferred); err != nil {
+		return err
+	}
+	if err := checkCounts("NumDescriptors", k.NumDescriptors); err != nil {
+		return err
+	}
+	for _, c := range [...]struct {
+		name string
+		v    int64
+	}{{"FailedTransfers", k.FailedTransfers}, {"FailedNotifications", k.FailedNotifications}, {"ExpiredRequests", k.ExpiredRequests}} {
+		if err := checkCount(c.name, c.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Scheduler is the scheduler's state and cache activity at one step. Gauges
+// are set from it; its counts are this step's increments. Optional parts are
+// nil when the engine does not have the feature.
+type Scheduler struct {
+	Running int64
+	// WaitingCapacity are waiting for room; WaitingDeferred were deferred
+	// (for example waiting for remote KV). vllm:num_requests_waiting is their sum.
+	WaitingCapacity int64
+	WaitingDeferred int64
+	// KVCacheUsage is the fraction of KV cache blocks in use, 0 to 1.
+	KVCacheUsage float64
+	// PrefixCache counts prompt tokens looked up in the local prefix cache by
+	// requests scheduled this step (preempted requests excluded).
+	PrefixCache CacheQueries
+	// MultimodalCache counts multimodal items looked up in the encoder cache.
+	MultimodalCache CacheQueries
+	SleepState      SleepState
+
+	// ConnectorPrefixCache counts tokens looked up through the KV connector.
+	ConnectorPrefixCache *CacheQueries
+	SpecDecoding         *SpecDecoding
+	LoRA                 *LoRA
+	KVTransfer           *KVTransfer
+	// Evictions are sampled KV block eviction events of this step.
+	Evictions []KVEviction
+}
+
+// Waiting returns every waiting request: capacity plus deferred.
+func (s *Scheduler) Waiting() int64 { return s.WaitingCapacity + s.WaitingDeferred }
+
+// Validate reports the first bad field of the step or of an optional part.
+func (s *Scheduler) Validate() error {
+	for _, c := range [...]struct {
+		name string
+		v    int64
+	}{{"Running", s.Running}, {"WaitingCapacity", s.WaitingCapacity}, {"WaitingDeferred", s.WaitingDeferred}} {
+		if err := checkCount(c.name, c.v); err != nil {
+			return err
+		}
+	}
+	if _, err := addChecked("WaitingDeferred", s.WaitingCapacity, s.WaitingDeferred); err != nil {
+		return err
+	}
+	if err := checkSeconds("KVCacheUsage", s.KVCacheUsage); err != nil {
+		return err
+	}
+	if s.KVCacheUsage > 1 {
+		return fieldErr("KVCacheUsage", s.KVCacheUsage, ErrOutOfRange)
+	}
+	if err := s.PrefixCache.Validate(); err != nil {
+		return prefixed("PrefixCache", err)
+	}
+	if err := s.MultimodalCache.Validate(); err != nil {
+		return prefixed("MultimodalCache", err)
+	}
+	if err := s.SleepState.Validate(); err != nil {
+		return err
+	}
+	if s.ConnectorPrefixCache != nil {
+		if err := s.ConnectorPrefixCache.Validate(); err != nil {
+			return prefixed("ConnectorPrefixCache", err)
+		}
+	}
+	if s.SpecDecoding != nil {
+		if err := s.SpecDecoding.Validate(); err != nil {
+			return prefixed("SpecDecoding", err)
+		}
+	}
+	if s.LoRA != nil {
+		if err := s.LoRA.Validate(); err != nil {
+			return prefixed("LoRA", err)
+		}
+	}
+	if s.KVTransfer != nil {
+		if err := s.KVTransfer.Validate(); err != nil {
+			return prefixed("KVTransfer", err)
+		}
+	}
+	for i := range s.Evictions {
+		if err := s.Evictions[i].Validate(); err != nil {
+			return prefixed(fmt.Sprintf("Evictions[%d]", i), err)
+		}
+	}
+	return nil
+}
+
+// CacheConfig is the KV cache configuration exported as the labels of
+// vllm:cache_config_info (for example "block_size": "16",
+// "num_gpu_blocks": "2048").
+type CacheConfig map[string]string
+
+// Keys returns the configuration keys in sorted order.
+func (c CacheConfig) Keys() []string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Validate reports keys that are not Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*,
+// not starting with "__", and not "engine", which the info gauge adds) and values
+// that are not valid UTF-8.
+func (c CacheConfig) Validate() error {
+	for _, k := range c.Keys() {
+		if !isLabelName(k) || k == "engine" {
+			return fieldErr("CacheConfig key", k, ErrInvalidLabel)
+		}
+		if err := checkLabel("CacheConfig["+k+"]", c[k], false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isLabelName(s string) bool {
+	if s == "" || (len(s) >= 2 && s[:2] == "__") {
+		return false
+	}
+	for i, r := range s {
+		letter := r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z')
+		if !letter && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,262 @@
+package stats
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// Request describes a request as it arrives, before any event of its Timeline.
+type Request struct {
+	Arrival      time.Time
+	PromptTokens int64
+	// MaxTokens is the max_tokens parameter; 0 means it was not set.
+	MaxTokens int64
+	// N is the sampling parameter n: the number of child requests, each with
+	// its own Timeline and each counting its own prompt. 0 means 1.
+	N int64
+}
+
+// Validate reports a zero arrival time, a negative count, or a MaxTokens given
+// with a non-positive value.
+func (r Request) Validate() error {
+	if r.Arrival.IsZero() {
+		return fieldErr("Arrival", r.Arrival, ErrOutOfRange)
+	}
+	if err := checkCount("PromptTokens", r.PromptTokens); err != nil {
+		return err
+	}
+	if err := checkCount("MaxTokens", r.MaxTokens); err != nil {
+		return err
+	}
+	return checkCount("N", r.N)
+}
+
+type phase uint8
+
+const (
+	arrived   phase = iota // waiting for the engine core to queue it
+	queued                 // waiting to be scheduled
+	scheduled              // running
+	preempted              // back in the queue after a preemption
+	finished
+)
+
+var phaseNames = [...]string{"arrived", "queued", "scheduled", "preempted", "finished"}
+
+// Timeline follows one request through the engine, event by event, and turns
+// the timestamps into the per-step contributions (Output) and the
+// FinishedRequest exactly as vLLM defines them. Events must come in time
+// order; an event the request's state does not allow, or a bad argument,
+// returns an error and leaves the Timeline unchanged.
+//
+// A Timeline is not safe for concurrent use; the children of one request
+// (NewTimelines) may be driven from different goroutines.
+type Timeline struct {
+	req   Request
+	phase phase
+	last  time.Time // the latest event's time
+
+	queued, scheduled, firstOutput, lastOutput time.Time
+
+	// Flags rather than zero times: a time.Time is a value, not a sentinel.
+	hasSnapshot bool         // Scheduled at least once; scheduled is the first time
+	hasOutput   bool         // Output at least once; firstOutput is set
+	prompt      PromptTokens // the split at the last scheduling before the first output
+	generated   int64
+
+	parent *parent
+}
+
+// parent tracks the n children of one request so that the child finishing
+// last reports N and MaxGenerationTokens.
+type parent struct {
+	mu        sync.Mutex
+	n         int64
+	remaining int64
+	maxGen    int64
+}
+
+// NewTimeline starts the timeline of a request with N <= 1.
+func NewTimeline(r Request) (*Timeline, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	if r.N > 1 {
+		return nil, fieldErr("N", r.N, ErrOutOfRange)
+	}
+	return newChild(r, &parent{n: 1, remaining: 1}), nil
+}
+
+// NewTimelines starts one timeline per child of a request with sampling
+// parameter N (at least one).
+func NewTimelines(r Request) ([]*Timeline, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	n := max(r.N, 1)
+	if n > 1<<16 {
+		return nil, fieldErr("N", r.N, ErrOutOfRange)
+	}
+	p := &parent{n: n, remaining: n}
+	children := make([]*Timeline, n)
+	for i := range children {
+		children[i] = newChild(r, p)
+	}
+	return children, nil
+}
+
+func newChild(r Request, p *parent) *Timeline {
+	r.N = p.n
+	return &Timeline{req: r, phase: arrived, last: r.Arrival, parent: p}
+}
+
+// check validates an event's time and that the current phase allows it.
+func (t *Timeline) check(event string, at time.Time, allowed ...phase) error {
+	if t.phase == finished {
+		return fieldErr(event, phaseNames[t.phase], ErrFinished)
+	}
+	if at.Before(t.last) {
+		return fieldErr(event+" time", at.Sub(t.last), ErrOutOfOrder)
+	}
+	for _, p := range allowed {
+		if t.phase == p {
+			return nil
+		}
+	}
+	if len(allowed) == 0 {
+		return nil
+	}
+	return fieldErr(event+" in phase", phaseNames[t.phase], ErrOutOfOrder)
+}
+
+// Queued records that the engine queued the request.
+func (t *Timeline) Queued(at time.Time) error {
+	if err := t.check("Queued", at, arrived); err != nil {
+		return err
+	}
+	t.phase, t.last, t.queued = queued, at, at
+	return nil
+}
+
+// Scheduled records that the scheduler took the request from waiting, with
+// the prompt tokens it found in the local prefix cache and through the KV
+// connector at that moment. Until the first output, a later scheduling (after
+// a preemption) replaces this snapshot; after it, re-prefills are not counted,
+// and the cached tokens may cover generated tokens too: they must not exceed
+// the prompt plus the tokens generated so far.
+func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) error {
+	if err := t.check("Scheduled", at, queued, preempted); err != nil {
+		return err
+	}
+	tokens := t.req.PromptTokens
+	if t.hasOutput {
+		// A re-prefill after the first output recomputes prompt and output.
+		var err error
+		if tokens, err = addChecked("tokens", tokens, t.generated); err != nil {
+			tokens = math.MaxInt64
+		}
+	}
+	split, err := SplitPrompt(tokens, localCached, externalCached)
+	if err != nil {
+		return err
+	}
+	if !t.hasSnapshot {
+		t.scheduled = at
+	}
+	if !t.hasOutput {
+		t.prompt, t.hasSnapshot = split, true
+	}
+	t.phase, t.last = scheduled, at
+	return nil
+}
+
+// Output records an output of tokens new tokens (at least one) and returns
+// what it adds to the step: on the first output the prompt split and the time
+// to first token, later the inter-token latency.
+func (t *Timeline) Output(at time.Time, tokens int64) (Output, error) {
+	if err := t.check("Output", at, scheduled); err != nil {
+		return Output{}, err
+	}
+	if tokens < 1 {
+		return Output{}, fieldErr("tokens", tokens, ErrOutOfRange)
+	}
+	generated, err := addChecked("tokens", t.generated, tokens)
+	if err != nil {
+		return Output{}, err
+	}
+	o := Output{GenerationTokens: tokens}
+	if !t.hasOutput {
+		o.First, o.PromptTokens, o.Latency = true, t.prompt, at.Sub(t.req.Arrival).Seconds()
+		t.firstOutput, t.hasOutput = at, true
+	} else {
+		o.Latency = at.Sub(t.lastOutput).Seconds()
+	}
+	t.generated, t.lastOutput, t.last = generated, at, at
+	return o, nil
+}
+
+// Preempted records that the scheduler preempted the running request; count
+// it in the step's Iteration.Preemptions. It must be Scheduled again before
+// its next output.
+func (t *Timeline) Preempted(at time.Time) error {
+	if err := t.check("Preempted", at, scheduled); err != nil {
+		return err
+	}
+	t.phase, t.last = preempted, at
+	return nil
+}
+
+// Finish ends the request in any phase (an abort may come before any output)
+// and returns its FinishedRequest.
+func (t *Timeline) Finish(at time.Time, reason FinishReason) (FinishedRequest, error) {
+	if err := t.check("Finish", at); err != nil {
+		return FinishedRequest{}, err
+	}
+	if err := reason.Validate(); err != nil {
+		return FinishedRequest{}, err
+	}
+	f := FinishedRequest{
+		Reason:           reason,
+		PromptTokens:     t.req.PromptTokens,
+		GenerationTokens: t.generated,
+		MaxTokens:        t.req.MaxTokens,
+		E2ELatency:       at.Sub(t.req.Arrival).Seconds(),
+	}
+	if t.hasSnapshot {
+		f.PrefillComputedTokens = t.prompt.Computed
+	}
+	if t.hasSnapshot {
+		f.QueueTime = t.scheduled.Sub(t.queued).Seconds()
+	}
+	if t.hasOutput {
+		f.PrefillTime = t.firstOutput.Sub(t.scheduled).Seconds()
+		f.DecodeTime = t.lastOutput.Sub(t.firstOutput).Seconds()
+		f.InferenceTime = t.lastOutput.Sub(t.scheduled).Seconds()
+	}
+	if t.generated > 1 {
+		f.TimePerOutputToken = f.DecodeTime / float64(t.generated-1)
+	}
+	f.N, f.MaxGenerationTokens = t.parent.childFinished(t.generated)
+	t.phase, t.last = finished, at
+	return f, nil
+}
+
+// childFinished returns the parent's n and the most tokens any child
+// generated when the last child finishes, and zeros before.
+func (p *parent) childFinished(generated int64) (n, maxGen int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.remaining--
+	p.maxGen = max(p.maxGen, generated)
+	if p.remaining > 0 {
+		return 0, 0
+	}
+	return p.n, p.maxGen
+}
+
+// Generated returns the tokens the request has emitted so far.
+func (t *Timeline) Generated() int64 { return t.generated }
+
+// Done reports whether the request has finished.
+func (t *Timeline) Done() bool { return t.phase == finished }

@@ -1,0 +1,290 @@
+package instrument
+
+// Instrument names. They are valid OpenTelemetry names (no ':'); package views
+// renames the streams to vLLM's exposition names.
+const (
+	NameNumRequestsRunning         = "vllm.num_requests_running"
+	NameNumRequestsWaiting         = "vllm.num_requests_waiting"
+	NameNumRequestsWaitingByReason = "vllm.num_requests_waiting_by_reason"
+	NameEngineSleepState           = "vllm.engine_sleep_state"
+	NameKVCacheUsage               = "vllm.kv_cache_usage"
+	NamePrefixCacheQueries         = "vllm.prefix_cache_queries"
+	NamePrefixCacheHits            = "vllm.prefix_cache_hits"
+	NameExternalPrefixCacheQueries = "vllm.external_prefix_cache_queries"
+	NameExternalPrefixCacheHits    = "vllm.external_prefix_cache_hits"
+	NameMMCacheQueries             = "vllm.mm_cache_queries"
+	NameMMCacheHits                = "vllm.mm_cache_hits"
+	NameNumPreemptions             = "vllm.num_preemptions"
+	NamePromptTokens               = "vllm.prompt_tokens"
+	NamePromptTokensCached         = "vllm.prompt_tokens_cached"
+	NameGenerationTokens           = "vllm.generation_tokens"
+	NameRequestSuccess             = "vllm.request_success"
+	NameCorruptedRequests          = "vllm.corrupted_requests"
+
+	NameRequestPromptTokens            = "vllm.request_prompt_tokens"
+	NameRequestGenerationTokens        = "vllm.request_generation_tokens"
+	NameIterationTokens                = "vllm.iteration_tokens"
+	NameRequestMaxNumGenerationTokens  = "vllm.request_max_num_generation_tokens"
+	NameRequestParamsN                 = "vllm.request_params_n"
+	NameRequestParamsMaxTokens         = "vllm.request_params_max_tokens"
+	NameRequestPrefillKVComputedTokens = "vllm.request_prefill_kv_computed_tokens"
+	NameTimeToFirstToken               = "vllm.time_to_first_token"
+	NameInterTokenLatency              = "vllm.inter_token_latency"
+	NameRequestTimePerOutputToken      = "vllm.request_time_per_output_token"
+	NameE2ERequestLatency              = "vllm.e2e_request_latency"
+	NameRequestQueueTime               = "vllm.request_queue_time"
+	NameRequestInferenceTime           = "vllm.request_inference_time"
+	NameRequestPrefillTime             = "vllm.request_prefill_time"
+	NameRequestDecodeTime              = "vllm.request_decode_time"
+	NameKVBlockLifetime                = "vllm.kv_block_lifetime"
+	NameKVBlockIdleBeforeEvict         = "vllm.kv_block_idle_before_evict"
+	NameKVBlockReuseGap                = "vllm.kv_block_reuse_gap"
+
+	NameSpecDecodeNumDrafts               = "vllm.spec_decode_num_drafts"
+	NameSpecDecodeNumDraftTokens          = "vllm.spec_decode_num_draft_tokens"
+	NameSpecDecodeNumAcceptedTokens       = "vllm.spec_decode_num_accepted_tokens"
+	NameSpecDecodeNumAcceptedTokensPerPos = "vllm.spec_decode_num_accepted_tokens_per_pos"
+
+	NameNIXLXferTime           = "vllm.nixl_xfer_time"
+	NameNIXLPostTime           = "vllm.nixl_post_time"
+	NameNIXLBytesTransferred   = "vllm.nixl_bytes_transferred"
+	NameNIXLNumDescriptors     = "vllm.nixl_num_descriptors"
+	NameNIXLNumFailedTransfers = "vllm.nixl_num_failed_transfers"
+	NameNIXLNumFailedNotifs    = "vllm.nixl_num_failed_notifications"
+	NameNIXLNumKVExpiredReqs   = "vllm.nixl_num_kv_expired_reqs"
+	NameLoRARequestsInfo       = "vllm.lora_requests_info"
+	NameCacheConfigInfo        = "vllm.cache_config_info"
+)
+
+// Attribute keys. model_name and engine are on every instrument but the two
+// info gauges; the others are on the instruments whose Descriptor lists them.
+const (
+	KeyModelName      = "model_name"
+	KeyEngine         = "engine"
+	KeySource         = "source"
+	KeyFinishedReason = "finished_reason"
+	KeyWaitingReason  = "reason"
+	KeySleepState     = "sleep_state"
+	KeyPosition       = "position"
+	KeyMaxLoRA        = "max_lora"
+	KeyWaitingLoRA    = "waiting_lora_adapters"
+	KeyRunningLoRA    = "running_lora_adapters"
+
+	// OpenTelemetry GenAI semantic-convention attributes, carried by the
+	// request duration, time to first token and time per output token
+	// instruments so that views.Semconv can export them.
+	KeyGenAIOperationName = "gen_ai.operation.name"
+	KeyGenAIProviderName  = "gen_ai.provider.name"
+	KeyGenAIRequestModel  = "gen_ai.request.model"
+	KeyErrorType          = "error.type"
+)
+
+// Label values of the waiting reason attribute.
+const (
+	WaitingCapacity = "capacity"
+	WaitingDeferred = "deferred"
+)
+
+// Kind is the kind of an instrument.
+type Kind uint8
+
+const (
+	Counter Kind = iota
+	Gauge
+	Histogram
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Counter:
+		return "counter"
+	case Gauge:
+		return "gauge"
+	case Histogram:
+		return "histogram"
+	}
+	return "unknown"
+}
+
+// Feature says when an instrument's series exist.
+type Feature uint8
+
+const (
+	// Always: pre-created at zero for every engine (histograms appear with
+	// their first observation: OpenTelemetry cannot create one without it).
+	Always Feature = iota
+	// KVConnector: with WithKVConnector, or when a step reports connector data.
+	KVConnector
+	// SpecDecoding: with WithSpecDecoding, or when a step reports drafts.
+	SpecDecoding
+	// LoRA: when a step reports LoRA state.
+	LoRA
+	// KVResidency: when a step reports sampled KV block evictions.
+	KVResidency
+	// CacheConfig: with WithCacheConfig.
+	CacheConfig
+	// Corruption: when an iteration reports corrupted requests.
+	Corruption
+)
+
+// Descriptor describes one instrument the Recorder creates.
+type Descriptor struct {
+	Name        string
+	Kind        Kind
+	Integer     bool // int64 measurements (float64 otherwise)
+	Unit        string
+	Description string
+	// Attributes are the keys beyond model_name and engine (for the info
+	// gauges: instead of them).
+	Attributes []string
+	// Buckets are the advisory histogram boundaries; nil for a token-count
+	// histogram, whose boundaries are LengthBuckets(max model length).
+	Buckets []float64
+	// LengthBuckets marks token-count histograms bucketed by LengthBuckets.
+	LengthBuckets bool
+	// Recorded says when a measurement is made.
+	Recorded string
+	Feature  Feature
+}
+
+const (
+	perStep     = "each scheduler step (RecordScheduler)"
+	perIter     = "each iteration (RecordIteration)"
+	perFinished = "each finished request (RecordFinished, or RecordIteration for Iteration.Finished)"
+)
+
+var genAIAttrs = []string{KeyGenAIOperationName, KeyGenAIProviderName, KeyGenAIRequestModel}
+
+// catalog is the one list of instruments; Descriptors returns a copy.
+var catalog = []Descriptor{
+	{Name: NameNumRequestsRunning, Kind: Gauge, Integer: true, Unit: "{request}", Recorded: perStep,
+		Description: "Number of requests in the model execution batches."},
+	{Name: NameNumRequestsWaiting, Kind: Gauge, Integer: true, Unit: "{request}", Recorded: perStep,
+		Description: "Number of requests waiting to be processed, for capacity or deferred."},
+	{Name: NameNumRequestsWaitingByReason, Kind: Gauge, Integer: true, Unit: "{request}", Recorded: perStep,
+		Attributes:  []string{KeyWaitingReason},
+		Description: "Number of waiting requests by reason: capacity (no room to schedule) or deferred (for example waiting for remote KV)."},
+	{Name: NameEngineSleepState, Kind: Gauge, Integer: true, Recorded: perStep,
+		Attributes:  []string{KeySleepState},
+		Description: "Engine sleep state: 1 for the current state (awake, weights_offloaded or discard_all), 0 for the others."},
+	{Name: NameKVCacheUsage, Kind: Gauge, Unit: "1", Recorded: perStep,
+		Description: "Fraction of KV cache blocks in use, from 0 to 1 (1 means full)."},
+	{Name: NamePrefixCacheQueries, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep,
+		Description: "Prompt tokens looked up in the local prefix cache (preempted requests excluded)."},
+	{Name: NamePrefixCacheHits, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep,
+		Description: "Prompt tokens found in the local prefix cache."},
+	{Name: NameExternalPrefixCacheQueries, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: KVConnector,
+		Description: "Prompt tokens looked up through the KV connector (external prefix cache)."},
+	{Name: NameExternalPrefixCacheHits, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: KVConnector,
+		Description: "Prompt tokens found through the KV connector (external prefix cache)."},
+	{Name: NameMMCacheQueries, Kind: Counter, Integer: true, Unit: "{item}", Recorded: perStep,
+		Description: "Multimodal items looked up in the multimodal cache."},
+	{Name: NameMMCacheHits, Kind: Counter, Integer: true, Unit: "{item}", Recorded: perStep,
+		Description: "Multimodal items found in the multimodal cache."},
+	{Name: NameNumPreemptions, Kind: Counter, Integer: true, Unit: "{preemption}", Recorded: perIter,
+		Description: "Cumulative number of request preemptions by the engine."},
+	{Name: NamePromptTokens, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perIter,
+		Attributes:  []string{KeySource},
+		Description: "Prompt tokens of requests that produced their first output, by source: local_compute, local_cache_hit or external_kv_transfer."},
+	{Name: NamePromptTokensCached, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perIter,
+		Description: "Prompt tokens not computed here: local prefix cache hits plus KV received through a connector."},
+	{Name: NameGenerationTokens, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perIter,
+		Description: "Generation tokens emitted."},
+	{Name: NameRequestSuccess, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perFinished,
+		Attributes:  []string{KeyFinishedReason},
+		Description: "Finished requests by finish reason: stop, length, abort, error or repetition."},
+	{Name: NameCorruptedRequests, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perIter, Feature: Corruption,
+		Description: "Requests whose outputs were found corrupted (for example NaN logits)."},
+
+	{Name: NameRequestPromptTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
+		Description: "Prompt length of finished requests, in tokens."},
+	{Name: NameRequestGenerationTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
+		Description: "Generation tokens of finished requests."},
+	{Name: NameIterationTokens, Kind: Histogram, Integer: true, Unit: "{token}", Buckets: iterationTokensBuckets, Recorded: perIter,
+		Description: "Tokens processed per engine step: prompt tokens computed in the step plus generation tokens. Prefix cache hits and KV received from other nodes are not work done in the step and are not counted."},
+	{Name: NameRequestMaxNumGenerationTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
+		Description: "Most generation tokens among a request's n children, observed when the last child finishes."},
+	{Name: NameRequestParamsN, Kind: Histogram, Integer: true, Unit: "{request}", Buckets: paramsNBuckets, Recorded: perFinished,
+		Description: "The sampling parameter n of finished requests, observed once per parent request."},
+	{Name: NameRequestParamsMaxTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
+		Description: "The max_tokens parameter of finished requests that set it."},
+	{Name: NameRequestPrefillKVComputedTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
+		Description: "Prompt tokens computed here by finished requests (prompt length minus cached tokens)."},
+	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter, Attributes: genAIAttrs,
+		Description: "Time from a request's arrival to its first output token."},
+	{Name: NameInterTokenLatency, Kind: Histogram, Unit: "s", Buckets: itlBuckets, Recorded: perIter,
+		Description: "Time between consecutive outputs of a request."},
+	{Name: NameRequestTimePerOutputToken, Kind: Histogram, Unit: "s", Buckets: itlBuckets, Recorded: perFinished,
+		Attributes:  append(genAIAttrs[:len(genAIAttrs):len(genAIAttrs)], KeyErrorType),
+		Description: "Mean time per output token of finished requests: decode time / (generation tokens - 1), 0 with one token or none."},
+	{Name: NameE2ERequestLatency, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
+		Attributes:  append(genAIAttrs[:len(genAIAttrs):len(genAIAttrs)], KeyErrorType),
+		Description: "Time from a request's arrival to its finish."},
+	{Name: NameRequestQueueTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
+		Description: "Time a request spent queued before it was first scheduled."},
+	{Name: NameRequestInferenceTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
+		Description: "Time from a request's first scheduling to its last output token."},
+	{Name: NameRequestPrefillTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
+		Description: "Time from a request's first scheduling to its first output token."},
+	{Name: NameRequestDecodeTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
+		Description: "Time from a request's first output token to its last."},
+	{Name: NameKVBlockLifetime, Kind: Histogram, Unit: "s", Buckets: kvResidencyBuckets, Recorded: perStep, Feature: KVResidency,
+		Description: "Lifetime of sampled evicted KV cache blocks, from allocation to eviction."},
+	{Name: NameKVBlockIdleBeforeEvict, Kind: Histogram, Unit: "s", Buckets: kvResidencyBuckets, Recorded: perStep, Feature: KVResidency,
+		Description: "Idle time of sampled evicted KV cache blocks, from last access to eviction."},
+	{Name: NameKVBlockReuseGap, Kind: Histogram, Unit: "s", Buckets: kvResidencyBuckets, Recorded: perStep, Feature: KVResidency,
+		Description: "Time between consecutive accesses of sampled evicted KV cache blocks."},
+
+	{Name: NameSpecDecodeNumDrafts, Kind: Counter, Integer: true, Unit: "{draft}", Recorded: perStep, Feature: SpecDecoding,
+		Description: "Speculative decoding drafts proposed."},
+	{Name: NameSpecDecodeNumDraftTokens, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: SpecDecoding,
+		Description: "Speculative decoding draft tokens proposed."},
+	{Name: NameSpecDecodeNumAcceptedTokens, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: SpecDecoding,
+		Description: "Speculative decoding draft tokens accepted."},
+	{Name: NameSpecDecodeNumAcceptedTokensPerPos, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: SpecDecoding,
+		Attributes:  []string{KeyPosition},
+		Description: "Speculative decoding draft tokens accepted, by draft position."},
+
+	{Name: NameNIXLXferTime, Kind: Histogram, Unit: "s", Buckets: nixlXferTimeBuckets, Recorded: perStep, Feature: KVConnector,
+		Description: "Duration of KV transfers through the connector."},
+	{Name: NameNIXLPostTime, Kind: Histogram, Unit: "s", Buckets: nixlPostTimeBuckets, Recorded: perStep, Feature: KVConnector,
+		Description: "Time to post KV transfers to the connector."},
+	{Name: NameNIXLBytesTransferred, Kind: Histogram, Integer: true, Unit: "By", Buckets: nixlBytesBuckets, Recorded: perStep, Feature: KVConnector,
+		Description: "Bytes moved per KV transfer through the connector."},
+	{Name: NameNIXLNumDescriptors, Kind: Histogram, Integer: true, Unit: "{descriptor}", Buckets: nixlDescriptorBuckets, Recorded: perStep, Feature: KVConnector,
+		Description: "Descriptors per KV transfer through the connector."},
+	{Name: NameNIXLNumFailedTransfers, Kind: Counter, Integer: true, Unit: "{transfer}", Recorded: perStep, Feature: KVConnector,
+		Description: "KV transfers through the connector that failed."},
+	{Name: NameNIXLNumFailedNotifs, Kind: Counter, Integer: true, Unit: "{notification}", Recorded: perStep, Feature: KVConnector,
+		Description: "KV connector notifications that failed."},
+	{Name: NameNIXLNumKVExpiredReqs, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perStep, Feature: KVConnector,
+		Description: "Requests whose transferred KV expired before it was read."},
+
+	{Name: NameLoRARequestsInfo, Kind: Gauge, Recorded: perStep, Feature: LoRA,
+		Attributes:  []string{KeyMaxLoRA, KeyWaitingLoRA, KeyRunningLoRA},
+		Description: "LoRA adapters of running and waiting requests (comma-separated names); the value is the Unix time of the update."},
+	{Name: NameCacheConfigInfo, Kind: Gauge, Integer: true, Recorded: "once per engine at construction", Feature: CacheConfig,
+		Attributes:  []string{KeyEngine, "<every cache config key>"},
+		Description: "Information of the KV cache configuration; the value is 1."},
+}
+
+// Descriptors returns every instrument the Recorder creates, in a stable order.
+func Descriptors() []Descriptor {
+	out := make([]Descriptor, len(catalog))
+	for i, d := range catalog {
+		d.Attributes = append([]string(nil), d.Attributes...)
+		d.Buckets = append([]float64(nil), d.Buckets...)
+		out[i] = d
+	}
+	return out
+}
+
+// lookup returns the descriptor of an instrument name.
+func lookup(name string) (Descriptor, bool) {
+	for _, d := range catalog {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Descriptor{}, false
+}

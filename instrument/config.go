@@ -1,0 +1,115 @@
+package instrument
+
+import (
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// ScopeName is the instrumentation scope (meter) name of the Recorder.
+const ScopeName = "github.com/infermetrics/infermetrics/instrument"
+
+// Version is the library version, reported as the instrumentation version.
+const Version = "0.1.0"
+
+// Defaults of the options.
+const (
+	DefaultMaxModelLen    = 8192
+	DefaultGenAIOperation = "text_completion"
+	DefaultGenAIProvider  = "self_hosted"
+	// MaxModelNameLen is the longest model name accepted, in bytes.
+	MaxModelNameLen = 256
+)
+
+type config struct {
+	meterProvider  metric.MeterProvider
+	modelName      string
+	engines        []int
+	attributes     []attribute.KeyValue
+	maxModelLen    int
+	cacheConfig    stats.CacheConfig
+	kvConnector    bool
+	specPositions  int
+	genAIOperation string
+	genAIProvider  string
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		engines:        []int{0},
+		maxModelLen:    DefaultMaxModelLen,
+		genAIOperation: DefaultGenAIOperation,
+		genAIProvider:  DefaultGenAIProvider,
+	}
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	if c.meterProvider == nil {
+		c.meterProvider = otel.GetMeterProvider()
+	}
+	return c
+}
+
+// Option configures a Recorder.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithMeterProvider sets the MeterProvider; the default is the global one,
+// otel.GetMeterProvider().
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) { c.meterProvider = mp })
+}
+
+// WithModelName sets the model_name attribute: the served model name.
+// Required.
+func WithModelName(name string) Option {
+	return optionFunc(func(c *config) { c.modelName = name })
+}
+
+// WithEngines sets the data-parallel ranks this Recorder serves (the engine
+// attribute); the default is the single engine 0.
+func WithEngines(ranks ...int) Option {
+	return optionFunc(func(c *config) { c.engines = append([]int(nil), ranks...) })
+}
+
+// WithAttributes adds constant attributes to every series but the info
+// gauges (for example a role=decode attribute in a P/D deployment).
+func WithAttributes(kv ...attribute.KeyValue) Option {
+	return optionFunc(func(c *config) { c.attributes = append(c.attributes, kv...) })
+}
+
+// WithMaxModelLen sets the model's context length, from which the token-count
+// histograms get their 1-2-5 boundaries (LengthBuckets). Default 8192.
+func WithMaxModelLen(n int) Option {
+	return optionFunc(func(c *config) { c.maxModelLen = n })
+}
+
+// WithCacheConfig exports the KV cache configuration as the labels of
+// vllm:cache_config_info, once per engine.
+func WithCacheConfig(cfg stats.CacheConfig) Option {
+	return optionFunc(func(c *config) { c.cacheConfig = cfg })
+}
+
+// WithKVConnector declares a KV connector, so that its counters (external
+// prefix cache, failed transfers, ...) exist at zero from start-up.
+func WithKVConnector() Option {
+	return optionFunc(func(c *config) { c.kvConnector = true })
+}
+
+// WithSpecDecoding declares speculative decoding with numSpeculativeTokens
+// draft positions, so that its counters exist at zero from start-up.
+func WithSpecDecoding(numSpeculativeTokens int) Option {
+	return optionFunc(func(c *config) { c.specPositions = numSpeculativeTokens })
+}
+
+// WithGenAI sets the gen_ai.operation.name and gen_ai.provider.name
+// attributes of the latency instruments (used by views.Semconv). Defaults:
+// "text_completion" and "self_hosted".
+func WithGenAI(operation, provider string) Option {
+	return optionFunc(func(c *config) { c.genAIOperation, c.genAIProvider = operation, provider })
+}

@@ -1,0 +1,162 @@
+package instrument
+
+import (
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// instruments holds every instrument of the catalog.
+type instruments struct {
+	running, waiting, waitingByReason, sleepState metric.Int64Gauge
+	kvCacheUsage                                  metric.Float64Gauge
+
+	prefixQueries, prefixHits, extPrefixQueries, extPrefixHits metric.Int64Counter
+	mmQueries, mmHits                                          metric.Int64Counter
+	preemptions, promptTokens, promptCached, generationTokens  metric.Int64Counter
+	requestSuccess, corrupted                                  metric.Int64Counter
+
+	requestPrompt, requestGeneration, iterationTokens, maxGeneration metric.Int64Histogram
+	paramsN, paramsMaxTokens, prefillKVComputed                      metric.Int64Histogram
+
+	ttft, itl, tpot, e2e, queueTime, inferenceTime, prefillTime, decodeTime metric.Float64Histogram
+	kvLifetime, kvIdle, kvReuseGap                                          metric.Float64Histogram
+
+	specDrafts, specDraftTokens, specAccepted, specAcceptedPerPos metric.Int64Counter
+
+	nixlXferTime, nixlPostTime                           metric.Float64Histogram
+	nixlBytes, nixlDescriptors                           metric.Int64Histogram
+	nixlFailedTransfers, nixlFailedNotifs, nixlKVExpired metric.Int64Counter
+
+	loraInfo        metric.Float64Gauge
+	cacheConfigInfo metric.Int64Gauge
+}
+
+// builder creates instruments from their descriptors and collects errors.
+type builder struct {
+	meter       metric.Meter
+	maxModelLen int
+	errs        []error
+}
+
+func (b *builder) describe(name string) (Descriptor, bool) {
+	d, ok := lookup(name)
+	if !ok {
+		b.errs = append(b.errs, fmt.Errorf("instrument: no descriptor for %q", name))
+	}
+	return d, ok
+}
+
+func (b *builder) bounds(d Descriptor) []float64 {
+	if d.LengthBuckets {
+		return LengthBuckets(b.maxModelLen)
+	}
+	return d.Buckets
+}
+
+func (b *builder) note(err error) {
+	if err != nil {
+		b.errs = append(b.errs, err)
+	}
+}
+
+func (b *builder) int64Counter(name string) metric.Int64Counter {
+	d, _ := b.describe(name)
+	c, err := b.meter.Int64Counter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	return c
+}
+
+func (b *builder) int64Gauge(name string) metric.Int64Gauge {
+	d, _ := b.describe(name)
+	g, err := b.meter.Int64Gauge(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	return g
+}
+
+func (b *builder) float64Gauge(name string) metric.Float64Gauge {
+	d, _ := b.describe(name)
+	g, err := b.meter.Float64Gauge(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	return g
+}
+
+func (b *builder) int64Histogram(name string) metric.Int64Histogram {
+	d, _ := b.describe(name)
+	h, err := b.meter.Int64Histogram(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description),
+		metric.WithExplicitBucketBoundaries(b.bounds(d)...))
+	b.note(err)
+	return h
+}
+
+func (b *builder) float64Histogram(name string) metric.Float64Histogram {
+	d, _ := b.describe(name)
+	h, err := b.meter.Float64Histogram(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description),
+		metric.WithExplicitBucketBoundaries(b.bounds(d)...))
+	b.note(err)
+	return h
+}
+
+func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
+	b := &builder{meter: meter, maxModelLen: maxModelLen}
+	i := &instruments{
+		running:          b.int64Gauge(NameNumRequestsRunning),
+		waiting:          b.int64Gauge(NameNumRequestsWaiting),
+		waitingByReason:  b.int64Gauge(NameNumRequestsWaitingByReason),
+		sleepState:       b.int64Gauge(NameEngineSleepState),
+		kvCacheUsage:     b.float64Gauge(NameKVCacheUsage),
+		prefixQueries:    b.int64Counter(NamePrefixCacheQueries),
+		prefixHits:       b.int64Counter(NamePrefixCacheHits),
+		extPrefixQueries: b.int64Counter(NameExternalPrefixCacheQueries),
+		extPrefixHits:    b.int64Counter(NameExternalPrefixCacheHits),
+		mmQueries:        b.int64Counter(NameMMCacheQueries),
+		mmHits:           b.int64Counter(NameMMCacheHits),
+		preemptions:      b.int64Counter(NameNumPreemptions),
+		promptTokens:     b.int64Counter(NamePromptTokens),
+		promptCached:     b.int64Counter(NamePromptTokensCached),
+		generationTokens: b.int64Counter(NameGenerationTokens),
+		requestSuccess:   b.int64Counter(NameRequestSuccess),
+		corrupted:        b.int64Counter(NameCorruptedRequests),
+
+		requestPrompt:     b.int64Histogram(NameRequestPromptTokens),
+		requestGeneration: b.int64Histogram(NameRequestGenerationTokens),
+		iterationTokens:   b.int64Histogram(NameIterationTokens),
+		maxGeneration:     b.int64Histogram(NameRequestMaxNumGenerationTokens),
+		paramsN:           b.int64Histogram(NameRequestParamsN),
+		paramsMaxTokens:   b.int64Histogram(NameRequestParamsMaxTokens),
+		prefillKVComputed: b.int64Histogram(NameRequestPrefillKVComputedTokens),
+
+		ttft:          b.float64Histogram(NameTimeToFirstToken),
+		itl:           b.float64Histogram(NameInterTokenLatency),
+		tpot:          b.float64Histogram(NameRequestTimePerOutputToken),
+		e2e:           b.float64Histogram(NameE2ERequestLatency),
+		queueTime:     b.float64Histogram(NameRequestQueueTime),
+		inferenceTime: b.float64Histogram(NameRequestInferenceTime),
+		prefillTime:   b.float64Histogram(NameRequestPrefillTime),
+		decodeTime:    b.float64Histogram(NameRequestDecodeTime),
+		kvLifetime:    b.float64Histogram(NameKVBlockLifetime),
+		kvIdle:        b.float64Histogram(NameKVBlockIdleBeforeEvict),
+		kvReuseGap:    b.float64Histogram(NameKVBlockReuseGap),
+
+		specDrafts:         b.int64Counter(NameSpecDecodeNumDrafts),
+		specDraftTokens:    b.int64Counter(NameSpecDecodeNumDraftTokens),
+		specAccepted:       b.int64Counter(NameSpecDecodeNumAcceptedTokens),
+		specAcceptedPerPos: b.int64Counter(NameSpecDecodeNumAcceptedTokensPerPos),
+
+		nixlXferTime:        b.float64Histogram(NameNIXLXferTime),
+		nixlPostTime:        b.float64Histogram(NameNIXLPostTime),
+		nixlBytes:           b.int64Histogram(NameNIXLBytesTransferred),
+		nixlDescriptors:     b.int64Histogram(NameNIXLNumDescriptors),
+		nixlFailedTransfers: b.int64Counter(NameNIXLNumFailedTransfers),
+		nixlFailedNotifs:    b.int64Counter(NameNIXLNumFailedNotifs),
+		nixlKVExpired:       b.int64Counter(NameNIXLNumKVExpiredReqs),
+
+		loraInfo:        b.float64Gauge(NameLoRARequestsInfo),
+		cacheConfigInfo: b.int64Gauge(NameCacheConfigInfo),
+	}
+	if err := errors.Join(b.errs...); err != nil {
+		return nil, fmt.Errorf("instrument: creating instruments: %w", err)
+	}
+	return i, nil
+}

@@ -1,0 +1,135 @@
+package instrument
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// Errors of the Recorder; stats errors pass through unchanged and match the
+// sentinels of package stats.
+var (
+	// ErrConfig reports an invalid option value at construction.
+	ErrConfig = errors.New("instrument: invalid configuration")
+	// ErrUnknownEngine reports an engine rank the Recorder does not serve.
+	ErrUnknownEngine = errors.New("instrument: unknown engine")
+)
+
+// reservedKeys are attribute keys the Recorder sets itself.
+var reservedKeys = []string{KeyModelName, KeyEngine, KeySource, KeyFinishedReason, KeyWaitingReason,
+	KeySleepState, KeyPosition, KeyGenAIOperationName, KeyGenAIProviderName, KeyGenAIRequestModel, KeyErrorType}
+
+// Recorder records engine stats on OpenTelemetry instruments, one set of
+// series per data-parallel engine. It is safe for concurrent use. Every
+// Record method validates its whole input first: on an error nothing is
+// recorded.
+type Recorder struct {
+	inst    *instruments
+	engines []*Engine
+}
+
+// NewRecorder creates the instruments on the configured MeterProvider and the
+// series of every engine at zero.
+func NewRecorder(opts ...Option) (*Recorder, error) {
+	cfg := newConfig(opts)
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	meter := cfg.meterProvider.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
+	inst, err := newInstruments(meter, cfg.maxModelLen)
+	if err != nil {
+		return nil, err
+	}
+	r := &Recorder{inst: inst}
+	for _, rank := range cfg.engines {
+		e := newEngine(inst, &cfg, rank)
+		e.start(context.Background(), &cfg)
+		r.engines = append(r.engines, e)
+	}
+	return r, nil
+}
+
+func (c *config) validate() error {
+	if c.modelName == "" || len(c.modelName) > MaxModelNameLen || !utf8.ValidString(c.modelName) {
+		return fmt.Errorf("%w: model name %q must be 1 to %d bytes of UTF-8", ErrConfig, c.modelName, MaxModelNameLen)
+	}
+	if len(c.engines) == 0 {
+		return fmt.Errorf("%w: no engines", ErrConfig)
+	}
+	for i, rank := range c.engines {
+		if rank < 0 || slices.Contains(c.engines[:i], rank) {
+			return fmt.Errorf("%w: engine rank %d is negative or repeated", ErrConfig, rank)
+		}
+	}
+	if c.maxModelLen < 1 {
+		return fmt.Errorf("%w: max model length %d must be positive", ErrConfig, c.maxModelLen)
+	}
+	if c.specPositions < 0 || c.specPositions > maxSpecPositions {
+		return fmt.Errorf("%w: speculative tokens %d must be 0 to %d", ErrConfig, c.specPositions, maxSpecPositions)
+	}
+	for _, kv := range c.attributes {
+		key := string(kv.Key)
+		if !kv.Valid() || slices.Contains(reservedKeys, key) || !utf8.ValidString(kv.Value.Emit()) {
+			return fmt.Errorf("%w: attribute %q is invalid or reserved", ErrConfig, key)
+		}
+	}
+	for _, s := range []string{c.genAIOperation, c.genAIProvider} {
+		if s == "" || !utf8.ValidString(s) {
+			return fmt.Errorf("%w: gen_ai attribute value %q", ErrConfig, s)
+		}
+	}
+	if c.cacheConfig != nil {
+		if err := c.cacheConfig.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	return nil
+}
+
+// Engine returns the handle of one data-parallel engine by its rank.
+func (r *Recorder) Engine(rank int) (*Engine, error) {
+	for _, e := range r.engines {
+		if e.rank == rank {
+			return e, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: rank %d", ErrUnknownEngine, rank)
+}
+
+// RecordIteration records one step's outputs of an engine, including its
+// finished requests. See Engine.RecordIteration.
+func (r *Recorder) RecordIteration(ctx context.Context, rank int, it *stats.Iteration) error {
+	e, err := r.Engine(rank)
+	if err != nil {
+		return err
+	}
+	return e.RecordIteration(ctx, it)
+}
+
+// RecordFinished records one finished request of an engine.
+func (r *Recorder) RecordFinished(ctx context.Context, rank int, f *stats.FinishedRequest) error {
+	e, err := r.Engine(rank)
+	if err != nil {
+		return err
+	}
+	return e.RecordFinished(ctx, f)
+}
+
+// RecordScheduler records one scheduler step of an engine.
+func (r *Recorder) RecordScheduler(ctx context.Context, rank int, s *stats.Scheduler) error {
+	e, err := r.Engine(rank)
+	if err != nil {
+		return err
+	}
+	return e.RecordScheduler(ctx, s)
+}
+
+// engineLabel is the engine attribute value of a rank.
+func engineLabel(rank int) string { return strconv.Itoa(rank) }

@@ -78,7 +78,11 @@ func WithEngines(ranks ...int) Option {
 }
 
 // WithAttributes adds constant attributes to every series but the info
-// gauges (for example a role=decode attribute in a P/D deployment).
+// gauges (for example a role=decode attribute in a P/D deployment). A key must
+// keep a Prometheus label of its own: NewRecorder returns ErrConfig for a key
+// starting with "__", one exported as "le" or "quantile", and one exported as
+// the same label name as a key the Recorder sets or another constant key
+// ("model.name" would merge into model_name).
 func WithAttributes(kv ...attribute.KeyValue) Option {
 	return optionFunc(func(c *config) { c.attributes = append(c.attributes, kv...) })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
@@ -74,11 +75,16 @@ func (c *config) validate() error {
 	if c.specPositions < 0 || c.specPositions > maxSpecPositions {
 		return fmt.Errorf("%w: speculative tokens %d must be 0 to %d", ErrConfig, c.specPositions, maxSpecPositions)
 	}
+	keys := make([]string, 0, len(c.attributes))
 	for _, kv := range c.attributes {
 		key := string(kv.Key)
-		if !kv.Valid() || slices.Contains(reservedKeys, key) || !utf8.ValidString(kv.Value.Emit()) {
-			return fmt.Errorf("%w: attribute %q is invalid or reserved", ErrConfig, key)
+		if !kv.Valid() || !utf8.ValidString(key) || !utf8.ValidString(kv.Value.Emit()) {
+			return fmt.Errorf("%w: attribute %q is invalid", ErrConfig, key)
 		}
+		keys = append(keys, key)
+	}
+	if err := checkLabelNames(reservedKeys, keys); err != nil {
+		return fmt.Errorf("%w: attribute %w", ErrConfig, err)
 	}
 	for _, s := range []string{c.genAIOperation, c.genAIProvider} {
 		if s == "" || !utf8.ValidString(s) {
@@ -89,8 +95,58 @@ func (c *config) validate() error {
 		if err := c.cacheConfig.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		if err := checkLabelNames([]string{KeyEngine}, c.cacheConfig.Keys()); err != nil {
+			return fmt.Errorf("%w: cache config key %w", ErrConfig, err)
+		}
 	}
 	return nil
+}
+
+// checkLabelNames reports a key that cannot be a label of its own in a
+// Prometheus scrape: one starting with "__" (reserved), one that becomes
+// "le" or "quantile" (histogram and summary labels), and one that becomes the
+// same label name as a reserved key or an earlier key. The OpenTelemetry
+// Prometheus exporter merges colliding attributes into one label, joining
+// their values with ';' (so "model.name" would corrupt model_name), and a
+// reserved name fails the whole scrape.
+func checkLabelNames(reserved, keys []string) error {
+	owner := map[string]string{"le": "le", "quantile": "quantile"}
+	for _, k := range reserved {
+		owner[promLabel(k)] = k
+	}
+	for _, k := range keys {
+		label := promLabel(k)
+		if strings.HasPrefix(k, "__") || strings.Trim(label, "_") == "" {
+			return fmt.Errorf("%q is not a usable label name", k)
+		}
+		if other, taken := owner[label]; taken {
+			return fmt.Errorf("%q becomes label %q, taken by %q", k, label, other)
+		}
+		owner[label] = k
+	}
+	return nil
+}
+
+// promLabel returns the Prometheus label name of an attribute key under the
+// exporter's default translation: each run of characters other than
+// [A-Za-z0-9] becomes one '_', and a name starting with a digit gets "key_".
+func promLabel(key string) string {
+	var b strings.Builder
+	underscore := false
+	for _, r := range key {
+		if ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+			underscore = false
+		} else if !underscore {
+			b.WriteByte('_')
+			underscore = true
+		}
+	}
+	label := b.String()
+	if label != "" && '0' <= label[0] && label[0] <= '9' {
+		label = "key_" + label
+	}
+	return label
 }
 
 // Engine returns the handle of one data-parallel engine by its rank.

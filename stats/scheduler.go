@@ -101,8 +101,8 @@ func (l *LoRA) Validate() error {
 		list  []string
 	}{{"Running", l.Running}, {"Waiting", l.Waiting}} {
 		for i, n := range names.list {
-			if err := checkLabel(fmt.Sprintf("%s[%d]", names.field, i), n, true); err != nil {
-				return err
+			if checkLabel(names.field, n, true) != nil {
+				return fieldErr(fmt.Sprintf("%s[%d]", names.field, i), n, ErrInvalidLabel)
 			}
 		}
 	}

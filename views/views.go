@@ -39,6 +39,11 @@ const (
 	iterationTokens      = "vllm:iteration_tokens_total"
 )
 
+// promptTokensTotalDescription is the description of vllm:prompt_tokens: the
+// instrument's own describes the breakdown by source, which that family sums away.
+const promptTokensTotalDescription = "Prompt tokens of requests that produced their first output, over all sources " +
+	"(computed here, local prefix cache hits and KV received through a connector)."
+
 // ratioUnit replaces the unit "1" of the KV cache usage gauge: the Prometheus
 // exporter appends _ratio to gauges in unit "1", and vLLM's name has none.
 const ratioUnit = "{fraction}"
@@ -118,7 +123,7 @@ func (c *config) check(families, histograms []string) error {
 
 // stream builds the view of one exported family from one instrument.
 func (c *config) stream(d instrument.Descriptor, family string, filter attribute.Filter) sdkmetric.View {
-	s := sdkmetric.Stream{Name: family, AttributeFilter: filter}
+	s := sdkmetric.Stream{Name: family, Description: d.Description, AttributeFilter: filter}
 	if keys, ok := c.attributes[family]; ok {
 		s.AttributeFilter = allow(keys)
 	}
@@ -153,8 +158,10 @@ func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	var views []sdkmetric.View
 	for _, d := range instrument.Descriptors() {
 		if d.Name == instrument.NamePromptTokens {
+			total := d
+			total.Description = promptTokensTotalDescription
 			views = append(views,
-				c.stream(d, VLLMName(d), deny(instrument.KeySource)),
+				c.stream(total, VLLMName(d), deny(instrument.KeySource)),
 				c.stream(d, PromptTokensBySource, deny()))
 			continue
 		}

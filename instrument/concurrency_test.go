@@ -1,0 +1,78 @@
+package instrument_test
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// Many goroutines record on two engines at once, growing the speculative
+// decoding positions and changing the LoRA state as they go: every
+// measurement lands exactly once (run with -race).
+func TestConcurrentRecording(t *testing.T) {
+	h := newHarness(t, instrument.WithEngines(0, 1))
+	const goroutines, rounds = 8, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Go(func() {
+			rank := g % 2
+			for i := range rounds {
+				it := stats.Iteration{
+					PromptTokens:     stats.PromptTokens{Computed: 1, LocalCacheHit: 2, ExternalKVTransfer: 3},
+					GenerationTokens: 4, ITL: []float64{0.01},
+				}
+				positions := make([]int64, g%4+1)
+				for p := range positions {
+					positions[p] = 1
+				}
+				s := stats.Scheduler{SpecDecoding: &stats.SpecDecoding{AcceptedPerPosition: positions},
+					LoRA: &stats.LoRA{MaxLoRA: 2, Running: []string{"lora" + strconv.Itoa(i%3)}}}
+				if err := h.rec.RecordIteration(t.Context(), rank, &it); err != nil {
+					errs <- err
+					return
+				}
+				if err := h.rec.RecordScheduler(t.Context(), rank, &s); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	s := h.collect()
+	for _, rank := range []string{"0", "1"} {
+		// 4 goroutines x 50 rounds = 200 iterations per engine.
+		checkPromptTokens(t, s, rank, promptTokens{total: 200 * 6, computed: 200 * 1, localHit: 200 * 2, external: 200 * 3, cached: 200 * 5})
+		checkCounter(t, s, 200*4, "vllm:generation_tokens", engineLabels(rank)...)
+		// 1 computed + 4 generated = 5 per iteration, in (1, 8].
+		checkHistogram(t, s, 200, 200*5, map[int]uint64{1: 200}, "vllm:iteration_tokens_total", engineLabels(rank)...)
+	}
+	// Engine 0 runs goroutines 0, 2, 4, 6 with 1, 3, 1, 3 positions; engine 1
+	// goroutines 1, 3, 5, 7 with 2, 4, 2, 4: 50 rounds each.
+	for rank, perPosition := range map[string][]float64{"0": {200, 100, 100}, "1": {200, 200, 100, 100}} {
+		for p, want := range perPosition {
+			checkCounter(t, s, want, "vllm:spec_decode_num_accepted_tokens_per_pos",
+				engineLabels(rank, "position", strconv.Itoa(p))...)
+		}
+	}
+	// Three LoRA states, each its own series (shared by the engines).
+	var lora int
+	for k := range s {
+		if strings.HasPrefix(k, "vllm:lora_requests_info{") {
+			lora++
+		}
+	}
+	if lora != 3 {
+		t.Errorf("vllm:lora_requests_info has %d series, want 3:\n%s", lora, s)
+	}
+}

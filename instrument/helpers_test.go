@@ -1,0 +1,249 @@
+package instrument_test
+
+// Helpers shared by the tests of package instrument: a Recorder on a real SDK
+// MeterProvider with the vLLM views and a ManualReader, a canonical snapshot
+// of what it collects, and a small driver of request timelines.
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/views"
+)
+
+// model is the served model name of every test Recorder.
+const model = "llama-3.1-8b"
+
+// harness is a Recorder whose instruments are shaped by views.VLLM and read by
+// a ManualReader: collected stream names are vLLM's family names without the
+// Prometheus _total suffix.
+type harness struct {
+	t      testing.TB
+	rec    *instrument.Recorder
+	reader *sdkmetric.ManualReader
+}
+
+func newHarness(t testing.TB, opts ...instrument.Option) *harness {
+	t.Helper()
+	vs, err := views.VLLM()
+	if err != nil {
+		t.Fatalf("views.VLLM: %v", err)
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(vs...))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	base := []instrument.Option{instrument.WithMeterProvider(mp), instrument.WithModelName(model)}
+	rec, err := instrument.NewRecorder(append(base, opts...)...)
+	if err != nil {
+		t.Fatalf("NewRecorder: %v", err)
+	}
+	return &harness{t: t, rec: rec, reader: reader}
+}
+
+// engine returns the Engine of a rank.
+func (h *harness) engine(rank int) *instrument.Engine {
+	h.t.Helper()
+	e, err := h.rec.Engine(rank)
+	if err != nil {
+		h.t.Fatalf("Engine(%d): %v", rank, err)
+	}
+	return e
+}
+
+// point is one collected series without its timestamps.
+type point struct {
+	kind    string // counter, updowncounter, gauge or histogram
+	value   float64
+	count   uint64
+	sum     float64
+	bounds  []float64
+	buckets []uint64
+}
+
+func (p point) String() string {
+	if p.kind != "histogram" {
+		return fmt.Sprintf("%s %v", p.kind, p.value)
+	}
+	return fmt.Sprintf("histogram count=%d sum=%v bounds=%v buckets=%v", p.count, p.sum, p.bounds, p.buckets)
+}
+
+// snapshot maps a series key (see series) to its point.
+type snapshot map[string]point
+
+// String renders the snapshot canonically: one sorted line per series.
+func (s snapshot) String() string {
+	lines := make([]string, 0, len(s))
+	for k, p := range s {
+		lines = append(lines, k+" "+p.String())
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// series is the key of a stream and its attributes, given as key/value pairs.
+func series(name string, labels ...string) string {
+	kv := make([]attribute.KeyValue, 0, len(labels)/2)
+	for i := 0; i+1 < len(labels); i += 2 {
+		kv = append(kv, attribute.String(labels[i], labels[i+1]))
+	}
+	set := attribute.NewSet(kv...)
+	return name + "{" + set.Encoded(attribute.DefaultEncoder()) + "}"
+}
+
+// engineLabels are the common labels of an engine's series plus extra pairs.
+func engineLabels(rank string, extra ...string) []string {
+	return append([]string{instrument.KeyModelName, model, instrument.KeyEngine, rank}, extra...)
+}
+
+// get returns one series of the snapshot, failing the test if it is missing.
+func (s snapshot) get(t testing.TB, name string, labels ...string) point {
+	t.Helper()
+	k := series(name, labels...)
+	p, ok := s[k]
+	if !ok {
+		t.Fatalf("series %s missing from:\n%s", k, s)
+	}
+	return p
+}
+
+// collect reads every stream of the harness.
+func (h *harness) collect() snapshot {
+	h.t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := h.reader.Collect(context.Background(), &rm); err != nil {
+		h.t.Fatalf("Collect: %v", err)
+	}
+	s := snapshot{}
+	put := func(name string, attrs attribute.Set, p point) {
+		k := name + "{" + attrs.Encoded(attribute.DefaultEncoder()) + "}"
+		if _, dup := s[k]; dup {
+			h.t.Errorf("series %s collected twice", k)
+		}
+		s[k] = p
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				sumPoints(m.Name, d, put)
+			case metricdata.Sum[float64]:
+				sumPoints(m.Name, d, put)
+			case metricdata.Gauge[int64]:
+				gaugePoints(m.Name, d, put)
+			case metricdata.Gauge[float64]:
+				gaugePoints(m.Name, d, put)
+			case metricdata.Histogram[int64]:
+				histogramPoints(m.Name, d, put)
+			case metricdata.Histogram[float64]:
+				histogramPoints(m.Name, d, put)
+			default:
+				h.t.Fatalf("stream %s has unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	return s
+}
+
+type putFunc func(name string, attrs attribute.Set, p point)
+
+func sumPoints[N int64 | float64](name string, d metricdata.Sum[N], put putFunc) {
+	kind := "updowncounter"
+	if d.IsMonotonic {
+		kind = "counter"
+	}
+	for _, dp := range d.DataPoints {
+		put(name, dp.Attributes, point{kind: kind, value: float64(dp.Value)})
+	}
+}
+
+func gaugePoints[N int64 | float64](name string, d metricdata.Gauge[N], put putFunc) {
+	for _, dp := range d.DataPoints {
+		put(name, dp.Attributes, point{kind: "gauge", value: float64(dp.Value)})
+	}
+}
+
+func histogramPoints[N int64 | float64](name string, d metricdata.Histogram[N], put putFunc) {
+	for _, dp := range d.DataPoints {
+		put(name, dp.Attributes, point{kind: "histogram", count: dp.Count, sum: float64(dp.Sum),
+			bounds: dp.Bounds, buckets: dp.BucketCounts})
+	}
+}
+
+// approx reports whether two float sums are equal up to rounding.
+func approx(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// t0 is the arrival time of every test request; ms(n) is n milliseconds later.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+
+// request starts a request arriving at t0, queued at once and scheduled at
+// scheduledMs with the given cached tokens.
+func request(t testing.TB, prompt, maxTokens int64, scheduledMs int, localCached, externalCached int64) *stats.Timeline {
+	t.Helper()
+	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: prompt, MaxTokens: maxTokens})
+	if err != nil {
+		t.Fatalf("NewTimeline: %v", err)
+	}
+	if err := tl.Queued(t0); err != nil {
+		t.Fatalf("Queued: %v", err)
+	}
+	if err := tl.Scheduled(ms(scheduledMs), localCached, externalCached); err != nil {
+		t.Fatalf("Scheduled: %v", err)
+	}
+	return tl
+}
+
+// step builds the Iteration of one engine step at a given time.
+type step struct {
+	t  testing.TB
+	at time.Time
+	it stats.Iteration
+}
+
+func stepAt(t testing.TB, atMs int) *step { return &step{t: t, at: ms(atMs)} }
+
+// out adds an output of tokens new tokens of a request.
+func (s *step) out(tl *stats.Timeline, tokens int64) *step {
+	s.t.Helper()
+	o, err := tl.Output(s.at, tokens)
+	if err == nil {
+		err = s.it.AddOutput(o)
+	}
+	if err != nil {
+		s.t.Fatalf("output at %v: %v", s.at, err)
+	}
+	return s
+}
+
+// finish adds the finish of a request.
+func (s *step) finish(tl *stats.Timeline, reason stats.FinishReason) *step {
+	s.t.Helper()
+	f, err := tl.Finish(s.at, reason)
+	if err == nil {
+		err = s.it.AddFinished(f)
+	}
+	if err != nil {
+		s.t.Fatalf("finish at %v: %v", s.at, err)
+	}
+	return s
+}
+
+// record records the step on an engine.
+func (s *step) record(e *instrument.Engine) {
+	s.t.Helper()
+	if err := e.RecordIteration(context.Background(), &s.it); err != nil {
+		s.t.Fatalf("RecordIteration at %v: %v", s.at, err)
+	}
+}

@@ -1,0 +1,102 @@
+package views_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/views"
+)
+
+// serveVLLM returns a /metrics server exposing a Recorder's instruments under
+// vLLM's names, and the Recorder, with the given view options.
+func serveVLLM(opts ...views.Option) (*httptest.Server, *instrument.Recorder, func()) {
+	reg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+	if err != nil {
+		panic(err)
+	}
+	vs, err := views.VLLM(opts...)
+	if err != nil {
+		panic(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithView(vs...))
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("llama-3.1-8b"))
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return srv, rec, func() { srv.Close(); _ = mp.Shutdown(context.Background()) }
+}
+
+// printLines prints the lines of a scrape that start with one of the prefixes.
+func printLines(srv *httptest.Server, prefixes ...string) {
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		panic(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		panic(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				fmt.Println(line)
+			}
+		}
+	}
+}
+
+// A step in which one request of 1000 prompt tokens emits its first token:
+// 600 tokens came from the local prefix cache, 300 through the KV connector,
+// 100 were computed. The step did 100 + 1 tokens of work.
+func ExampleVLLM() {
+	srv, rec, stop := serveVLLM()
+	defer stop()
+
+	split, err := stats.SplitPrompt(1000, 600, 300)
+	if err != nil {
+		panic(err)
+	}
+	step := stats.Iteration{PromptTokens: split, GenerationTokens: 1}
+	if err := rec.RecordIteration(context.Background(), 0, &step); err != nil {
+		panic(err)
+	}
+
+	printLines(srv, "vllm:iteration_tokens_total_sum", "vllm:prompt_tokens_by_source_total")
+	// Output:
+	// vllm:iteration_tokens_total_sum{engine="0",model_name="llama-3.1-8b"} 101
+	// vllm:prompt_tokens_by_source_total{engine="0",model_name="llama-3.1-8b",source="external_kv_transfer"} 300
+	// vllm:prompt_tokens_by_source_total{engine="0",model_name="llama-3.1-8b",source="local_cache_hit"} 600
+	// vllm:prompt_tokens_by_source_total{engine="0",model_name="llama-3.1-8b",source="local_compute"} 100
+}
+
+// End-to-end latency buckets capped at one minute instead of vLLM's 7680 s.
+func ExampleWithBuckets() {
+	srv, rec, stop := serveVLLM(views.WithBuckets("vllm:e2e_request_latency_seconds", 1, 10, 60))
+	defer stop()
+
+	finished := stats.FinishedRequest{Reason: stats.FinishStop, PromptTokens: 10, GenerationTokens: 5, E2ELatency: 4.5}
+	if err := rec.RecordFinished(context.Background(), 0, &finished); err != nil {
+		panic(err)
+	}
+
+	printLines(srv, "vllm:e2e_request_latency_seconds_bucket")
+	// Output:
+	// vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="1"} 0
+	// vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="10"} 1
+	// vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="60"} 1
+	// vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="+Inf"} 1
+}

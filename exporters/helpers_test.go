@@ -1,0 +1,331 @@
+package exporters
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	collpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	grpcstats "google.golang.org/grpc/stats"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// receiver is an in-process OTLP/gRPC metrics receiver.
+type receiver struct {
+	collpb.UnimplementedMetricsServiceServer
+	addr string
+
+	mu        sync.Mutex
+	reqs      []*collpb.ExportMetricsServiceRequest
+	headers   []metadata.MD
+	encodings []string // grpc-encoding of every RPC
+}
+
+// TagRPC, HandleRPC, TagConn and HandleConn make the receiver a gRPC stats
+// handler, which sees the compression of each request (grpc-encoding is not
+// in the metadata a service sees).
+func (r *receiver) TagRPC(ctx context.Context, _ *grpcstats.RPCTagInfo) context.Context { return ctx }
+
+func (r *receiver) HandleRPC(_ context.Context, s grpcstats.RPCStats) {
+	if h, ok := s.(*grpcstats.InHeader); ok {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.encodings = append(r.encodings, h.Compression)
+	}
+}
+
+func (r *receiver) TagConn(ctx context.Context, _ *grpcstats.ConnTagInfo) context.Context { return ctx }
+
+func (r *receiver) HandleConn(context.Context, grpcstats.ConnStats) {}
+
+func (r *receiver) lastEncoding() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.encodings) == 0 {
+		return "<no request>"
+	}
+	return r.encodings[len(r.encodings)-1]
+}
+
+func startReceiver(t *testing.T) *receiver {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &receiver{addr: lis.Addr().String()}
+	srv := grpc.NewServer(grpc.StatsHandler(r))
+	collpb.RegisterMetricsServiceServer(srv, r)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return r
+}
+
+func (r *receiver) Export(ctx context.Context, req *collpb.ExportMetricsServiceRequest) (*collpb.ExportMetricsServiceResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reqs = append(r.reqs, req)
+	r.headers = append(r.headers, md)
+	return &collpb.ExportMetricsServiceResponse{}, nil
+}
+
+// requests returns a copy of what the receiver holds. Never call it while a
+// shutdown or flush runs against the receiver with the lock held: it only
+// takes the lock for the copy.
+func (r *receiver) requests() []*collpb.ExportMetricsServiceRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reqs)
+}
+
+func (r *receiver) lastHeaders() metadata.MD {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.headers) == 0 {
+		return nil
+	}
+	return r.headers[len(r.headers)-1]
+}
+
+// waitFor polls cond until it holds or the (generous) deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// closedAddr returns a 127.0.0.1 address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
+}
+
+// scrape GETs h and returns the status and body.
+func scrape(t *testing.T, h http.Handler, accept string) (int, string, http.Header) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	body, _ := io.ReadAll(w.Result().Body)
+	return w.Code, string(body), w.Result().Header
+}
+
+// sample is one series' value in a form both paths map to.
+type sample struct {
+	Value   float64
+	Count   uint64
+	Sum     float64
+	Buckets map[float64]uint64 // cumulative counts by finite upper bound
+}
+
+// seriesKey names a series as the Prometheus exposition does: family name
+// and sorted labels.
+func seriesKey(family string, labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(family + "{")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "%s=%q", k, labels[k])
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// parseScrape maps every counter, gauge and histogram series of a text scrape.
+func parseScrape(t *testing.T, body string) map[string]sample {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse scrape: %v\n%s", err, body)
+	}
+	out := map[string]sample{}
+	for name, mf := range families {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			key := seriesKey(name, labels)
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				out[key] = sample{Value: m.GetCounter().GetValue()}
+			case dto.MetricType_GAUGE:
+				out[key] = sample{Value: m.GetGauge().GetValue()}
+			case dto.MetricType_HISTOGRAM:
+				h := m.GetHistogram()
+				s := sample{Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Buckets: map[float64]uint64{}}
+				for _, b := range h.GetBucket() {
+					if !math.IsInf(b.GetUpperBound(), 1) {
+						s.Buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+					}
+				}
+				out[key] = s
+			}
+		}
+	}
+	return out
+}
+
+func otlpLabels(attrs []*commonpb.KeyValue) map[string]string {
+	labels := map[string]string{}
+	for _, kv := range attrs {
+		labels[kv.GetKey()] = kv.GetValue().GetStringValue()
+	}
+	return labels
+}
+
+func numberValue(dp *metricpb.NumberDataPoint) float64 {
+	if _, ok := dp.GetValue().(*metricpb.NumberDataPoint_AsInt); ok {
+		return float64(dp.GetAsInt())
+	}
+	return dp.GetAsDouble()
+}
+
+// otlpSamples maps the series of the given requests to their latest value,
+// named as the Prometheus exposition names them (counters get _total).
+func otlpSamples(reqs []*collpb.ExportMetricsServiceRequest) map[string]sample {
+	out := map[string]sample{}
+	for _, req := range reqs {
+		for _, rm := range req.GetResourceMetrics() {
+			for _, sm := range rm.GetScopeMetrics() {
+				for _, m := range sm.GetMetrics() {
+					switch d := m.GetData().(type) {
+					case *metricpb.Metric_Sum:
+						name := m.GetName()
+						if d.Sum.GetIsMonotonic() {
+							name += "_total"
+						}
+						for _, dp := range d.Sum.GetDataPoints() {
+							out[seriesKey(name, otlpLabels(dp.GetAttributes()))] = sample{Value: numberValue(dp)}
+						}
+					case *metricpb.Metric_Gauge:
+						for _, dp := range d.Gauge.GetDataPoints() {
+							out[seriesKey(m.GetName(), otlpLabels(dp.GetAttributes()))] = sample{Value: numberValue(dp)}
+						}
+					case *metricpb.Metric_Histogram:
+						for _, dp := range d.Histogram.GetDataPoints() {
+							s := sample{Count: dp.GetCount(), Sum: dp.GetSum(), Buckets: map[float64]uint64{}}
+							var cum uint64
+							for i, bound := range dp.GetExplicitBounds() {
+								cum += dp.GetBucketCounts()[i]
+								s.Buckets[bound] = cum
+							}
+							out[seriesKey(m.GetName(), otlpLabels(dp.GetAttributes()))] = s
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// driveScenario records a small deployment on rec: requests on engines 0 and
+// 1 followed with stats.Timeline, a preemption, prefix cache and KV connector
+// lookups.
+func driveScenario(t *testing.T, rec *instrument.Recorder) {
+	t.Helper()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	for i := range 6 {
+		rank := i % 2
+		arrival := base.Add(time.Duration(i) * time.Second)
+		prompt := int64(100 + 37*i)
+		tl, err := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: prompt, MaxTokens: 64})
+		must(err)
+		must(tl.Queued(arrival.Add(ms(5))))
+		local, external := int64(16*(i%3)), int64(0)
+		if i == 3 {
+			external = prompt - local - 10
+		}
+		must(tl.Scheduled(arrival.Add(ms(20+10*i)), local, external))
+		var it stats.Iteration
+		now := arrival.Add(ms(150 + 40*i))
+		o, err := tl.Output(now, 1)
+		must(err)
+		must(it.AddOutput(o))
+		must(rec.RecordIteration(ctx, rank, &it))
+		for k := 1; k <= 4+i; k++ {
+			it.Reset()
+			now = now.Add(ms(20 + 7*k))
+			if i == 4 && k == 2 {
+				must(tl.Preempted(now))
+				it.Preemptions = 1
+				now = now.Add(ms(300))
+				must(tl.Scheduled(now, prompt, 0))
+				now = now.Add(ms(30))
+			}
+			o, err := tl.Output(now, 1)
+			must(err)
+			must(it.AddOutput(o))
+			if k == 4+i {
+				reason := stats.FinishLength
+				if i%3 == 0 {
+					reason = stats.FinishStop
+				}
+				f, err := tl.Finish(now, reason)
+				must(err)
+				must(it.AddFinished(f))
+			}
+			must(rec.RecordIteration(ctx, rank, &it))
+		}
+		must(rec.RecordScheduler(ctx, rank, &stats.Scheduler{
+			Running:         int64(1 + i),
+			WaitingCapacity: int64(i % 2),
+			KVCacheUsage:    0.1 * float64(i),
+			PrefixCache:     stats.CacheQueries{Queries: prompt, Hits: local},
+			ConnectorPrefixCache: &stats.CacheQueries{
+				Queries: prompt - local, Hits: external,
+			},
+		}))
+	}
+}

@@ -1,0 +1,274 @@
+package exporters
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
+)
+
+// cleanEnv clears every variable this package or the OTLP exporter reads,
+// so that the tests do not depend on the caller's environment.
+func cleanEnv(t *testing.T) {
+	t.Helper()
+	for _, k := range []string{
+		EnvSDKDisabled, EnvMetricsExporter, EnvServiceName, EnvResourceAttributes,
+		EnvMetricExportInterval, EnvMetricExportTimeout, EnvTemporalityPreference,
+		EnvOTLPEndpoint, EnvOTLPMetricsEndpoint,
+		"OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_METRICS_INSECURE",
+		"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION",
+		"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
+		"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
+		"OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
+	} {
+		t.Setenv(k, "")
+	}
+}
+
+// capturedErrors installs a global error handler for the test's duration.
+func capturedErrors(t *testing.T) func() []error {
+	t.Helper()
+	var mu sync.Mutex
+	var errs []error
+	h := installErrorHandler(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, err)
+	})
+	t.Cleanup(h.detach)
+	return func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]error(nil), errs...)
+	}
+}
+
+type counterPoint struct {
+	temporality metricpb.AggregationTemporality
+	value       int64
+}
+
+// counterPoints returns the points of the int counter name, one per export.
+func counterPoints(r *receiver, name string) []counterPoint {
+	var out []counterPoint
+	for _, req := range r.requests() {
+		for _, rm := range req.GetResourceMetrics() {
+			for _, sm := range rm.GetScopeMetrics() {
+				for _, m := range sm.GetMetrics() {
+					if m.GetName() != name || m.GetSum() == nil {
+						continue
+					}
+					for _, dp := range m.GetSum().GetDataPoints() {
+						out = append(out, counterPoint{m.GetSum().GetAggregationTemporality(), dp.GetAsInt()})
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// exportTwice records 5 then 3 on a counter named "c", flushing after each,
+// and shuts the provider down.
+func exportTwice(t *testing.T, reader sdkmetric.Reader) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	c, err := mp.Meter("test").Int64Counter("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(ctx, 5)
+	if err := mp.ForceFlush(ctx); err != nil {
+		t.Fatalf("first flush: %v", err)
+	}
+	c.Add(ctx, 3)
+	if err := mp.ForceFlush(ctx); err != nil {
+		t.Fatalf("second flush: %v", err)
+	}
+	if err := mp.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+func TestOTLPEndpointFromEnv(t *testing.T) {
+	cleanEnv(t)
+	recv := startReceiver(t)
+	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr) // http:// means insecure
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=env")
+	r, err := NewOTLP(context.Background(), WithInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportTwice(t, r)
+	got := counterPoints(recv, "c")
+	// Cumulative by default; the shutdown export repeats the total.
+	if len(got) < 2 || got[0] != (counterPoint{metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE, 5}) ||
+		got[1] != (counterPoint{metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE, 8}) {
+		t.Errorf("points = %v, want cumulative 5 then 8", got)
+	}
+	if h := recv.lastHeaders().Get("x-tenant"); len(h) != 1 || h[0] != "env" {
+		t.Errorf("x-tenant header = %v, want [env]", h)
+	}
+}
+
+func TestOTLPTemporalityFromEnv(t *testing.T) {
+	cleanEnv(t)
+	recv := startReceiver(t)
+	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr)
+	t.Setenv(EnvTemporalityPreference, "delta")
+	r, err := NewOTLP(context.Background(), WithInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportTwice(t, r)
+	got := counterPoints(recv, "c")
+	delta := metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA
+	if len(got) < 2 || got[0] != (counterPoint{delta, 5}) || got[1] != (counterPoint{delta, 3}) {
+		t.Errorf("points = %v, want delta 5 then 3", got)
+	}
+}
+
+func TestOTLPOptionsOverrideEnv(t *testing.T) {
+	cleanEnv(t)
+	recv := startReceiver(t)
+	// The environment points at a closed port and asks for delta and other
+	// headers; the options win.
+	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+closedAddr(t))
+	t.Setenv(EnvTemporalityPreference, "delta")
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "x-tenant=env")
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "gzip")
+	r, err := NewOTLP(context.Background(),
+		WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour),
+		WithTemporality(Cumulative), WithHeaders(map[string]string{"x-tenant": "code"}),
+		WithCompression("none"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportTwice(t, r)
+	got := counterPoints(recv, "c")
+	cumulative := metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_CUMULATIVE
+	if len(got) < 2 || got[0] != (counterPoint{cumulative, 5}) || got[1] != (counterPoint{cumulative, 8}) {
+		t.Errorf("points = %v, want cumulative 5 then 8", got)
+	}
+	md := recv.lastHeaders()
+	if h := md.Get("x-tenant"); len(h) != 1 || h[0] != "code" {
+		t.Errorf("x-tenant header = %v, want [code]", h)
+	}
+	if enc := recv.lastEncoding(); enc == "gzip" {
+		t.Errorf("grpc-encoding = %q, want no gzip", enc)
+	}
+}
+
+func TestOTLPEndpointURLAndGzip(t *testing.T) {
+	cleanEnv(t)
+	recv := startReceiver(t)
+	r, err := NewOTLP(context.Background(), WithEndpointURL("http://"+recv.addr),
+		WithCompression("gzip"), WithTemporality(Delta), WithInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportTwice(t, r)
+	if enc := recv.lastEncoding(); enc != "gzip" {
+		t.Errorf("grpc-encoding = %q, want gzip", enc)
+	}
+	delta := metricpb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA
+	if got := counterPoints(recv, "c"); len(got) < 2 || got[0] != (counterPoint{delta, 5}) || got[1] != (counterPoint{delta, 3}) {
+		t.Errorf("points = %v, want delta 5 then 3", got)
+	}
+}
+
+func TestOTLPIntervalFromEnvExports(t *testing.T) {
+	cleanEnv(t)
+	recv := startReceiver(t)
+	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr)
+	t.Setenv(EnvMetricExportInterval, "50") // milliseconds
+	r, err := NewOTLP(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	c, _ := mp.Meter("test").Int64Counter("c")
+	c.Add(context.Background(), 1)
+	// No flush: only the 50 ms interval can deliver it (the default is 60 s).
+	waitFor(t, "a periodic export", func() bool { return len(counterPoints(recv, "c")) > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := mp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResolveOTLP(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		env         map[string]string
+		opts        []OTLPOption
+		interval    time.Duration
+		timeout     time.Duration
+		temporality Temporality
+		envErr      bool // an error reported to otel.Handle
+	}{
+		{name: "defaults", interval: 60 * time.Second, timeout: 30 * time.Second, temporality: Cumulative},
+		{name: "env", env: map[string]string{EnvMetricExportInterval: "1500", EnvMetricExportTimeout: " 2500 ",
+			EnvTemporalityPreference: "DELTA"},
+			interval: 1500 * time.Millisecond, timeout: 2500 * time.Millisecond, temporality: Delta},
+		{name: "lowmemory", env: map[string]string{EnvTemporalityPreference: "lowmemory"},
+			interval: time.Minute, timeout: 30 * time.Second, temporality: LowMemory},
+		{name: "options win", env: map[string]string{EnvMetricExportInterval: "1500", EnvMetricExportTimeout: "2500",
+			EnvTemporalityPreference: "delta"},
+			opts:     []OTLPOption{WithInterval(7 * time.Second), WithTimeout(3 * time.Second), WithTemporality(Cumulative)},
+			interval: 7 * time.Second, timeout: 3 * time.Second, temporality: Cumulative},
+		{name: "bad interval", env: map[string]string{EnvMetricExportInterval: "10s"},
+			interval: time.Minute, timeout: 30 * time.Second, temporality: Cumulative, envErr: true},
+		{name: "negative timeout", env: map[string]string{EnvMetricExportTimeout: "-1"},
+			interval: time.Minute, timeout: 30 * time.Second, temporality: Cumulative, envErr: true},
+		{name: "bad temporality", env: map[string]string{EnvTemporalityPreference: "sometimes"},
+			interval: time.Minute, timeout: 30 * time.Second, temporality: Cumulative, envErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cleanEnv(t)
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			errs := capturedErrors(t)
+			s, err := resolveOTLP(tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.interval != tc.interval || s.timeout != tc.timeout || s.temporality != tc.temporality {
+				t.Errorf("got interval %v timeout %v temporality %v, want %v %v %v",
+					s.interval, s.timeout, s.temporality, tc.interval, tc.timeout, tc.temporality)
+			}
+			if got := len(errs()) > 0; got != tc.envErr {
+				t.Errorf("errors reported = %v, want reported: %v", errs(), tc.envErr)
+			}
+			for _, e := range errs() {
+				if !errors.Is(e, ErrConfig) {
+					t.Errorf("reported error %v is not ErrConfig", e)
+				}
+			}
+		})
+	}
+}
+
+func TestOTLPBadOptions(t *testing.T) {
+	cleanEnv(t)
+	for name, opt := range map[string]OTLPOption{
+		"interval":    WithInterval(0),
+		"timeout":     WithTimeout(-time.Second),
+		"temporality": WithTemporality(Temporality(9)),
+		"compression": WithCompression("zstd"),
+		"url":         WithEndpointURL("localhost"),
+	} {
+		if _, err := NewOTLP(context.Background(), opt); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: err = %v, want ErrConfig", name, err)
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package exporters
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+
+	"github.com/infermetrics/infermetrics/views"
+)
+
+// Exporter names of OTEL_METRICS_EXPORTER.
+const (
+	ExporterPrometheus = "prometheus"
+	ExporterOTLP       = "otlp"
+	ExporterNone       = "none"
+)
+
+type setupConfig struct {
+	serviceName       string
+	serviceInstanceID string
+	attributes        []attribute.KeyValue
+	views             []sdkmetric.View
+	viewsSet          bool
+	prometheus        []PrometheusOption
+	otlp              []OTLPOption
+	otlpSet           bool
+	statsLogs         []statsLogSpec
+	errorHandler      func(error)
+}
+
+type statsLogSpec struct {
+	logger *slog.Logger
+	opts   []StatsLogOption
+}
+
+// Option configures Setup.
+type Option interface{ applySetup(*setupConfig) }
+
+type setupOptionFunc func(*setupConfig)
+
+func (f setupOptionFunc) applySetup(c *setupConfig) { f(c) }
+
+// WithServiceName sets the service.name resource attribute. It wins over
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES; without any of them the
+// SDK's default, "unknown_service:" and the executable's name, is used.
+func WithServiceName(name string) Option {
+	return setupOptionFunc(func(c *setupConfig) { c.serviceName = name })
+}
+
+// WithServiceInstanceID sets the service.instance.id resource attribute. It
+// wins over OTEL_RESOURCE_ATTRIBUTES and WithResourceAttributes; without any
+// of them a random UUID (version 4) is generated.
+func WithServiceInstanceID(id string) Option {
+	return setupOptionFunc(func(c *setupConfig) { c.serviceInstanceID = id })
+}
+
+// WithResourceAttributes adds resource attributes. They win over
+// OTEL_RESOURCE_ATTRIBUTES; WithServiceName and WithServiceInstanceID win
+// over them.
+func WithResourceAttributes(kv ...attribute.KeyValue) Option {
+	return setupOptionFunc(func(c *setupConfig) { c.attributes = append(c.attributes, kv...) })
+}
+
+// WithViews sets the MeterProvider's views, replacing the default
+// views.VLLM(). Given with no view, the streams keep their instrument names
+// (vllm.generation_tokens, ...). Add views.Semconv() views here to export the
+// OpenTelemetry GenAI histograms too.
+func WithViews(v ...sdkmetric.View) Option {
+	return setupOptionFunc(func(c *setupConfig) {
+		c.views = append(c.views, v...)
+		c.viewsSet = true
+	})
+}
+
+// WithPrometheus configures the Prometheus reader (when it is enabled: see
+// Setup).
+func WithPrometheus(opts ...PrometheusOption) Option {
+	return setupOptionFunc(func(c *setupConfig) { c.prometheus = append(c.prometheus, opts...) })
+}
+
+// WithOTLP configures the OTLP reader and turns it on when
+// OTEL_METRICS_EXPORTER is not set, even without an endpoint in the
+// environment (the exporter's default is then https://localhost:4317).
+func WithOTLP(opts ...OTLPOption) Option {
+	return setupOptionFunc(func(c *setupConfig) {
+		c.otlp = append(c.otlp, opts...)
+		c.otlpSet = true
+	})
+}
+
+// WithStatsLog adds a reader that logs vLLM's periodic stats line through
+// logger (see NewStatsLog). It is not an exporter: OTEL_METRICS_EXPORTER does
+// not turn it off. It may be given more than once.
+func WithStatsLog(logger *slog.Logger, opts ...StatsLogOption) Option {
+	return setupOptionFunc(func(c *setupConfig) {
+		c.statsLogs = append(c.statsLogs, statsLogSpec{logger: logger, opts: opts})
+	})
+}
+
+// WithErrorHandler makes errors that OpenTelemetry reports through
+// otel.Handle (failed periodic exports, scrape errors, bad environment
+// values) reach f. Setup then installs a global handler with
+// otel.SetErrorHandler that calls f, then the handler that was installed
+// before, except OpenTelemetry's default one, which only logs with the
+// standard log package and which f replaces. After Shutdown, f is no longer
+// called and errors go where they went before. Without this option Setup
+// leaves the global error handler alone.
+func WithErrorHandler(f func(error)) Option {
+	return setupOptionFunc(func(c *setupConfig) { c.errorHandler = f })
+}
+
+// Provider is a MeterProvider with its resource, views and readers, built by
+// Setup.
+type Provider struct {
+	mp        metric.MeterProvider
+	sdk       *sdkmetric.MeterProvider // nil when the SDK is disabled
+	res       *resource.Resource
+	handler   http.Handler
+	exporters []string
+	errors    *chainHandler
+
+	shutdownOnce sync.Once
+}
+
+// Setup builds one MeterProvider with a resource, views and readers:
+//
+//   - Resource: the SDK defaults and OTEL_RESOURCE_ATTRIBUTES and
+//     OTEL_SERVICE_NAME, then WithResourceAttributes, WithServiceName and
+//     WithServiceInstanceID (later wins); service.instance.id is generated
+//     when nothing sets it.
+//   - Views: views.VLLM() unless WithViews is given.
+//   - Exporters: OTEL_METRICS_EXPORTER, a comma-separated list of
+//     "prometheus", "otlp" or "none", decides which exporters run; options
+//     only configure them. Unset or empty, Prometheus runs, and OTLP too when
+//     OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is
+//     set or WithOTLP is given. An unknown name, or "none" with another name,
+//     is an error.
+//   - Stats log readers of WithStatsLog, whatever the exporters.
+//
+// With OTEL_SDK_DISABLED=true Setup builds nothing: MeterProvider returns a
+// no-op provider, Handler answers 404 and Shutdown does nothing.
+//
+// Setup does not connect to the collector (the OTLP exporter connects
+// lazily) and does not install the provider globally: pass MeterProvider()
+// to instrument.WithMeterProvider, or to otel.SetMeterProvider.
+func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
+	var c setupConfig
+	for _, o := range opts {
+		o.applySetup(&c)
+	}
+	if disabled, _ := strconv.ParseBool(strings.TrimSpace(os.Getenv(EnvSDKDisabled))); disabled {
+		return &Provider{mp: noop.NewMeterProvider(), handler: http.NotFoundHandler()}, nil
+	}
+	names, err := selectExporters(c.otlpSet)
+	if err != nil {
+		return nil, err
+	}
+	vs := c.views
+	if !c.viewsSet {
+		if vs, err = views.VLLM(); err != nil {
+			return nil, err
+		}
+	}
+	p := &Provider{handler: http.NotFoundHandler(), exporters: names}
+	if c.errorHandler != nil {
+		// Installed first, so that errors of the set-up itself reach it.
+		p.errors = installErrorHandler(c.errorHandler)
+	}
+	fail := func(err error, readers []sdkmetric.Reader) (*Provider, error) {
+		for _, r := range readers {
+			_ = r.Shutdown(ctx)
+		}
+		p.errors.detach()
+		return nil, err
+	}
+	if p.res, err = newResource(ctx, &c); err != nil {
+		return fail(err, nil)
+	}
+	var readers []sdkmetric.Reader
+	for _, name := range names {
+		switch name {
+		case ExporterPrometheus:
+			prom, err := NewPrometheus(c.prometheus...)
+			if err != nil {
+				return fail(err, readers)
+			}
+			readers = append(readers, prom.Reader)
+			p.handler = prom.Handler
+		case ExporterOTLP:
+			r, err := NewOTLP(ctx, c.otlp...)
+			if err != nil {
+				return fail(err, readers)
+			}
+			readers = append(readers, r)
+		}
+	}
+	for _, s := range c.statsLogs {
+		readers = append(readers, NewStatsLog(s.logger, s.opts...))
+	}
+	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(p.res), sdkmetric.WithView(vs...)}
+	for _, r := range readers {
+		mpOpts = append(mpOpts, sdkmetric.WithReader(r))
+	}
+	p.sdk = sdkmetric.NewMeterProvider(mpOpts...)
+	p.mp = p.sdk
+	return p, nil
+}
+
+// selectExporters reads OTEL_METRICS_EXPORTER.
+func selectExporters(withOTLP bool) ([]string, error) {
+	v := strings.TrimSpace(os.Getenv(EnvMetricsExporter))
+	if v == "" {
+		names := []string{ExporterPrometheus}
+		if withOTLP || os.Getenv(EnvOTLPEndpoint) != "" || os.Getenv(EnvOTLPMetricsEndpoint) != "" {
+			names = append(names, ExporterOTLP)
+		}
+		return names, nil
+	}
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.ToLower(strings.TrimSpace(n))
+		switch n {
+		case ExporterPrometheus, ExporterOTLP, ExporterNone:
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		default:
+			return nil, fmt.Errorf("%w: %s=%q: unknown exporter %q (want %s, %s or %s)",
+				ErrConfig, EnvMetricsExporter, v, n, ExporterPrometheus, ExporterOTLP, ExporterNone)
+		}
+	}
+	if slices.Contains(names, ExporterNone) {
+		if len(names) > 1 {
+			return nil, fmt.Errorf("%w: %s=%q: %q excludes the others", ErrConfig, EnvMetricsExporter, v, ExporterNone)
+		}
+		return []string{}, nil
+	}
+	return names, nil
+}
+
+// newResource builds the resource in the documented precedence. It reads the
+// environment on every call (resource.Default caches it once per process).
+func newResource(ctx context.Context, c *setupConfig) (*resource.Resource, error) {
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName(defaultServiceName())),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+		resource.WithAttributes(c.attributes...),
+	)
+	if errors.Is(err, resource.ErrPartialResource) {
+		otel.Handle(fmt.Errorf("exporters: resource: %w", err)) // keep what was understood
+	} else if err != nil {
+		return nil, fmt.Errorf("exporters: resource: %w", err)
+	}
+	var own []attribute.KeyValue
+	if c.serviceName != "" {
+		own = append(own, semconv.ServiceName(c.serviceName))
+	}
+	id := c.serviceInstanceID
+	if _, ok := res.Set().Value(semconv.ServiceInstanceIDKey); !ok && id == "" {
+		if id, err = randomUUID(); err != nil {
+			return nil, fmt.Errorf("exporters: service.instance.id: %w", err)
+		}
+	}
+	if id != "" {
+		own = append(own, semconv.ServiceInstanceID(id))
+	}
+	if res, err = resource.Merge(res, resource.NewSchemaless(own...)); err != nil {
+		return nil, fmt.Errorf("exporters: resource: %w", err)
+	}
+	return res, nil
+}
+
+// defaultServiceName is the specification's default service.name.
+func defaultServiceName() string {
+	if exe, err := os.Executable(); err == nil {
+		return "unknown_service:" + filepath.Base(exe)
+	}
+	return "unknown_service"
+}
+
+// randomUUID returns a random (version 4) UUID in its text form.
+func randomUUID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
+}
+
+// MeterProvider returns the provider to record on (for example with
+// instrument.WithMeterProvider); a no-op provider when OTEL_SDK_DISABLED=true.
+func (p *Provider) MeterProvider() metric.MeterProvider { return p.mp }
+
+// Handler returns the Prometheus /metrics handler, or a handler that answers
+// 404 when Prometheus is not among the exporters.
+func (p *Provider) Handler() http.Handler { return p.handler }
+
+// Resource returns the provider's resource; nil when the SDK is disabled.
+func (p *Provider) Resource() *resource.Resource { return p.res }
+
+// Exporters returns the exporters that run: "prometheus", "otlp", both or
+// none, in the order of OTEL_METRICS_EXPORTER.
+func (p *Provider) Exporters() []string { return slices.Clone(p.exporters) }
+
+// ForceFlush makes every periodic reader (OTLP, stats log) export now and
+// returns their errors.
+func (p *Provider) ForceFlush(ctx context.Context) error {
+	if p.sdk == nil {
+		return nil
+	}
+	return p.sdk.ForceFlush(ctx)
+}
+
+// Shutdown flushes every reader (the OTLP reader exports what is left) and
+// stops them, within ctx's deadline: an unreachable collector makes it return
+// an error, not hang. Later calls do nothing and return nil. Recording after
+// Shutdown is allowed and ignored.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	var err error
+	p.shutdownOnce.Do(func() {
+		if p.sdk != nil {
+			err = p.sdk.Shutdown(ctx)
+		}
+		p.errors.detach()
+	})
+	return err
+}

@@ -1,0 +1,100 @@
+// Command minimal shows the few lines a service adds to the MeterProvider it
+// already has: the vLLM views and a Recorder. It records one engine step of a
+// prefill/decode decode node and prints the vLLM families it produced.
+//
+//	go run ./example/minimal
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/views"
+)
+
+func main() {
+	if err := run(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "minimal:", err)
+		os.Exit(1)
+	}
+}
+
+func run(w io.Writer) error {
+	ctx := context.Background()
+
+	// The service's own provider and Prometheus exporter...
+	registry := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(registry), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+	if err != nil {
+		return err
+	}
+	// ...gets the vLLM views,
+	vllmViews, err := views.VLLM()
+	if err != nil {
+		return err
+	}
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithView(vllmViews...))
+	defer provider.Shutdown(ctx)
+
+	// and a Recorder.
+	recorder, err := instrument.NewRecorder(instrument.WithMeterProvider(provider), instrument.WithModelName("my-model"))
+	if err != nil {
+		return err
+	}
+
+	// The engine drives one timeline per request and records each step. Here
+	// a 512-token prompt arrives with its KV computed by a prefill node.
+	arrival := time.Now()
+	req, err := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: 512})
+	if err != nil {
+		return err
+	}
+	if err := req.Queued(arrival); err != nil {
+		return err
+	}
+	if err := req.Scheduled(arrival.Add(time.Millisecond), 0, 512); err != nil {
+		return err
+	}
+	out, err := req.Output(arrival.Add(20*time.Millisecond), 1)
+	if err != nil {
+		return err
+	}
+	var step stats.Iteration
+	if err := step.AddOutput(out); err != nil {
+		return err
+	}
+	if err := recorder.RecordIteration(ctx, 0, &step); err != nil {
+		return err
+	}
+
+	srv := httptest.NewServer(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "vllm:prompt_tokens") || strings.HasPrefix(line, "vllm:iteration_tokens_total_sum") ||
+			strings.HasPrefix(line, "vllm:generation_tokens_total") {
+			fmt.Fprintln(w, line)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// Simulated hardware and scheduler limits of one engine.
+const (
+	blockSize        = 16
+	maxBatchedTokens = 4096 // prefill tokens per step
+	maxRunning       = 256
+	kvBytesPerToken  = 128 << 10 // an 8B model: 2 x 32 layers x 8 KV heads x 128 dims x 2 bytes
+	transferRate     = 20e9      // bytes per second between the nodes
+	prefixCacheSlots = 4         // shared prompts a prefix cache holds
+	kvFailureRate    = 0.01      // KV transfers that fail and fall back to local prefill
+	stepBase         = 12 * time.Millisecond
+)
+
+// role says what an instance does in the prefill/decode deployment.
+type role string
+
+const (
+	prefillRole role = "prefill"
+	decodeRole  role = "decode"
+)
+
+// job is a request inside one engine: its timeline and the simulation state.
+type job struct {
+	request
+	tl        *stats.Timeline
+	limit     int64 // max_tokens this engine runs the request with (0: none)
+	toCompute int64 // prompt (or recompute) tokens still to prefill
+	kvTokens  int64 // KV cache tokens held
+	kvReady   time.Time
+	transfer  bool // its KV arrives from the prefill node
+	preempted bool
+}
+
+// engine simulates one data-parallel engine driving stats.Timeline per
+// request and the Recorder each step, exactly as a real engine would.
+type engine struct {
+	role       role
+	rec        *instrument.Engine
+	rng        *rand.Rand
+	kvCapacity int64
+	inbox      chan *job
+	handoff    func(request) // prefill role: passes finished prefills on
+	load       atomic.Int64  // jobs held, for routing
+
+	deferred, waiting, running []*job
+	kvUsed                     int64
+	cache                      *prefixCache
+}
+
+func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, handoff func(request)) *engine {
+	return &engine{
+		role: r, rec: rec, kvCapacity: kvCapacity, handoff: handoff,
+		rng:   rand.New(rand.NewPCG(seed, uint64(rec.Rank())+1)),
+		inbox: make(chan *job, 4096),
+		cache: newPrefixCache(prefixCacheSlots),
+	}
+}
+
+// submit hands a request to the engine; it is queued at the next step.
+func (e *engine) submit(r request, maxTokens int64, transfer bool) error {
+	tl, err := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens})
+	if err != nil {
+		return err
+	}
+	e.load.Add(1)
+	e.inbox <- &job{request: r, tl: tl, limit: maxTokens, transfer: transfer}
+	return nil
+}
+
+// run steps the engine until ctx is done, idling while there is no work.
+func (e *engine) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		busy := e.step(ctx)
+		if !busy {
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// step runs one engine step and reports whether there was any work.
+func (e *engine) step(ctx context.Context) bool {
+	start := time.Now()
+	var it stats.Iteration
+	var sched stats.Scheduler
+	sched.ConnectorPrefixCache = &stats.CacheQueries{}
+	var kv stats.KVTransfer
+
+	e.admit(start, &kv)
+	computed := e.schedule(start, &sched)
+	if len(e.running) == 0 && len(e.deferred) == 0 && len(e.waiting) == 0 {
+		e.report(ctx, &it, &sched, &kv)
+		return false
+	}
+
+	// The step's cost: a fixed part, the prefill tokens and the batch size.
+	cost := stepBase + time.Duration(computed)*4*time.Microsecond + time.Duration(len(e.running))*150*time.Microsecond
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(cost):
+	}
+	end := time.Now()
+
+	e.emit(end, &it)
+	e.preemptIfFull(end, &it)
+	e.report(ctx, &it, &sched, &kv)
+	return true
+}
+
+// admit queues new jobs; jobs whose KV is being transferred wait deferred.
+func (e *engine) admit(now time.Time, kv *stats.KVTransfer) {
+	for {
+		select {
+		case j := <-e.inbox:
+			if err := j.tl.Queued(now); err != nil {
+				slog.Error("queue", "err", err)
+				continue
+			}
+			if j.transfer {
+				bytes := (j.prompt - e.localHit(j)) * kvBytesPerToken
+				j.kvReady = now.Add(2*time.Millisecond + time.Duration(float64(bytes)/transferRate*float64(time.Second)))
+				e.deferred = append(e.deferred, j)
+			} else {
+				e.waiting = append(e.waiting, j)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	ready := e.deferred[:0]
+	for _, j := range e.deferred {
+		if now.Before(j.kvReady) {
+			ready = append(ready, j)
+			continue
+		}
+		bytes := (j.prompt - e.localHit(j)) * kvBytesPerToken
+		if e.rng.Float64() < kvFailureRate {
+			kv.FailedTransfers++
+			j.transfer = false // the decode node prefills it itself
+		} else {
+			kv.XferTime = append(kv.XferTime, j.kvReady.Sub(j.arrival).Seconds())
+			kv.PostTime = append(kv.PostTime, 0.0005+0.001*e.rng.Float64())
+			kv.BytesTransferred = append(kv.BytesTransferred, bytes)
+			kv.NumDescriptors = append(kv.NumDescriptors, (j.prompt+blockSize-1)/blockSize*2)
+		}
+		e.waiting = append(e.waiting, j)
+	}
+	e.deferred = ready
+}
+
+// localHit is the prompt tokens of j found in this engine's prefix cache,
+// whole blocks only.
+func (e *engine) localHit(j *job) int64 {
+	if j.prefix < 0 || !e.cache.has(j.prefix) {
+		return 0
+	}
+	return min(j.prefixLen, j.prompt-1) / blockSize * blockSize
+}
+
+// schedule moves waiting jobs to running while KV and the token budget allow,
+// taking the prefix-cache and KV-connector snapshot, and returns the prompt
+// tokens computed this step.
+func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
+	budget := int64(maxBatchedTokens)
+	var computed int64
+	for _, j := range e.running {
+		if j.toCompute > 0 {
+			c := min(j.toCompute, budget)
+			j.toCompute -= c
+			budget -= c
+			computed += c
+		}
+	}
+	for len(e.waiting) > 0 && len(e.running) < maxRunning && budget > 0 {
+		j := e.waiting[0]
+		need := j.prompt + j.tl.Generated()
+		if e.kvUsed+need > e.kvCapacity {
+			break
+		}
+		local := e.localHit(j)
+		var external int64
+		if j.transfer && !j.preempted {
+			external = j.prompt - local
+		}
+		if err := j.tl.Scheduled(now, local, external); err != nil {
+			slog.Error("schedule", "err", err)
+			e.drop(j)
+			e.waiting = e.waiting[1:]
+			continue
+		}
+		if !j.preempted {
+			sched.PrefixCache.Queries += j.prompt
+			sched.PrefixCache.Hits += local
+			sched.ConnectorPrefixCache.Queries += j.prompt - local
+			sched.ConnectorPrefixCache.Hits += external
+		}
+		if j.prefix >= 0 {
+			if ev, ok := e.cache.touch(j.prefix, now); ok {
+				sched.Evictions = append(sched.Evictions, ev)
+			}
+		}
+		j.toCompute = need - local - external
+		c := min(j.toCompute, budget)
+		j.toCompute -= c
+		budget -= c
+		computed += c
+		j.kvTokens = need
+		e.kvUsed += need
+		e.waiting = e.waiting[1:]
+		e.running = append(e.running, j)
+	}
+	sched.Running = int64(len(e.running))
+	sched.WaitingCapacity = int64(len(e.waiting))
+	sched.WaitingDeferred = int64(len(e.deferred))
+	sched.KVCacheUsage = min(float64(e.kvUsed)/float64(e.kvCapacity), 1)
+	return computed
+}
+
+// emit produces this step's outputs: a token for every running job whose
+// prompt is fully computed, and finishes the jobs that are done.
+func (e *engine) emit(now time.Time, it *stats.Iteration) {
+	kept := e.running[:0]
+	for _, j := range e.running {
+		if j.toCompute > 0 {
+			kept = append(kept, j)
+			continue
+		}
+		out, err := j.tl.Output(now, 1)
+		if err == nil {
+			err = it.AddOutput(out)
+		}
+		if err != nil {
+			slog.Error("output", "err", err)
+		}
+		j.kvTokens++
+		e.kvUsed++
+		if reason, done := e.finishReason(j); done {
+			e.finish(now, j, reason, it)
+			continue
+		}
+		kept = append(kept, j)
+	}
+	e.running = kept
+}
+
+// finishReason says whether j is done after its latest token, and why.
+func (e *engine) finishReason(j *job) (stats.FinishReason, bool) {
+	gen := j.tl.Generated()
+	switch {
+	case j.abortAfter > 0 && gen >= j.abortAfter:
+		return stats.FinishAbort, true
+	case j.limit > 0 && gen >= j.limit:
+		return stats.FinishLength, true
+	case gen >= j.output:
+		return stats.FinishStop, true
+	}
+	return 0, false
+}
+
+func (e *engine) finish(now time.Time, j *job, reason stats.FinishReason, it *stats.Iteration) {
+	f, err := j.tl.Finish(now, reason)
+	if err == nil {
+		err = it.AddFinished(f)
+	}
+	if err != nil {
+		slog.Error("finish", "err", err)
+	}
+	e.drop(j)
+	if e.role == prefillRole && reason == stats.FinishLength && e.handoff != nil {
+		e.handoff(j.request)
+	}
+}
+
+// drop releases a job's KV cache.
+func (e *engine) drop(j *job) {
+	e.kvUsed -= j.kvTokens
+	j.kvTokens = 0
+	e.load.Add(-1)
+}
+
+// preemptIfFull preempts the most recently scheduled jobs while the KV cache
+// is over capacity; they go back to the front of the waiting queue and
+// recompute their KV when scheduled again.
+func (e *engine) preemptIfFull(now time.Time, it *stats.Iteration) {
+	for e.kvUsed > e.kvCapacity && len(e.running) > 1 {
+		j := e.running[len(e.running)-1]
+		e.running = e.running[:len(e.running)-1]
+		if err := j.tl.Preempted(now); err != nil {
+			slog.Error("preempt", "err", err)
+		}
+		it.Preemptions++
+		e.kvUsed -= j.kvTokens
+		j.kvTokens, j.preempted = 0, true
+		e.waiting = append([]*job{j}, e.waiting...)
+	}
+}
+
+// report records the step: the scheduler stats always, the iteration when
+// the step produced outputs or preemptions.
+func (e *engine) report(ctx context.Context, it *stats.Iteration, sched *stats.Scheduler, kv *stats.KVTransfer) {
+	sched.KVTransfer = kv
+	if err := e.rec.RecordScheduler(ctx, sched); err != nil {
+		slog.Error("record scheduler", "err", err)
+	}
+	if it.GenerationTokens == 0 && it.Preemptions == 0 && len(it.Finished) == 0 {
+		return
+	}
+	if err := e.rec.RecordIteration(ctx, it); err != nil {
+		slog.Error("record iteration", "err", err)
+	}
+}
+
+// prefixCache is a small LRU of shared prompts.
+type prefixCache struct {
+	slots int
+	entry map[int]*cacheEntry
+}
+
+type cacheEntry struct{ inserted, used time.Time }
+
+func newPrefixCache(slots int) *prefixCache {
+	return &prefixCache{slots: slots, entry: map[int]*cacheEntry{}}
+}
+
+func (c *prefixCache) has(prefix int) bool { return c.entry[prefix] != nil }
+
+// touch marks prefix as used, inserting it and evicting the least recently
+// used entry when full; the eviction is returned as a sampled KV event.
+func (c *prefixCache) touch(prefix int, now time.Time) (stats.KVEviction, bool) {
+	if e := c.entry[prefix]; e != nil {
+		e.used = now
+		return stats.KVEviction{}, false
+	}
+	var ev stats.KVEviction
+	evicted := false
+	if len(c.entry) >= c.slots {
+		victim, oldest := -1, now
+		for p, e := range c.entry {
+			if !e.used.After(oldest) {
+				victim, oldest = p, e.used
+			}
+		}
+		if v := c.entry[victim]; v != nil {
+			ev = stats.KVEviction{Lifetime: now.Sub(v.inserted).Seconds(), IdleBeforeEvict: now.Sub(v.used).Seconds()}
+			delete(c.entry, victim)
+			evicted = true
+		}
+	}
+	c.entry[prefix] = &cacheEntry{inserted: now, used: now}
+	return ev, evicted
+}

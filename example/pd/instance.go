@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/infermetrics/infermetrics/exporters"
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// instance is one server of the deployment: its own MeterProvider, Recorder,
+// /metrics listener and data-parallel engines.
+type instance struct {
+	role     role
+	provider *exporters.Provider
+	server   *http.Server
+	listener net.Listener
+	engines  []*engine
+}
+
+type instanceConfig struct {
+	role       role
+	listen     string
+	model      string
+	engines    int
+	kvCapacity int64
+	seed       uint64
+	handoff    func(request)
+	setup      []exporters.Option
+}
+
+func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
+	opts := append([]exporters.Option{
+		exporters.WithServiceName("infermetrics-example"),
+		exporters.WithServiceInstanceID(string(c.role) + "-0"),
+		exporters.WithResourceAttributes(attribute.String("role", string(c.role))),
+	}, c.setup...)
+	provider, err := exporters.Setup(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.role, err)
+	}
+	ranks := make([]int, c.engines)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	rec, err := instrument.NewRecorder(
+		instrument.WithMeterProvider(provider.MeterProvider()),
+		instrument.WithModelName(c.model),
+		instrument.WithEngines(ranks...),
+		instrument.WithMaxModelLen(maxModelLen),
+		instrument.WithAttributes(attribute.String("role", string(c.role))),
+		instrument.WithKVConnector(),
+		instrument.WithCacheConfig(stats.CacheConfig{
+			"block_size":            strconv.Itoa(blockSize),
+			"num_gpu_blocks":        strconv.FormatInt(c.kvCapacity/blockSize, 10),
+			"cache_dtype":           "auto",
+			"enable_prefix_caching": "True",
+		}),
+	)
+	if err != nil {
+		return nil, errors.Join(err, provider.Shutdown(ctx))
+	}
+	in := &instance{role: c.role, provider: provider}
+	for _, rank := range ranks {
+		e, err := rec.Engine(rank)
+		if err != nil {
+			return nil, errors.Join(err, provider.Shutdown(ctx))
+		}
+		in.engines = append(in.engines, newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff))
+	}
+	in.listener, err = net.Listen("tcp", c.listen)
+	if err != nil {
+		return nil, errors.Join(err, provider.Shutdown(ctx))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", provider.Handler())
+	in.server = &http.Server{Handler: mux}
+	return in, nil
+}
+
+// url is the address of the instance's /metrics endpoint.
+func (in *instance) url() string { return "http://" + in.listener.Addr().String() + "/metrics" }
+
+// serve serves /metrics until shutdown.
+func (in *instance) serve() error {
+	if err := in.server.Serve(in.listener); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// route passes a request to the least loaded engine.
+func (in *instance) route(r request, maxTokens int64, transfer bool) error {
+	best := in.engines[0]
+	for _, e := range in.engines[1:] {
+		if e.load.Load() < best.load.Load() {
+			best = e
+		}
+	}
+	return best.submit(r, maxTokens, transfer)
+}
+
+// idle reports whether no engine holds a request.
+func (in *instance) idle() bool {
+	for _, e := range in.engines {
+		if e.load.Load() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// shutdown flushes the metrics (OTLP included) and stops the listener.
+func (in *instance) shutdown(ctx context.Context) error {
+	return errors.Join(in.provider.Shutdown(ctx), in.server.Shutdown(ctx))
+}

@@ -1,0 +1,150 @@
+// Command pd simulates a prefill/decode disaggregated LLM deployment in one
+// process and exports its vLLM-compatible metrics through infermetrics.
+//
+// A prefill instance computes every prompt (with prefix-cache hits on shared
+// system prompts) and hands the KV over to a decode instance with several
+// data-parallel engines, which counts those tokens as external_kv_transfer
+// and decodes. Each instance has its own MeterProvider, /metrics endpoint on
+// 127.0.0.1 and service.instance.id, logs vLLM's periodic stats line, and
+// pushes OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or -otlp-endpoint) is set.
+//
+// The simulated engines only drive stats.Timeline per request and the
+// Recorder per step: no metric is set directly.
+//
+//	go run ./example/pd
+//	curl -s http://127.0.0.1:9401/metrics | grep iteration_tokens
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/infermetrics/infermetrics/exporters"
+)
+
+const maxModelLen = 8192
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "pd:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	prefillAddr := flag.String("prefill-listen", "127.0.0.1:9400", "listen address of the prefill instance's /metrics")
+	decodeAddr := flag.String("decode-listen", "127.0.0.1:9401", "listen address of the decode instance's /metrics")
+	model := flag.String("model", "meta-llama/Llama-3.1-8B-Instruct", "served model name")
+	rate := flag.Float64("rate", 8, "requests per second")
+	duration := flag.Duration("duration", 0, "how long to send requests (0: until interrupted); afterwards the instances drain and keep serving /metrics until interrupted")
+	seed := flag.Uint64("seed", 1, "random seed of the workload")
+	decodeEngines := flag.Int("decode-engines", 2, "data-parallel engines of the decode instance")
+	logInterval := flag.Duration("log-interval", 10*time.Second, "interval of the stats log line")
+	otlpEndpoint := flag.String("otlp-endpoint", "", "OTLP/gRPC collector host:port, insecure (default: from OTEL_EXPORTER_OTLP_ENDPOINT)")
+	otlpInterval := flag.Duration("otlp-interval", 0, "OTLP export interval (default: OTEL_METRIC_EXPORT_INTERVAL or 60s)")
+	flag.Parse()
+	if *rate <= 0 || *decodeEngines < 1 {
+		return errors.New("-rate must be positive and -decode-engines at least 1")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	setup := func(r role) []exporters.Option {
+		opts := []exporters.Option{
+			exporters.WithStatsLog(logger.With("instance", string(r)), exporters.WithStatsInterval(*logInterval)),
+			exporters.WithErrorHandler(func(err error) { logger.Warn("metrics export", "instance", string(r), "err", err) }),
+		}
+		var otlp []exporters.OTLPOption
+		if *otlpEndpoint != "" {
+			otlp = append(otlp, exporters.WithEndpoint(*otlpEndpoint), exporters.WithInsecure())
+		}
+		if *otlpInterval > 0 {
+			otlp = append(otlp, exporters.WithInterval(*otlpInterval))
+		}
+		if len(otlp) > 0 {
+			opts = append(opts, exporters.WithOTLP(otlp...))
+		}
+		return opts
+	}
+
+	decode, err := newInstance(ctx, instanceConfig{role: decodeRole, listen: *decodeAddr, model: *model,
+		engines: *decodeEngines, kvCapacity: 10 << 10, seed: *seed, setup: setup(decodeRole)})
+	if err != nil {
+		return err
+	}
+	handoff := func(r request) {
+		// The proxy sends the request on to the decode instance with the
+		// client's own max_tokens; its KV follows through the connector.
+		r.arrival = time.Now()
+		if err := decode.route(r, r.maxTokens, true); err != nil {
+			logger.Error("handoff", "err", err)
+		}
+	}
+	prefill, err := newInstance(ctx, instanceConfig{role: prefillRole, listen: *prefillAddr, model: *model,
+		engines: 1, kvCapacity: 64 << 10, seed: *seed + 1, handoff: handoff, setup: setup(prefillRole)})
+	if err != nil {
+		return errors.Join(err, decode.shutdown(context.Background()))
+	}
+	instances := []*instance{prefill, decode}
+
+	var wg sync.WaitGroup
+	serveErr := make(chan error, len(instances))
+	for _, in := range instances {
+		fmt.Printf("%s metrics: %s\n", in.role, in.url())
+		wg.Go(func() { serveErr <- in.serve() })
+		for _, e := range in.engines {
+			wg.Go(func() { e.run(ctx) })
+		}
+	}
+
+	generate(ctx, newWorkload(*seed, maxModelLen), *rate, *duration, prefill, logger)
+	if ctx.Err() == nil {
+		logger.Info("load finished; serving /metrics until interrupted", "after", duration.String())
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+	}
+	stop()
+
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, in := range instances {
+		err = errors.Join(err, in.shutdown(shutdownCtx))
+	}
+	wg.Wait()
+	return err
+}
+
+// generate sends requests to the prefill instance at the given Poisson rate
+// until ctx is done or duration (when positive) has passed. The prefill
+// instance runs each with max_tokens=1, as a P/D proxy does.
+func generate(ctx context.Context, w *workload, rate float64, duration time.Duration, prefill *instance, logger *slog.Logger) {
+	var end <-chan time.Time
+	if duration > 0 {
+		end = time.After(duration)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end:
+			return
+		case <-time.After(w.interarrival(rate)):
+		}
+		r := w.request(time.Now())
+		if err := prefill.route(r, 1, false); err != nil {
+			logger.Error("submit", "err", err)
+		}
+	}
+}

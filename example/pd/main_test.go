@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// TestExampleSmoke builds and runs the example for a few seconds of load with
+// a fixed seed, then checks each printed /metrics endpoint, THE RULE on the
+// decode instance, and a clean exit on SIGINT.
+func TestExampleSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example")
+	}
+	bin := filepath.Join(t.TempDir(), "pd")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-prefill-listen", "127.0.0.1:0", "-decode-listen", "127.0.0.1:0",
+		"-rate", "20", "-duration", "3s", "-seed", "7", "-log-interval", "1s")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("example stderr:\n%s", stderr.String())
+		}
+	})
+
+	urls := map[string]string{}
+	lines := bufio.NewScanner(stdout)
+	for len(urls) < 2 && lines.Scan() {
+		role, url, ok := strings.Cut(lines.Text(), " metrics: ")
+		if ok {
+			urls[role] = url
+		}
+	}
+	go func() {
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+	}()
+	if urls["prefill"] == "" || urls["decode"] == "" {
+		t.Fatalf("the example printed no /metrics URLs: %v", urls)
+	}
+
+	final := map[string]map[string]*dto.MetricFamily{}
+	for role, url := range urls {
+		final[role] = waitIdle(t, url, 90*time.Second)
+		for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+			"vllm:prompt_tokens_total", "vllm:prompt_tokens_by_source_total", "vllm:generation_tokens_total",
+			"vllm:iteration_tokens_total", "vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds",
+			"vllm:request_success_total", "vllm:cache_config_info"} {
+			if final[role][name] == nil {
+				t.Errorf("%s: family %s missing", role, name)
+			}
+		}
+	}
+
+	decode := final["decode"]
+	for _, engine := range []string{"0", "1"} {
+		computed := counter(decode, "vllm:prompt_tokens_by_source_total", engine, "local_compute")
+		external := counter(decode, "vllm:prompt_tokens_by_source_total", engine, "external_kv_transfer")
+		generation := counter(decode, "vllm:generation_tokens_total", engine, "")
+		iterationSum := histogramSum(decode, "vllm:iteration_tokens_total", engine)
+		if iterationSum != computed+generation {
+			t.Errorf("decode engine %s: iteration_tokens_total sum = %v, want local_compute %v + generation %v",
+				engine, iterationSum, computed, generation)
+		}
+		if external <= 0 {
+			t.Errorf("decode engine %s: external_kv_transfer = %v, want > 0", engine, external)
+		}
+	}
+	if got := counter(final["prefill"], "vllm:prompt_tokens_by_source_total", "0", "external_kv_transfer"); got != 0 {
+		t.Errorf("prefill: external_kv_transfer = %v, want 0", got)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGINT: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the example did not exit within 30s of SIGINT")
+	}
+}
+
+// waitIdle polls a /metrics endpoint until no request is running or waiting
+// and two consecutive scrapes are identical, and returns the last one.
+func waitIdle(t *testing.T, url string, timeout time.Duration) map[string]*dto.MetricFamily {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		text, err := get(url)
+		if err == nil && text == last && idle(text) {
+			families, err := parse(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return families
+		}
+		last = text
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("%s did not become idle within %v", url, timeout)
+	return nil
+}
+
+func idle(text string) bool {
+	families, err := parse(text)
+	if err != nil {
+		return false
+	}
+	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting"} {
+		f := families[name]
+		if f == nil {
+			return false
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetGauge().GetValue() != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+func parse(text string) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(strings.NewReader(text))
+}
+
+// series returns the metric of a family with the given engine (and source,
+// when not empty) label.
+func series(families map[string]*dto.MetricFamily, name, engine, source string) *dto.Metric {
+	for _, m := range families[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["engine"] == engine && labels["source"] == source {
+			return m
+		}
+	}
+	return nil
+}
+
+func counter(families map[string]*dto.MetricFamily, name, engine, source string) float64 {
+	return series(families, name, engine, source).GetCounter().GetValue()
+}
+
+func histogramSum(families map[string]*dto.MetricFamily, name, engine string) float64 {
+	return series(families, name, engine, "").GetHistogram().GetSampleSum()
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// request is one client request as the workload generator makes it.
+type request struct {
+	id      int
+	arrival time.Time
+	prompt  int64
+	// prefix is the index of the shared system prompt it starts with, or -1;
+	// prefixLen is that prompt's length in tokens.
+	prefix    int
+	prefixLen int64
+	output    int64 // tokens the model would generate before a stop token
+	maxTokens int64 // 0: not set
+	// abortAfter is the number of generated tokens after which the client
+	// disconnects, or 0 for a client that waits to the end.
+	abortAfter int64
+}
+
+// workload draws requests with realistic shapes: log-normal prompt and output
+// lengths, a mix of shared system prompts (so prefix caches hit), max_tokens
+// on some requests and a few clients that disconnect.
+type workload struct {
+	rng         *rand.Rand
+	maxModelLen int64
+	prefixes    []int64
+	next        int
+}
+
+func newWorkload(seed uint64, maxModelLen int64) *workload {
+	w := &workload{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), maxModelLen: maxModelLen}
+	for range 6 {
+		w.prefixes = append(w.prefixes, w.logNormal(400, 0.6, 64, 1500))
+	}
+	return w
+}
+
+// logNormal draws a value with the given median and spread, clamped to [lo, hi].
+func (w *workload) logNormal(median, sigma float64, lo, hi int64) int64 {
+	v := int64(math.Round(median * math.Exp(sigma*w.rng.NormFloat64())))
+	return min(max(v, lo), hi)
+}
+
+// interarrival draws the wait before the next request of a Poisson process.
+func (w *workload) interarrival(rate float64) time.Duration {
+	return time.Duration(w.rng.ExpFloat64() / rate * float64(time.Second))
+}
+
+func (w *workload) request(now time.Time) request {
+	w.next++
+	r := request{id: w.next, arrival: now, prefix: -1}
+	user := w.logNormal(350, 0.9, 8, w.maxModelLen/2)
+	if w.rng.Float64() < 0.7 {
+		r.prefix = w.rng.IntN(len(w.prefixes))
+		r.prefixLen = w.prefixes[r.prefix]
+	}
+	r.prompt = min(r.prefixLen+user, w.maxModelLen/2)
+	r.output = w.logNormal(120, 0.8, 1, w.maxModelLen-r.prompt)
+	if w.rng.Float64() < 0.5 {
+		r.maxTokens = w.logNormal(200, 0.5, 16, w.maxModelLen-r.prompt)
+	}
+	if w.rng.Float64() < 0.03 {
+		r.abortAfter = 1 + w.rng.Int64N(max(r.output, 1))
+	}
+	return r
+}

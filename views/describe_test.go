@@ -1,0 +1,53 @@
+package views_test
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/views"
+)
+
+// Families, the source of docs/metrics.md, describes the scrape exactly: the
+// same family names, types, label names and bucket boundaries.
+func TestFamiliesDescribeTheScrape(t *testing.T) {
+	vs, err := views.VLLM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExported(t, vs, scenarioOptions...)
+	recordScenario(t, x.rec)
+	fams := families(t, x.scrape())
+	described := map[string]bool{}
+	for _, f := range views.Families() {
+		described[f.Name] = true
+		mf, ok := fams[f.Name]
+		if !ok {
+			t.Errorf("%s is described but not in the scrape", f.Name)
+			continue
+		}
+		if got := mf.GetType().String(); got != map[string]string{"counter": "COUNTER", "gauge": "GAUGE", "histogram": "HISTOGRAM"}[f.Type] {
+			t.Errorf("%s: described as %s, scraped as %s", f.Name, f.Type, got)
+		}
+		want := slices.Clone(f.Labels)
+		if f.Instrument.Name == instrument.NameCacheConfigInfo {
+			want = []string{"block_size", "cache_dtype", "enable_prefix_caching", "engine", "num_gpu_blocks"} // engine + the scenario's cache config
+		}
+		slices.Sort(want)
+		m := mf.GetMetric()[0]
+		if got := labelNames(m); !slices.Equal(got, want) {
+			t.Errorf("%s: labels %v, described %v", f.Name, got, want)
+		}
+		if f.Type == "histogram" && !f.Instrument.LengthBuckets {
+			if got := finiteBounds(m); !slices.Equal(got, f.Buckets) {
+				t.Errorf("%s: buckets %v, described %v", f.Name, got, f.Buckets)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(fams)) {
+		if !described[name] {
+			t.Errorf("%s is in the scrape but not described by Families", name)
+		}
+	}
+}

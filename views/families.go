@@ -1,0 +1,67 @@
+package views
+
+import (
+	"slices"
+
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// Family describes one family as a Prometheus scrape shows it with VLLM's views.
+type Family struct {
+	// Name is the exposition name: counters carry "_total".
+	Name string
+	// Type is "counter", "gauge" or "histogram".
+	Type string
+	// Labels are the label names besides the Recorder's constant attributes.
+	Labels []string
+	// Buckets are the histogram boundaries; nil with LengthBuckets set in
+	// Instrument, for the token-count histograms (1-2-5 up to max_model_len).
+	Buckets []float64
+	// Instrument is the Recorder's instrument the family is exported from.
+	Instrument instrument.Descriptor
+	// Semconv is the GenAI semantic-convention histogram Semconv exports from
+	// the same instrument, if any.
+	Semconv string
+}
+
+// Families returns every family VLLM exports, in the order of
+// instrument.Descriptors, with vllm:prompt_tokens_by_source after
+// vllm:prompt_tokens.
+func Families() []Family {
+	semconv := map[string]string{}
+	for _, f := range semconvFamilies {
+		semconv[f.instrument] = f.family
+	}
+	var out []Family
+	for _, d := range instrument.Descriptors() {
+		f := Family{Name: VLLMName(d), Type: d.Kind.String(), Buckets: d.Buckets, Instrument: d, Semconv: semconv[d.Name]}
+		if d.Kind == instrument.Counter {
+			f.Name += "_total"
+		}
+		f.Labels = labels(d)
+		if d.Name == instrument.NamePromptTokens {
+			total := f
+			total.Labels = slices.DeleteFunc(slices.Clone(f.Labels), func(k string) bool { return k == instrument.KeySource })
+			out = append(out, total)
+			f.Name = PromptTokensBySource + "_total"
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// labels returns the label names of an instrument's vLLM family: model_name
+// and engine plus its own attributes without the GenAI ones; the info gauges
+// carry only their own.
+func labels(d instrument.Descriptor) []string {
+	var keys []string
+	if d.Name != instrument.NameLoRARequestsInfo && d.Name != instrument.NameCacheConfigInfo {
+		keys = append(keys, instrument.KeyModelName, instrument.KeyEngine)
+	}
+	for _, k := range d.Attributes {
+		if !slices.Contains(semconvOnly, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}

@@ -1,0 +1,3 @@
+package views
+
+//go:generate go run ./internal/gendoc -o ../docs/metrics.md

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# The whole test suite: vet and race-enabled tests of the library.
+# The whole test suite: vet and race-enabled tests of the library, then the
+# end-to-end suite (e2e/, its own module) against a real Prometheus and a
+# real OpenTelemetry Collector, which scripts/e2e-deps.sh installs and builds
+# when missing or stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go vet ./...
 go test -race -count=1 ./...
+
+./scripts/e2e-deps.sh
+cd e2e
+go vet ./...
+E2E_REQUIRED=1 go test -count=1 -v -timeout 20m ./...

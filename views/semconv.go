@@ -32,6 +32,12 @@ var semconvFamilies = []struct {
 // instruments, with the advised buckets and the gen_ai.operation.name,
 // gen_ai.provider.name, gen_ai.request.model and error.type attributes. Use
 // it beside VLLM: each view adds its own stream.
+//
+// The streams come from the same measurements as vLLM's families, so they
+// follow vLLM's definitions where the conventions differ:
+// gen_ai.server.time_per_output_token is decode time / (tokens - 1) of every
+// finished request (0 with one token or none), including failed ones, which
+// carry error.type; the conventions count successful responses only.
 func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)
 	families := make([]string, 0, len(semconvFamilies))

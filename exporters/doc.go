@@ -54,4 +54,66 @@
 // goroutines and the Prometheus reader collects when scraped. Their errors go
 // to otel.Handle; WithErrorHandler routes them to a function of the caller as
 // well. ForceFlush and Shutdown return them.
+//
+// # Collector outages
+//
+// A Record call only updates the SDK's in-memory aggregates: it costs the
+// same with the collector up or down, and the set-up starts while the
+// collector is down (the exporter connects lazily). Every interval the OTLP
+// reader collects and exports on its own goroutine. An export is retried
+// (backing off from 5 s) within its timeout (WithTimeout; by default 10 s
+// for the request, 30 s for collect and export), then it fails: the error
+// goes to otel.Handle and the data points it carried are dropped, since the
+// exporter keeps no queue. gRPC reconnects by itself when the collector is
+// back (its backoff grows, up to 2 minutes, while the collector stays
+// away). Memory does not grow during an outage.
+//
+// What a failed export loses depends on the temporality:
+//
+//   - Cumulative (the default): every export carries the totals since the
+//     start, so the first export after an outage carries every count and
+//     observation recorded during it. Nothing is lost but the resolution in
+//     time: the collector has no points for the failed intervals.
+//   - Delta, and LowMemory (delta for counters and histograms): the SDK
+//     resets a delta stream when it collects it for an export, so the points
+//     of a failed export, everything recorded between the export before it
+//     and its collection, are lost for good; the collector's totals stay
+//     short by exactly that. Points recorded after it arrive with the next
+//     export that succeeds.
+//   - Gauges carry their latest value in both: the values of the failed
+//     intervals are not seen.
+//
+// The Prometheus reader is always cumulative and does not depend on the
+// collector. Use cumulative temporality where counts must survive outages.
+//
+// # Shutdown
+//
+// Provider.Shutdown exports what was recorded before it: it flushes the OTLP
+// reader (waiting for a periodic export in flight, which the SDK's shutdown
+// would cancel, losing its delta points), then shuts every reader down,
+// which exports once more. It returns by its context's deadline even when
+// the collector accepts connections and never answers. Recording after
+// Shutdown is allowed and does nothing.
+//
+// # Cardinality
+//
+// Every stream (a family, for each reader) keeps at most
+// DefaultCardinalityLimit (2000) series, or the limit of
+// WithCardinalityLimit: measurements of further attribute sets are added to
+// one overflow series that carries only otel.metric.overflow="true"
+// (otel_metric_overflow="true" in a scrape). Totals over a family stay
+// exact and memory stays bounded however many model names (one Recorder
+// per model, as in a gateway) or LoRA adapter states are reported. With
+// OTLP and delta temporality the limit applies per export interval.
+//
+// # Duplicate series
+//
+// Setup's MeterProvider (and Prometheus.Wrap) lets instrument.NewRecorder
+// check its series against every provider read into the same Prometheus
+// registry: a Recorder that would export series another live Recorder on a
+// provider of the registry already exports fails at construction with
+// instrument.ErrDuplicateSeries, instead of every scrape failing with HTTP
+// 500. Two providers sharing a registry must not both overflow a family
+// (their overflow series would collide) nor report the same LoRA state
+// (vllm:lora_requests_info carries only vLLM's three labels).
 package exporters

@@ -34,10 +34,12 @@ func installErrorHandler(f func(error)) *chainHandler {
 
 // Handle implements otel.ErrorHandler.
 func (h *chainHandler) Handle(err error) {
-	if h.cameBack(err) {
-		// The handler before h was OpenTelemetry's default, which now
-		// delegates to h: do what the default did, unless f took over.
-		if h.detached.Load() {
+	if f, ok := err.(*forwarded); ok && f.from.next != otel.ErrorHandler(h) {
+		// Not passed on by the handler installed just before h: the chain
+		// reached OpenTelemetry's default handler, which delegates to the
+		// first handler ever installed, h. Do what the default did (log),
+		// unless a live handler of the chain took over.
+		if !anyLive(err) {
 			log.Print(original(err))
 		}
 		return
@@ -48,9 +50,10 @@ func (h *chainHandler) Handle(err error) {
 	h.next.Handle(&forwarded{err: err, from: h})
 }
 
-func (h *chainHandler) cameBack(err error) bool {
+// anyLive reports whether a handler that passed err on is not detached.
+func anyLive(err error) bool {
 	for f, ok := err.(*forwarded); ok; f, ok = f.err.(*forwarded) {
-		if f.from == h {
+		if !f.from.detached.Load() {
 			return true
 		}
 	}

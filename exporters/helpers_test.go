@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -33,6 +35,9 @@ import (
 type receiver struct {
 	collpb.UnimplementedMetricsServiceServer
 	addr string
+	// hang, when not nil, makes Export block until it is closed or the
+	// client gives up: a collector that accepts connections and never answers.
+	hang chan struct{}
 
 	mu        sync.Mutex
 	reqs      []*collpb.ExportMetricsServiceRequest
@@ -68,19 +73,44 @@ func (r *receiver) lastEncoding() string {
 
 func startReceiver(t *testing.T) *receiver {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	r := &receiver{}
+	r.serve(t, "127.0.0.1:0")
+	return r
+}
+
+// serve makes r listen on addr (a port of 0 picks one; r.addr is set to the
+// address) and returns the function that stops it, closing its connections.
+// A stopped receiver can serve again on the same address: what it received
+// is kept.
+func (r *receiver) serve(t testing.TB, addr string) (stop func()) {
+	t.Helper()
+	var lis net.Listener
+	var err error
+	for range 50 { // the port of a stopped receiver may take a moment to free
+		if lis, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &receiver{addr: lis.Addr().String()}
+	r.addr = lis.Addr().String()
 	srv := grpc.NewServer(grpc.StatsHandler(r))
 	collpb.RegisterMetricsServiceServer(srv, r)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	return r
+	return srv.Stop
 }
 
 func (r *receiver) Export(ctx context.Context, req *collpb.ExportMetricsServiceRequest) (*collpb.ExportMetricsServiceResponse, error) {
+	if r.hang != nil {
+		select {
+		case <-r.hang:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -120,7 +150,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // closedAddr returns a 127.0.0.1 address nothing listens on.
-func closedAddr(t *testing.T) string {
+func closedAddr(t testing.TB) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -206,6 +236,48 @@ func parseScrape(t *testing.T, body string) map[string]sample {
 		}
 	}
 	return out
+}
+
+// compareSamples reports every series that is not the same in the scrape
+// and at the OTLP receiver, and counts the non-zero counters and non-empty
+// histograms compared (to show the comparison is not vacuous).
+func compareSamples(t *testing.T, fromProm, fromOTLP map[string]sample) (counters, histograms int) {
+	t.Helper()
+	keys := slices.Collect(maps.Keys(fromProm))
+	for k := range fromOTLP {
+		if _, ok := fromProm[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		pv, inProm := fromProm[k]
+		ov, inOTLP := fromOTLP[k]
+		switch {
+		case !inProm:
+			t.Errorf("%s only in OTLP: %+v", k, ov)
+		case !inOTLP:
+			t.Errorf("%s only in the scrape: %+v", k, pv)
+		case !sameSample(pv, ov):
+			t.Errorf("%s differs:\nscrape %+v\nOTLP   %+v", k, pv, ov)
+		}
+		if strings.Contains(k, "_total{") && pv.Value > 0 {
+			counters++
+		}
+		if pv.Count > 0 {
+			histograms++
+		}
+	}
+	return counters, histograms
+}
+
+// sameSample compares two samples exactly but for float sums, which each
+// reader adds up on its own: with concurrent recording the additions come
+// in another order and may round differently in the last bits.
+func sameSample(a, b sample) bool {
+	sums := a.Sum == b.Sum || math.Abs(a.Sum-b.Sum) <= 1e-12*math.Max(math.Abs(a.Sum), math.Abs(b.Sum))
+	a.Sum, b.Sum = 0, 0
+	return sums && reflect.DeepEqual(a, b)
 }
 
 func otlpLabels(attrs []*commonpb.KeyValue) map[string]string {

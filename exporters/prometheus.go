@@ -3,13 +3,19 @@ package exporters
 import (
 	"fmt"
 	"net/http"
+	"runtime"
+	"sync"
+	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/infermetrics/infermetrics/instrument"
 )
 
 // Prometheus is a pull reader whose scrape is what vLLM serves on /metrics.
@@ -24,6 +30,53 @@ type Prometheus struct {
 	// Registry holds the reader's collector; register other collectors on
 	// it to serve them from the same Handler.
 	Registry *prometheus.Registry
+
+	series *instrument.SeriesSet // shared by every Prometheus of Registry
+}
+
+// Wrap returns mp (the MeterProvider that Reader is registered on) as an
+// instrument.SeriesSetProvider whose set is shared by every provider read
+// into the same registry. A Recorder built on it fails at construction with
+// instrument.ErrDuplicateSeries when a live Recorder on another provider of
+// the registry already exports the same series, instead of every scrape
+// failing with HTTP 500. Setup wraps its provider this way. Call Wrap once
+// per provider and record on what it returns.
+func (p *Prometheus) Wrap(mp metric.MeterProvider) metric.MeterProvider {
+	return &registryProvider{MeterProvider: mp, series: p.series}
+}
+
+// registryProvider is a MeterProvider read into a Prometheus registry, with
+// the registry's series set.
+type registryProvider struct {
+	metric.MeterProvider
+	series *instrument.SeriesSet
+}
+
+func (r *registryProvider) SeriesSet() *instrument.SeriesSet { return r.series }
+func (r *registryProvider) Unwrap() metric.MeterProvider     { return r.MeterProvider }
+
+// registrySeries maps each registry to the series set of its providers. It
+// holds registries weakly and forgets them when they are collected.
+var registrySeries = struct {
+	sync.Mutex
+	m map[weak.Pointer[prometheus.Registry]]*instrument.SeriesSet
+}{m: map[weak.Pointer[prometheus.Registry]]*instrument.SeriesSet{}}
+
+func seriesSetOf(reg *prometheus.Registry) *instrument.SeriesSet {
+	wp := weak.Make(reg)
+	registrySeries.Lock()
+	defer registrySeries.Unlock()
+	if s, ok := registrySeries.m[wp]; ok {
+		return s
+	}
+	s := instrument.NewSeriesSet()
+	registrySeries.m[wp] = s
+	runtime.AddCleanup(reg, func(wp weak.Pointer[prometheus.Registry]) {
+		registrySeries.Lock()
+		defer registrySeries.Unlock()
+		delete(registrySeries.m, wp)
+	}, wp)
+	return s
 }
 
 type promConfig struct {
@@ -104,7 +157,7 @@ func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
 		ErrorHandling:     promhttp.HTTPErrorOnError,
 		EnableOpenMetrics: c.openMetrics,
 	})
-	return &Prometheus{Reader: exp, Handler: h, Registry: c.registry}, nil
+	return &Prometheus{Reader: exp, Handler: h, Registry: c.registry, series: seriesSetOf(c.registry)}, nil
 }
 
 // errorLog passes the handler's gathering errors to otel.Handle.

@@ -44,6 +44,7 @@ type setupConfig struct {
 	otlpSet           bool
 	statsLogs         []statsLogSpec
 	errorHandler      func(error)
+	cardinalityLimit  *int
 }
 
 type statsLogSpec struct {
@@ -115,6 +116,25 @@ func WithStatsLog(logger *slog.Logger, opts ...StatsLogOption) Option {
 	})
 }
 
+// DefaultCardinalityLimit is the most series one stream (one family, for
+// each reader) keeps when WithCardinalityLimit is not given: the
+// OpenTelemetry Go SDK's default, which its OTEL_GO_X_CARDINALITY_LIMIT
+// variable replaces. Measurements of further attribute sets go to one
+// overflow series carrying only otel.metric.overflow="true" (in a
+// Prometheus scrape, otel_metric_overflow="true"), so totals over a family
+// stay exact while memory stays bounded.
+const DefaultCardinalityLimit = 2000
+
+// WithCardinalityLimit sets the most series one stream keeps (see
+// DefaultCardinalityLimit); n - 1 attribute sets get their own series and the
+// others share the overflow series. Each model name with its engines and
+// constant attributes, and each LoRA adapter state, adds series: a gateway
+// recording many models on one provider, or an engine cycling through many
+// adapters, is bounded by this limit. 0 or less means no limit.
+func WithCardinalityLimit(n int) Option {
+	return setupOptionFunc(func(c *setupConfig) { c.cardinalityLimit = &n })
+}
+
 // WithErrorHandler makes errors that OpenTelemetry reports through
 // otel.Handle (failed periodic exports, scrape errors, bad environment
 // values) reach f. Setup then installs a global handler with
@@ -136,6 +156,7 @@ type Provider struct {
 	handler   http.Handler
 	exporters []string
 	errors    *chainHandler
+	otlp      interface{ ForceFlush(context.Context) error } // the OTLP reader, flushed before Shutdown
 
 	shutdownOnce sync.Once
 }
@@ -154,6 +175,8 @@ type Provider struct {
 //     set or WithOTLP is given. An unknown name, or "none" with another name,
 //     is an error.
 //   - Stats log readers of WithStatsLog, whatever the exporters.
+//   - Cardinality: WithCardinalityLimit, by default DefaultCardinalityLimit
+//     series per stream.
 //
 // With OTEL_SDK_DISABLED=true Setup builds nothing: MeterProvider returns a
 // no-op provider, Handler answers 404 and Shutdown does nothing.
@@ -195,11 +218,11 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 		return fail(err, nil)
 	}
 	var readers []sdkmetric.Reader
+	var prom *Prometheus
 	for _, name := range names {
 		switch name {
 		case ExporterPrometheus:
-			prom, err := NewPrometheus(c.prometheus...)
-			if err != nil {
+			if prom, err = NewPrometheus(c.prometheus...); err != nil {
 				return fail(err, readers)
 			}
 			readers = append(readers, prom.Reader)
@@ -210,6 +233,7 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 				return fail(err, readers)
 			}
 			readers = append(readers, r)
+			p.otlp, _ = r.(interface{ ForceFlush(context.Context) error })
 		}
 	}
 	for _, s := range c.statsLogs {
@@ -219,8 +243,14 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	for _, r := range readers {
 		mpOpts = append(mpOpts, sdkmetric.WithReader(r))
 	}
+	if c.cardinalityLimit != nil {
+		mpOpts = append(mpOpts, sdkmetric.WithCardinalityLimit(*c.cardinalityLimit))
+	}
 	p.sdk = sdkmetric.NewMeterProvider(mpOpts...)
 	p.mp = p.sdk
+	if prom != nil {
+		p.mp = prom.Wrap(p.sdk)
+	}
 	return p, nil
 }
 
@@ -311,6 +341,10 @@ func randomUUID() (string, error) {
 
 // MeterProvider returns the provider to record on (for example with
 // instrument.WithMeterProvider); a no-op provider when OTEL_SDK_DISABLED=true.
+// With the Prometheus exporter it is the SDK provider wrapped by
+// Prometheus.Wrap, so that Recorders on providers sharing one registry
+// (WithPrometheus(WithRegistry(reg))) that would export the same series fail
+// at construction with instrument.ErrDuplicateSeries.
 func (p *Provider) MeterProvider() metric.MeterProvider { return p.mp }
 
 // Handler returns the Prometheus /metrics handler, or a handler that answers
@@ -337,9 +371,19 @@ func (p *Provider) ForceFlush(ctx context.Context) error {
 // stops them, within ctx's deadline: an unreachable collector makes it return
 // an error, not hang. Later calls do nothing and return nil. Recording after
 // Shutdown is allowed and ignored.
+//
+// The OTLP reader is flushed first, on its own: the SDK's shutdown cancels a
+// periodic export in flight, whose data points (with delta temporality, the
+// changes since the export before) would then be lost; the flush waits for
+// it instead. A failed flush is reported to otel.Handle.
 func (p *Provider) Shutdown(ctx context.Context) error {
 	var err error
 	p.shutdownOnce.Do(func() {
+		if p.otlp != nil {
+			if ferr := p.otlp.ForceFlush(ctx); ferr != nil {
+				otel.Handle(fmt.Errorf("exporters: flush before shutdown: %w", ferr))
+			}
+		}
 		if p.sdk != nil {
 			err = p.sdk.Shutdown(ctx)
 		}

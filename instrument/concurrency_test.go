@@ -1,23 +1,68 @@
 package instrument_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
 // Many goroutines record on two engines at once, growing the speculative
-// decoding positions and changing the LoRA state as they go: every
-// measurement lands exactly once (run with -race).
+// decoding positions and changing the LoRA state as they go, while others
+// scrape the Prometheus handler and collect: every measurement lands exactly
+// once, and no scrape sees a counter go down (run with -race).
 func TestConcurrentRecording(t *testing.T) {
-	h := newHarness(t, instrument.WithEngines(0, 1))
+	h := newScrapedHarness(t, instrument.WithEngines(0, 1))
 	const goroutines, rounds = 8, 50
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		last := -1.0
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			// The scrape succeeds and the generation tokens of engine 0 only grow.
+			body, err := h.tryScrape()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, line := range strings.Split(body, "\n") {
+				if v, ok := strings.CutPrefix(line, `vllm:generation_tokens_total{engine="0",model_name="`+model+`"} `); ok {
+					f, err := strconv.ParseFloat(v, 64)
+					if err != nil || f < last {
+						t.Errorf("scraped generation tokens %q after %v", v, last)
+					}
+					last = f
+				}
+			}
+		}
+	})
+	readers.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				var rm metricdata.ResourceMetrics
+				if err := h.reader.Collect(context.Background(), &rm); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	})
 	for g := range goroutines {
 		wg.Go(func() {
 			rank := g % 2
@@ -44,6 +89,8 @@ func TestConcurrentRecording(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	close(done)
+	readers.Wait()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)

@@ -18,8 +18,30 @@
 //	err = engine.RecordIteration(ctx, &iteration)
 //
 // Every Record method validates its whole input first: invalid input returns
-// an error (matching the sentinels of package stats, or ErrUnknownEngine) and
-// records nothing, so a bad value can never make a counter go backwards.
+// an error (matching the sentinels of package stats, or ErrUnknownEngine,
+// or ErrNilStats) and records nothing, so a bad value can never make a
+// counter go backwards; no input makes the library panic. Each engine also
+// keeps the totals since start of what it adds to integer counters and
+// histogram sums, which the SDK keeps in int64s that would wrap around: a
+// step that would take one past math.MaxInt64 is refused with an error
+// matching stats.ErrOverflow. (A view that merges engines or models into one
+// series adds their totals, which this check does not see.) Recording never
+// blocks on an exporter.
+//
+// NewRecorder fails with ErrDuplicateSeries when a live Recorder already
+// exports the same series (same model name, an engine rank in common, same
+// constant attributes) on the same MeterProvider, where the SDK would merge
+// them silently, or on a provider exported together with it, such as the
+// providers read into one Prometheus registry by package exporters (see
+// SeriesSetProvider), where every scrape would fail. Series are claimed
+// while the Recorder or one of its Engines is reachable.
+//
+// Series cardinality is bounded by the SDK: each stream keeps at most its
+// provider's cardinality limit (2000 by default, see
+// exporters.WithCardinalityLimit) and adds the rest into one overflow
+// series. The Recorder itself keeps, per engine, only the attribute set of
+// the last LoRA state reported, so memory stays bounded however many
+// distinct adapter lists vllm:lora_requests_info sees.
 //
 // Prompt tokens are one counter (vllm.prompt_tokens) measured with a source
 // attribute; package views derives both vllm:prompt_tokens (the total) and

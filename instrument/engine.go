@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,10 +56,17 @@ type Engine struct {
 	loraMu   sync.Mutex
 	loraLast *stats.LoRA
 	lora     measure
+
+	totalsMu sync.Mutex
+	totals   [numTotals]int64 // see total
+
+	// provider keeps the MeterProvider, whose address identifies the
+	// engine's series claims, from being freed and reused while they hold.
+	provider metric.MeterProvider
 }
 
 func newEngine(inst *instruments, cfg *config, rank int) *Engine {
-	e := &Engine{inst: inst, rank: rank}
+	e := &Engine{inst: inst, rank: rank, provider: cfg.meterProvider}
 	e.base = append([]attribute.KeyValue{
 		attribute.String(KeyModelName, cfg.modelName),
 		attribute.String(KeyEngine, engineLabel(rank)),
@@ -94,6 +102,18 @@ func newEngine(inst *instruments, cfg *config, rank int) *Engine {
 // with returns the measure of the engine's base attributes plus kv.
 func (e *Engine) with(kv ...attribute.KeyValue) measure {
 	return newMeasure(append(e.base[:len(e.base):len(e.base)], kv...)...)
+}
+
+// usable reports a nil or zero Engine (ErrUnknownEngine) and nil stats
+// (ErrNilStats).
+func (e *Engine) usable(nilStats bool) error {
+	if e == nil || e.inst == nil {
+		return fmt.Errorf("%w: a nil or zero Engine (get one from Recorder.Engine)", ErrUnknownEngine)
+	}
+	if nilStats {
+		return ErrNilStats
+	}
+	return nil
 }
 
 // Rank returns the engine's data-parallel rank.
@@ -141,7 +161,15 @@ func (e *Engine) start(ctx context.Context, cfg *config) {
 // it.TokensDone(), the TTFT and ITL values and every finished request. An
 // invalid iteration is returned as an error and nothing is recorded.
 func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error {
+	if err := e.usable(it == nil); err != nil {
+		return err
+	}
 	if err := it.Validate(); err != nil {
+		return err
+	}
+	var inc increments
+	inc.iteration(it)
+	if err := e.reserve(&inc); err != nil {
 		return err
 	}
 	in := e.inst
@@ -169,7 +197,15 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 // counts, parameters and latencies. An invalid request is returned as an
 // error and nothing is recorded.
 func (e *Engine) RecordFinished(ctx context.Context, f *stats.FinishedRequest) error {
+	if err := e.usable(f == nil); err != nil {
+		return err
+	}
 	if err := f.Validate(); err != nil {
+		return err
+	}
+	var inc increments
+	inc.finished(f)
+	if err := e.reserve(&inc); err != nil {
 		return err
 	}
 	e.recordFinished(ctx, f)
@@ -201,9 +237,22 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 // RecordScheduler records one scheduler step: the gauges (running, waiting,
 // KV cache usage, sleep state), this step's cache lookups, and the optional
 // speculative decoding, LoRA, KV connector and KV residency data when present.
-// An invalid step is returned as an error and nothing is recorded.
+// An invalid step is returned as an error and nothing is recorded; so is a
+// step with more than 64 speculative decoding positions.
 func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) error {
+	if err := e.usable(s == nil); err != nil {
+		return err
+	}
 	if err := s.Validate(); err != nil {
+		return err
+	}
+	if sd := s.SpecDecoding; sd != nil && len(sd.AcceptedPerPosition) > maxSpecPositions {
+		return fmt.Errorf("instrument: %d speculative decoding positions, at most %d: %w",
+			len(sd.AcceptedPerPosition), maxSpecPositions, stats.ErrOutOfRange)
+	}
+	var inc increments
+	inc.scheduler(s)
+	if err := e.reserve(&inc); err != nil {
 		return err
 	}
 	e.recordScheduler(ctx, s)
@@ -236,11 +285,9 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 		addPositive(ctx, in.specDrafts, sd.Drafts, e.plain)
 		addPositive(ctx, in.specDraftTokens, sd.DraftTokens, e.plain)
 		addPositive(ctx, in.specAccepted, sd.AcceptedTokens, e.plain)
-		positions := e.positionMeasures(len(sd.AcceptedPerPosition))
+		positions := e.positionMeasures(len(sd.AcceptedPerPosition)) // RecordScheduler checked the length
 		for i, v := range sd.AcceptedPerPosition {
-			if i < len(positions) {
-				addPositive(ctx, in.specAcceptedPerPos, v, positions[i])
-			}
+			addPositive(ctx, in.specAcceptedPerPos, v, positions[i])
 		}
 	}
 	if s.LoRA != nil {

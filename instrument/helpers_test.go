@@ -7,7 +7,10 @@ package instrument_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/infermetrics/infermetrics/exporters"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
@@ -30,25 +34,70 @@ const model = "llama-3.1-8b"
 // Prometheus _total suffix.
 type harness struct {
 	t      testing.TB
+	mp     *sdkmetric.MeterProvider
 	rec    *instrument.Recorder
 	reader *sdkmetric.ManualReader
+	prom   *exporters.Prometheus // nil unless newScrapedHarness
 }
 
 func newHarness(t testing.TB, opts ...instrument.Option) *harness {
+	t.Helper()
+	return buildHarness(t, nil, opts...)
+}
+
+// newScrapedHarness is a harness whose provider is also read by the
+// vLLM-identical Prometheus reader of package exporters: see scrape.
+func newScrapedHarness(t testing.TB, opts ...instrument.Option) *harness {
+	t.Helper()
+	prom, err := exporters.NewPrometheus()
+	if err != nil {
+		t.Fatalf("NewPrometheus: %v", err)
+	}
+	return buildHarness(t, prom, opts...)
+}
+
+func buildHarness(t testing.TB, prom *exporters.Prometheus, opts ...instrument.Option) *harness {
 	t.Helper()
 	vs, err := views.VLLM()
 	if err != nil {
 		t.Fatalf("views.VLLM: %v", err)
 	}
 	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(vs...))
+	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(reader), sdkmetric.WithView(vs...)}
+	if prom != nil {
+		mpOpts = append(mpOpts, sdkmetric.WithReader(prom.Reader))
+	}
+	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	base := []instrument.Option{instrument.WithMeterProvider(mp), instrument.WithModelName(model)}
 	rec, err := instrument.NewRecorder(append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)
 	}
-	return &harness{t: t, rec: rec, reader: reader}
+	return &harness{t: t, mp: mp, rec: rec, reader: reader, prom: prom}
+}
+
+// scrape returns the Prometheus text exposition of a newScrapedHarness,
+// failing the test unless the handler answers 200.
+func (h *harness) scrape() string {
+	h.t.Helper()
+	body, err := h.tryScrape()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return body
+}
+
+// tryScrape is scrape for goroutines other than the test's.
+func (h *harness) tryScrape() (string, error) {
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	w := httptest.NewRecorder()
+	h.prom.Handler.ServeHTTP(w, req)
+	body, err := io.ReadAll(w.Result().Body)
+	if err == nil && w.Code != http.StatusOK {
+		err = fmt.Errorf("scrape: HTTP %d:\n%s", w.Code, body)
+	}
+	return string(body), err
 }
 
 // engine returns the Engine of a rank.

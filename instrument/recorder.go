@@ -19,8 +19,12 @@ import (
 var (
 	// ErrConfig reports an invalid option value at construction.
 	ErrConfig = errors.New("instrument: invalid configuration")
-	// ErrUnknownEngine reports an engine rank the Recorder does not serve.
+	// ErrUnknownEngine reports an engine rank the Recorder does not serve
+	// (or a nil Recorder or Engine).
 	ErrUnknownEngine = errors.New("instrument: unknown engine")
+	// ErrNilStats reports a nil *stats.Iteration, *stats.FinishedRequest or
+	// *stats.Scheduler given to a Record method.
+	ErrNilStats = errors.New("instrument: nil stats")
 )
 
 // reservedKeys are attribute keys the Recorder sets itself.
@@ -38,6 +42,13 @@ type Recorder struct {
 
 // NewRecorder creates the instruments on the configured MeterProvider and the
 // series of every engine at zero.
+//
+// It returns an error matching ErrConfig for an invalid option, and one
+// matching ErrDuplicateSeries when a live Recorder already exports the same
+// series: one on the same MeterProvider with the same model name, an engine
+// rank in common and the same constant attributes, or one on a provider
+// exported together with this one (see SeriesSetProvider). A Recorder's
+// series stay claimed while it or one of its Engines is reachable.
 func NewRecorder(opts ...Option) (*Recorder, error) {
 	cfg := newConfig(opts)
 	if err := cfg.validate(); err != nil {
@@ -50,45 +61,56 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	}
 	r := &Recorder{inst: inst}
 	for _, rank := range cfg.engines {
-		e := newEngine(inst, &cfg, rank)
+		r.engines = append(r.engines, newEngine(inst, &cfg, rank))
+	}
+	if err := claimSeries(&cfg, r.engines); err != nil {
+		return nil, err
+	}
+	for _, e := range r.engines {
 		e.start(context.Background(), &cfg)
-		r.engines = append(r.engines, e)
 	}
 	return r, nil
 }
 
+// validate reports an invalid option with an error matching ErrConfig and,
+// where one says what is wrong, a sentinel of package stats.
 func (c *config) validate() error {
 	if c.modelName == "" || len(c.modelName) > MaxModelNameLen || !utf8.ValidString(c.modelName) {
-		return fmt.Errorf("%w: model name %q must be 1 to %d bytes of UTF-8", ErrConfig, c.modelName, MaxModelNameLen)
+		return fmt.Errorf("%w: model name %q must be 1 to %d bytes of UTF-8: %w",
+			ErrConfig, c.modelName, MaxModelNameLen, stats.ErrInvalidLabel)
 	}
 	if len(c.engines) == 0 {
 		return fmt.Errorf("%w: no engines", ErrConfig)
 	}
 	for i, rank := range c.engines {
-		if rank < 0 || slices.Contains(c.engines[:i], rank) {
-			return fmt.Errorf("%w: engine rank %d is negative or repeated", ErrConfig, rank)
+		if rank < 0 {
+			return fmt.Errorf("%w: engine rank %d: %w", ErrConfig, rank, stats.ErrNegative)
+		}
+		if slices.Contains(c.engines[:i], rank) {
+			return fmt.Errorf("%w: engine rank %d is repeated", ErrConfig, rank)
 		}
 	}
 	if c.maxModelLen < 1 {
-		return fmt.Errorf("%w: max model length %d must be positive", ErrConfig, c.maxModelLen)
+		return fmt.Errorf("%w: max model length %d must be positive: %w", ErrConfig, c.maxModelLen, stats.ErrOutOfRange)
 	}
 	if c.specPositions < 0 || c.specPositions > maxSpecPositions {
-		return fmt.Errorf("%w: speculative tokens %d must be 0 to %d", ErrConfig, c.specPositions, maxSpecPositions)
+		return fmt.Errorf("%w: speculative tokens %d must be 0 to %d: %w",
+			ErrConfig, c.specPositions, maxSpecPositions, stats.ErrOutOfRange)
 	}
 	keys := make([]string, 0, len(c.attributes))
 	for _, kv := range c.attributes {
 		key := string(kv.Key)
 		if !kv.Valid() || !utf8.ValidString(key) || !utf8.ValidString(kv.Value.Emit()) {
-			return fmt.Errorf("%w: attribute %q is invalid", ErrConfig, key)
+			return fmt.Errorf("%w: attribute %q is invalid: %w", ErrConfig, key, stats.ErrInvalidLabel)
 		}
 		keys = append(keys, key)
 	}
 	if err := checkLabelNames(reservedKeys, keys); err != nil {
-		return fmt.Errorf("%w: attribute %w", ErrConfig, err)
+		return fmt.Errorf("%w: attribute %w: %w", ErrConfig, err, stats.ErrInvalidLabel)
 	}
 	for _, s := range []string{c.genAIOperation, c.genAIProvider} {
 		if s == "" || !utf8.ValidString(s) {
-			return fmt.Errorf("%w: gen_ai attribute value %q", ErrConfig, s)
+			return fmt.Errorf("%w: gen_ai attribute value %q: %w", ErrConfig, s, stats.ErrInvalidLabel)
 		}
 	}
 	if c.cacheConfig != nil {
@@ -96,7 +118,7 @@ func (c *config) validate() error {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		if err := checkLabelNames([]string{KeyEngine}, c.cacheConfig.Keys()); err != nil {
-			return fmt.Errorf("%w: cache config key %w", ErrConfig, err)
+			return fmt.Errorf("%w: cache config key %w: %w", ErrConfig, err, stats.ErrInvalidLabel)
 		}
 	}
 	return nil
@@ -151,6 +173,9 @@ func promLabel(key string) string {
 
 // Engine returns the handle of one data-parallel engine by its rank.
 func (r *Recorder) Engine(rank int) (*Engine, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: rank %d of a nil Recorder", ErrUnknownEngine, rank)
+	}
 	for _, e := range r.engines {
 		if e.rank == rank {
 			return e, nil

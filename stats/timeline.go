@@ -48,7 +48,9 @@ var phaseNames = [...]string{"arrived", "queued", "scheduled", "preempted", "fin
 // the timestamps into the per-step contributions (Output) and the
 // FinishedRequest exactly as vLLM defines them. Events must come in time
 // order; an event the request's state does not allow, or a bad argument,
-// returns an error and leaves the Timeline unchanged.
+// returns an error and leaves the Timeline unchanged. Make it with
+// NewTimeline or NewTimelines: every event of a zero or nil Timeline returns
+// ErrOutOfOrder.
 //
 // A Timeline is not safe for concurrent use; the children of one request
 // (NewTimelines) may be driven from different goroutines.
@@ -111,8 +113,13 @@ func newChild(r Request, p *parent) *Timeline {
 	return &Timeline{req: r, phase: arrived, last: r.Arrival, parent: p}
 }
 
-// check validates an event's time and that the current phase allows it.
+// check validates an event's time and that the current phase allows it. A
+// nil or zero Timeline (one not made by NewTimeline or NewTimelines) has no
+// request and allows no event.
 func (t *Timeline) check(event string, at time.Time, allowed ...phase) error {
+	if t == nil || t.parent == nil {
+		return fieldErr(event, "a Timeline not made by NewTimeline", ErrOutOfOrder)
+	}
 	if t.phase == finished {
 		return fieldErr(event, phaseNames[t.phase], ErrFinished)
 	}
@@ -255,8 +262,14 @@ func (p *parent) childFinished(generated int64) (n, maxGen int64) {
 	return p.n, p.maxGen
 }
 
-// Generated returns the tokens the request has emitted so far.
-func (t *Timeline) Generated() int64 { return t.generated }
+// Generated returns the tokens the request has emitted so far (0 for a nil
+// Timeline).
+func (t *Timeline) Generated() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.generated
+}
 
-// Done reports whether the request has finished.
-func (t *Timeline) Done() bool { return t.phase == finished }
+// Done reports whether the request has finished (false for a nil Timeline).
+func (t *Timeline) Done() bool { return t != nil && t.phase == finished }

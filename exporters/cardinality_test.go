@@ -1,0 +1,216 @@
+package exporters
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// overflowLabel is the label of the overflow series in a scrape.
+const overflowLabel = `otel_metric_overflow="true"`
+
+// familySeries returns the series of one family of a parsed scrape.
+func familySeries(fromProm map[string]sample, family string) map[string]sample {
+	out := map[string]sample{}
+	for k, v := range fromProm {
+		if strings.HasPrefix(k, family+"{") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// scrapeSamples scrapes p, failing the test unless it answers 200.
+func scrapeSamples(t *testing.T, p *Provider) map[string]sample {
+	t.Helper()
+	code, body, _ := scrape(t, p.Handler(), "")
+	if code != 200 {
+		t.Fatalf("scrape: HTTP %d\n%s", code, body)
+	}
+	return parseScrape(t, body)
+}
+
+// heapInuse returns the heap in use after two garbage collections.
+func heapInuse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+const mib = 1 << 20
+
+// A gateway serving more models than the limit: the series beyond it go to
+// one overflow series per family, and no count is lost.
+func TestCardinalityLimitModels(t *testing.T) {
+	cleanEnv(t)
+	const limit, models = 20, 50
+	p, err := Setup(t.Context(), WithCardinalityLimit(limit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, p)
+	var want float64
+	for i := range models {
+		rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()),
+			instrument.WithModelName(fmt.Sprintf("model-%02d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordGeneration(t, rec, int64(i+1))
+		want += float64(i + 1)
+	}
+	fromProm := scrapeSamples(t, p)
+	gen := familySeries(fromProm, "vllm:generation_tokens_total")
+	var sum float64
+	for _, s := range gen {
+		sum += s.Value
+	}
+	overflow, ok := gen["vllm:generation_tokens_total{"+overflowLabel+"}"]
+	if len(gen) != limit || !ok || sum != want {
+		t.Errorf("vllm:generation_tokens_total: %d series (overflow %v: %+v) summing to %v; want %d with the overflow, summing to %v",
+			len(gen), ok, overflow, sum, limit, want)
+	}
+	families := map[string]int{}
+	for k := range fromProm {
+		families[k[:strings.Index(k, "{")]]++
+	}
+	for family, n := range families {
+		if n > limit {
+			t.Errorf("%s has %d series, above the limit %d", family, n, limit)
+		}
+	}
+	t.Logf("%d models, limit %d: %d model series and the overflow series %s %v", models, limit, len(gen)-1,
+		"vllm:generation_tokens_total{"+overflowLabel+"}", overflow.Value)
+}
+
+// recordLoRA reports a LoRA state with one distinct running adapter.
+func recordLoRA(t *testing.T, e *instrument.Engine, i int) {
+	t.Helper()
+	s := stats.Scheduler{LoRA: &stats.LoRA{MaxLoRA: 8,
+		Running: []string{fmt.Sprintf("adapter-%06d", i)}, Waiting: []string{fmt.Sprintf("base-%d", i%7)}}}
+	if err := e.RecordScheduler(context.Background(), &s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loraEngine builds a Setup provider with opts and returns it with engine
+// 0 of a Recorder of model "m".
+func loraEngine(t *testing.T, opts ...Option) (*Provider, *instrument.Engine) {
+	t.Helper()
+	p, err := Setup(t.Context(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { shutdown(t, p) })
+	e, err := newRecorder(t, p).Engine(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, e
+}
+
+// Without WithCardinalityLimit a stream keeps DefaultCardinalityLimit
+// series, the overflow series included.
+func TestCardinalityDefaultLimit(t *testing.T) {
+	cleanEnv(t)
+	p, e := loraEngine(t)
+	for i := range DefaultCardinalityLimit + 500 {
+		recordLoRA(t, e, i)
+	}
+	lora := familySeries(scrapeSamples(t, p), "vllm:lora_requests_info")
+	if _, ok := lora["vllm:lora_requests_info{"+overflowLabel+"}"]; len(lora) != DefaultCardinalityLimit || !ok {
+		t.Errorf("vllm:lora_requests_info has %d series (overflow: %v), want %d with the overflow",
+			len(lora), ok, DefaultCardinalityLimit)
+	}
+}
+
+// Memory stays bounded when 100,000 distinct LoRA adapter states, or model
+// names, are reported.
+func TestCardinalityMemoryBounded(t *testing.T) {
+	const attempts = 100_000
+	t.Run("LoRA adapters", func(t *testing.T) {
+		cleanEnv(t)
+		p, e := loraEngine(t)
+		recordLoRA(t, e, -1)
+		start := heapInuse()
+		var atTenth uint64
+		for i := range attempts {
+			if i == attempts/10 {
+				atTenth = heapInuse()
+			}
+			recordLoRA(t, e, i)
+		}
+		end := heapInuse()
+		lora := familySeries(scrapeSamples(t, p), "vllm:lora_requests_info")
+		checkBounded(t, "LoRA states", attempts, start, atTenth, end, len(lora), DefaultCardinalityLimit)
+	})
+	t.Run("model names", func(t *testing.T) {
+		cleanEnv(t)
+		const limit = 1000
+		n := attempts
+		if underRace || testing.Short() {
+			n = attempts / 10
+		}
+		p, err := Setup(t.Context(), WithCardinalityLimit(limit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer shutdown(t, p)
+		// One Recorder per model, as a gateway that loads and unloads models
+		// does; each records a step and is dropped.
+		step := func(i int) {
+			rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()),
+				instrument.WithModelName(fmt.Sprintf("model-%06d", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			recordGeneration(t, rec, 1)
+		}
+		step(-1)
+		start := heapInuse()
+		var atTenth uint64
+		for i := range n {
+			if i == n/10 {
+				atTenth = heapInuse()
+			}
+			step(i)
+		}
+		end := heapInuse()
+		gen := familySeries(scrapeSamples(t, p), "vllm:generation_tokens_total")
+		var sum float64
+		for _, s := range gen {
+			sum += s.Value
+		}
+		if sum != float64(n+1) {
+			t.Errorf("generation tokens sum to %v over the series, want %d", sum, n+1)
+		}
+		checkBounded(t, "model names", n, start, atTenth, end, len(gen), limit)
+	})
+}
+
+// checkBounded checks that the series stopped at the limit and that the heap
+// did not grow with the attempts past the first tenth (a generous bound:
+// 4 MiB of noise), nor by more than 64 MiB in all.
+func checkBounded(t *testing.T, what string, attempts int, start, atTenth, end uint64, series, limit int) {
+	t.Helper()
+	growth := func(from, to uint64) float64 { return (float64(to) - float64(from)) / mib }
+	if series != limit {
+		t.Errorf("%d %s: %d series, want the limit %d", attempts, what, series, limit)
+	}
+	if g := growth(atTenth, end); g > 4 {
+		t.Errorf("%d %s: the heap grew by %.1f MiB after the first tenth", attempts, what, g)
+	}
+	if g := growth(start, end); g > 64 {
+		t.Errorf("%d %s: the heap grew by %.1f MiB", attempts, what, g)
+	}
+	t.Logf("%d distinct %s: %d series (limit %d); heap in use %.1f MiB at start, %.1f MiB after %d, %.1f MiB after %d (%+.1f MiB in all)",
+		attempts, what, series, limit, float64(start)/mib, float64(atTenth)/mib, attempts/10, float64(end)/mib, attempts,
+		growth(start, end))
+}

@@ -1,0 +1,44 @@
+package exporters
+
+import (
+	"bytes"
+	"errors"
+	"log"
+	"strings"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+)
+
+// A WithErrorHandler function replaces OpenTelemetry's default logging even
+// when another Setup with a handler came and went before (OpenTelemetry's
+// default handler then delegates to that detached handler); once no Setup
+// with a handler is live, errors are logged again.
+func TestErrorHandlerAfterAnotherShutdown(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv(EnvMetricsExporter, "none")
+	var logged bytes.Buffer
+	out, flags := log.Writer(), log.Flags()
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+
+	var first, second errorSink
+	p1, err := Setup(t.Context(), WithErrorHandler(first.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shutdown(t, p1)
+	p2, err := Setup(t.Context(), WithErrorHandler(second.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otel.Handle(errors.New("while the second handler is live"))
+	if len(first.get()) != 0 || len(second.get()) != 1 || logged.Len() != 0 {
+		t.Errorf("first handler %v, second %v, logged %q: want only the second handler called", first.get(), second.get(), logged.String())
+	}
+	shutdown(t, p2)
+	otel.Handle(errors.New("with no handler live"))
+	if len(second.get()) != 1 || !strings.Contains(logged.String(), "with no handler live") {
+		t.Errorf("after both Shutdowns: second handler %v, logged %q: want the error logged only", second.get(), logged.String())
+	}
+}

@@ -1,0 +1,144 @@
+package instrument
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// total is one of an engine's running totals: the sum, since construction,
+// of what the engine added to an integer counter or observed into an integer
+// histogram. The SDK aggregates int64 measurements in int64 sums (a
+// counter's value, a histogram's sum) that wrap around past math.MaxInt64,
+// which would make a counter go negative. With the totals a Record method
+// refuses, before recording anything, a step that would take one past it.
+//
+// One total may bound several streams: hits never exceed queries in a step,
+// so the queries' total bounds both; prompt tokens by source, their sum and
+// the cached tokens are bounded by the total over sources.
+type total uint8
+
+const (
+	totPromptTokens total = iota
+	totGenerationTokens
+	totPreemptions
+	totCorrupted
+	totIterationTokens
+	totRequests
+	totRequestPrompt // bounds prefill KV computed tokens too
+	totRequestGeneration
+	totParamsMaxTokens
+	totParamsN
+	totMaxGeneration
+	totPrefixQueries
+	totMMQueries
+	totExtPrefixQueries
+	totSpecDrafts
+	totSpecDraftTokens
+	totSpecAccepted
+	totSpecAcceptedPerPos
+	totNIXLBytes
+	totNIXLDescriptors
+	totNIXLFailedTransfers
+	totNIXLFailedNotifs
+	totNIXLKVExpired
+
+	numTotals
+)
+
+// totalInstruments names each total's instrument, for errors.
+var totalInstruments = [numTotals]string{
+	NamePromptTokens, NameGenerationTokens, NameNumPreemptions, NameCorruptedRequests, NameIterationTokens,
+	NameRequestSuccess, NameRequestPromptTokens, NameRequestGenerationTokens, NameRequestParamsMaxTokens,
+	NameRequestParamsN, NameRequestMaxNumGenerationTokens, NamePrefixCacheQueries, NameMMCacheQueries,
+	NameExternalPrefixCacheQueries, NameSpecDecodeNumDrafts, NameSpecDecodeNumDraftTokens,
+	NameSpecDecodeNumAcceptedTokens, NameSpecDecodeNumAcceptedTokensPerPos, NameNIXLBytesTransferred,
+	NameNIXLNumDescriptors, NameNIXLNumFailedTransfers, NameNIXLNumFailedNotifs, NameNIXLNumKVExpiredReqs,
+}
+
+// increments are what one Record call adds to each total. Values added are
+// validated, so non-negative.
+type increments struct {
+	v    [numTotals]int64
+	over int // 1 + the first total whose increment overflowed; 0 if none
+}
+
+func (in *increments) add(t total, v int64) {
+	if s := in.v[t] + v; s >= in.v[t] {
+		in.v[t] = s
+	} else if in.over == 0 {
+		in.over = int(t) + 1
+	}
+}
+
+func (in *increments) iteration(it *stats.Iteration) {
+	in.add(totPromptTokens, it.PromptTokens.Total())
+	in.add(totGenerationTokens, it.GenerationTokens)
+	in.add(totPreemptions, it.Preemptions)
+	in.add(totCorrupted, it.CorruptedRequests)
+	in.add(totIterationTokens, it.TokensDone())
+	for i := range it.Finished {
+		in.finished(&it.Finished[i])
+	}
+}
+
+func (in *increments) finished(f *stats.FinishedRequest) {
+	in.add(totRequests, 1)
+	in.add(totRequestPrompt, f.PromptTokens)
+	in.add(totRequestGeneration, f.GenerationTokens)
+	in.add(totParamsMaxTokens, f.MaxTokens)
+	in.add(totParamsN, f.N)
+	in.add(totMaxGeneration, f.MaxGenerationTokens)
+}
+
+func (in *increments) scheduler(s *stats.Scheduler) {
+	in.add(totPrefixQueries, s.PrefixCache.Queries)
+	in.add(totMMQueries, s.MultimodalCache.Queries)
+	if c := s.ConnectorPrefixCache; c != nil {
+		in.add(totExtPrefixQueries, c.Queries)
+	}
+	if sd := s.SpecDecoding; sd != nil {
+		in.add(totSpecDrafts, sd.Drafts)
+		in.add(totSpecDraftTokens, sd.DraftTokens)
+		in.add(totSpecAccepted, sd.AcceptedTokens)
+		for _, v := range sd.AcceptedPerPosition {
+			in.add(totSpecAcceptedPerPos, v)
+		}
+	}
+	if k := s.KVTransfer; k != nil {
+		for _, v := range k.BytesTransferred {
+			in.add(totNIXLBytes, v)
+		}
+		for _, v := range k.NumDescriptors {
+			in.add(totNIXLDescriptors, v)
+		}
+		in.add(totNIXLFailedTransfers, k.FailedTransfers)
+		in.add(totNIXLFailedNotifs, k.FailedNotifications)
+		in.add(totNIXLKVExpired, k.ExpiredRequests)
+	}
+}
+
+// reserve adds in to the engine's totals, or returns an error matching
+// stats.ErrOverflow and changes nothing when a total would pass
+// math.MaxInt64.
+func (e *Engine) reserve(in *increments) error {
+	if in.over != 0 {
+		return e.overflow(total(in.over - 1))
+	}
+	e.totalsMu.Lock()
+	defer e.totalsMu.Unlock()
+	for t := range in.v {
+		if in.v[t] > math.MaxInt64-e.totals[t] {
+			return e.overflow(total(t))
+		}
+	}
+	for t := range in.v {
+		e.totals[t] += in.v[t]
+	}
+	return nil
+}
+
+func (e *Engine) overflow(t total) error {
+	return fmt.Errorf("instrument: engine %d: the total of %s since start: %w", e.rank, totalInstruments[t], stats.ErrOverflow)
+}

@@ -1,0 +1,266 @@
+#!/usr/bin/env bash
+# Benchmarks of docs/benchmarks.md: the hot path against its anchors
+# (hand-written OpenTelemetry, naive and precomputed, and client_golang), the
+# scrape against native client_golang, OTLP export, memory per engine and the
+# narrowing prototypes, all in one run. Prints benchstat tables and the
+# ratios the targets talk about.
+#
+# Usage: scripts/bench.sh [options]
+#   -count N       samples per benchmark and round (default 6, or $COUNT)
+#   -rounds R      repeat every go test R times, appending (default 1, or $ROUNDS);
+#                  -count 1 -rounds 6 interleaves the variants, which is fairer on a
+#                  machine shared with other work
+#   -benchtime T   go test -benchtime of the timing benchmarks (default 1s)
+#   -o DIR         where the raw results go (default: a new temporary directory)
+#   -only LIST     comma list of parts to run: main, narrow, memory (default all three)
+#   -rss           also run example/pd under load and report its peak RSS (VmHWM)
+#   -rss-rate R    requests per second for -rss (default 40)
+#   -rss-duration D  load duration for -rss (default 20s)
+#   -ratios FILE   only print the ratios of an existing raw result file
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+COUNT=${COUNT:-6}
+ROUNDS=${ROUNDS:-1}
+BENCHTIME=${BENCHTIME:-1s}
+OUT=""
+ONLY="main,narrow,memory"
+RSS=0
+RSS_RATE=40
+RSS_DURATION=20s
+RATIOS_ONLY=""
+BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-count) COUNT=$2; shift 2 ;;
+	-rounds) ROUNDS=$2; shift 2 ;;
+	-benchtime) BENCHTIME=$2; shift 2 ;;
+	-o) OUT=$2; shift 2 ;;
+	-only) ONLY=$2; shift 2 ;;
+	-rss) RSS=1; shift ;;
+	-rss-rate) RSS_RATE=$2; shift 2 ;;
+	-rss-duration) RSS_DURATION=$2; shift 2 ;;
+	-ratios) RATIOS_ONLY=$2; shift 2 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "bench.sh: unknown option $1 (try -h)" >&2; exit 2 ;;
+	esac
+done
+
+# median FILE NAME UNIT: the median of UNIT over every line of benchmark NAME
+# (without its -GOMAXPROCS suffix); empty when there is none.
+median() {
+	awk -v name="$2" -v unit="$3" '
+		$1 ~ /^Benchmark/ {
+			n = $1; sub(/-[0-9]+$/, "", n)
+			if (n != name) next
+			for (i = 3; i <= NF; i++) if ($i == unit) print $(i-1)
+		}' "$1" | sort -g | awk '{ v[NR] = $1 } END {
+			if (NR == 0) exit
+			if (NR % 2) printf "%.6g\n", v[(NR+1)/2]; else printf "%.6g\n", (v[NR/2] + v[NR/2+1]) / 2
+		}'
+}
+
+# ratio A B: A/B with 3 decimals, or "n/a".
+ratio() {
+	if [ -z "$1" ] || [ -z "$2" ]; then echo n/a; return; fi
+	awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) print "n/a"; else printf "%.3f\n", a / b }'
+}
+
+# verdict VALUE OP TARGET: "met" or "NOT met" for VALUE OP TARGET (OP is <= or >=).
+verdict() {
+	if [ "$1" = n/a ]; then echo "not measured"; return; fi
+	awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN {
+		ok = (op == "<=") ? (v <= t) : (v >= t)
+		print ok ? "met" : "NOT met"
+	}'
+}
+
+print_ratios() {
+	local f=$1
+	echo
+	echo "== Ratios (medians of ns/op in this run) vs the targets"
+	for step in Iteration Finished Scheduler; do
+		local ours naive pre cg allocs r1 r2 r3
+		ours=$(median "$f" "Benchmark$step/infermetrics" ns/op)
+		[ -n "$ours" ] || continue
+		naive=$(median "$f" "Benchmark$step/otel_naive" ns/op)
+		pre=$(median "$f" "Benchmark$step/otel_precomputed" ns/op)
+		cg=$(median "$f" "Benchmark$step/client_golang" ns/op)
+		allocs=$(median "$f" "Benchmark$step/infermetrics" allocs/op)
+		r1=$(ratio "$ours" "$pre")
+		r2=$(ratio "$naive" "$ours")
+		r3=$(ratio "$ours" "$cg")
+		printf '%-9s ours=%sns  otel_precomputed=%sns  otel_naive=%sns  client_golang=%sns\n' \
+			"$step" "$ours" "$pre" "$naive" "$cg"
+		printf '  ours / otel_precomputed = %-7s target <= 1.0x  %s\n' "$r1" "$(verdict "$r1" '<=' 1.0)"
+		printf '  ours allocs/op          = %-7s target 0        %s\n' "${allocs:-n/a}" "$(verdict "${allocs:-n/a}" '<=' 0)"
+		printf '  otel_naive / ours       = %-7s target >= 3x    %s\n' "$r2" "$(verdict "$r2" '>=' 3)"
+		printf '  ours / client_golang    = %-7s (reported; no target)\n' "$r3"
+	done
+	local p1 bench title
+	for bench in Paired NarrowPaired; do
+		if [ "$bench" = Paired ]; then
+			title="Paired (the four variants timed inside each op, rotating order; medians of the per-run ratios):"
+		else
+			title="NarrowPaired (the same, every OpenTelemetry variant on lean views with exemplars off: the projection after the recommended changes):"
+		fi
+		for step in iteration finished scheduler; do
+			p1=$(median "$f" "Benchmark$bench/$step" ours/precomputed)
+			[ -n "$p1" ] || continue
+			[ "$step" != iteration ] || echo "$title"
+			printf '  %-9s ours / otel_precomputed = %-6s %-8s otel_naive / ours = %-6s %-8s ours / client_golang = %s\n' "$step" \
+				"$p1" "$(verdict "$p1" '<=' 1.0)" \
+				"$(median "$f" "Benchmark$bench/$step" naive/ours)" "$(verdict "$(median "$f" "Benchmark$bench/$step" naive/ours)" '>=' 3)" \
+				"$(median "$f" "Benchmark$bench/$step" ours/client_golang)"
+		done
+	done
+	local s_ours s_cg r
+	s_ours=$(median "$f" BenchmarkScrape/infermetrics ns/op)
+	if [ -n "$s_ours" ]; then
+		s_cg=$(median "$f" BenchmarkScrape/client_golang ns/op)
+		r=$(ratio "$s_ours" "$s_cg")
+		printf 'Scrape    ours=%sns  client_golang=%sns\n' "$s_ours" "$s_cg"
+		printf '  ours / client_golang    = %-7s target <= 3x    %s\n' "$r" "$(verdict "$r" '<=' 3)"
+	fi
+	local otlp
+	otlp=$(median "$f" BenchmarkOTLPExport ns/op)
+	[ -z "$otlp" ] || printf 'OTLPExport collect+export of 4 engines = %sns (%s data points)\n' \
+		"$otlp" "$(median "$f" BenchmarkOTLPExport points/export)"
+	local m
+	for v in infermetrics infermetrics_exemplars_off client_golang; do
+		m=$(median "$f" "BenchmarkMemoryPerEngine/$v" B/engine)
+		[ -z "$m" ] || printf 'Memory    %-27s %s B/engine (first engine with set-up: %s B; %s series/engine)\n' "$v" "$m" \
+			"$(median "$f" "BenchmarkMemoryPerEngine/$v" B/first_engine)" \
+			"$(median "$f" "BenchmarkMemoryPerEngine/$v" series/engine)"
+	done
+	local base
+	for step in iteration finished scheduler; do
+		base=$(median "$f" "BenchmarkNarrow/$step/infermetrics" ns/op)
+		[ -n "$base" ] || continue
+		echo "Narrowing, $step step: each variant / infermetrics (views.VLLM), and / client_golang"
+		cg=$(median "$f" "BenchmarkNarrow/$step/client_golang" ns/op)
+		for v in infermetrics infermetrics_lean_views infermetrics_exemplars_off infermetrics_lean_views_exemplars_off \
+			otel_naive otel_naive_lean_views otel_precomputed otel_precomputed_lean_views \
+			otel_observable otel_observable_lean_views_exemplars_off client_golang; do
+			m=$(median "$f" "BenchmarkNarrow/$step/$v" ns/op)
+			[ -z "$m" ] || printf '  %-42s %10sns  %6sx  %7sx\n' "$v" "$m" "$(ratio "$m" "$base")" "$(ratio "$m" "$cg")"
+		done
+		local nl ol
+		nl=$(median "$f" "BenchmarkNarrow/$step/otel_naive_lean_views" ns/op)
+		ol=$(median "$f" "BenchmarkNarrow/$step/infermetrics_lean_views" ns/op)
+		[ -z "$nl" ] || printf '  with lean views: otel_naive / ours = %s, ours / otel_precomputed = %s\n' \
+			"$(ratio "$nl" "$ol")" "$(ratio "$ol" "$(median "$f" "BenchmarkNarrow/$step/otel_precomputed_lean_views" ns/op)")"
+	done
+	local c1 c2
+	c1=$(median "$f" BenchmarkNarrowCollect/otel_precomputed ns/op)
+	c2=$(median "$f" BenchmarkNarrowCollect/otel_observable ns/op)
+	[ -z "$c1" ] || printf 'Collect of 4 engines: otel_precomputed=%sns  otel_observable=%sns  (observable/precomputed = %s)\n' \
+		"$c1" "$c2" "$(ratio "$c2" "$c1")"
+}
+
+if [ -n "$RATIOS_ONLY" ]; then
+	print_ratios "$RATIOS_ONLY"
+	exit 0
+fi
+
+[ -n "$OUT" ] || OUT=$(mktemp -d "${TMPDIR:-/tmp}/infermetrics-bench.XXXXXX")
+mkdir -p "$OUT"
+RAW=$OUT/bench.txt
+: >"$RAW"
+
+# benchstat from the module proxy (a pinned version known to be served).
+BENCHSTAT=$OUT/benchstat
+if ! [ -x "$BENCHSTAT" ]; then
+	GOBIN=$(cd "$OUT" && pwd) go install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
+fi
+
+{
+	echo "# date: $(date -u '+%Y-%m-%dT%H:%M:%SZ')"
+	echo "# $(go version)"
+	echo "# nproc: $(nproc); cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "# go test -count=$COUNT, $ROUNDS round(s), -benchtime=$BENCHTIME"
+} | tee "$OUT/env.txt"
+
+has() { case ",$ONLY," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+# One go test per package and part: packages never benchmark concurrently.
+for round in $(seq 1 "$ROUNDS"); do
+	echo "== round $round/$ROUNDS" >&2
+	if has main; then
+		go test -run='^$' -bench='^Benchmark(Iteration|Finished|Scheduler|Paired)$' -benchmem \
+			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
+		go test -run='^$' -bench='^Benchmark(Scrape|OTLPExport)$' -benchmem \
+			-count="$COUNT" -benchtime="$BENCHTIME" ./exporters | tee -a "$RAW"
+	fi
+	if has narrow; then
+		go test -run='^$' -bench='^BenchmarkNarrow' -benchmem \
+			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
+	fi
+	if has memory; then
+		# Each op builds two complete set-ups: a few ops are enough.
+		go test -run='^$' -bench='^BenchmarkMemoryPerEngine$' -benchtime=3x \
+			-count="$COUNT" ./exporters | tee -a "$RAW"
+	fi
+done
+echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
+
+# The variant is the last part of a sub-benchmark's name; benchstat compares
+# across a name key, so rename BenchmarkX/a/b-2 to BenchmarkX/a/variant=b-2.
+sed -E 's#^(Benchmark[^[:space:]]*)/([A-Za-z_]+)(-[0-9]+)?([[:space:]])#\1/variant=\2\3\4#' "$RAW" >"$OUT/variants.txt"
+
+echo
+echo "== benchstat: every benchmark"
+"$BENCHSTAT" "$RAW"
+if has main; then
+	echo
+	echo "== benchstat: variants side by side (vs base = infermetrics)"
+	"$BENCHSTAT" -col /variant -filter '.name:(Iteration OR Finished OR Scheduler OR Scrape)' "$OUT/variants.txt"
+	echo
+	echo "== benchstat: paired ratios (the four variants timed inside each op)"
+	"$BENCHSTAT" -filter '.name:Paired .unit:(ours/precomputed OR naive/ours OR ours/client_golang)' "$RAW"
+fi
+if has narrow; then
+	echo
+	echo "== benchstat: narrowing prototypes (vs base = infermetrics on views.VLLM)"
+	"$BENCHSTAT" -col /variant -filter '.name:Narrow' "$OUT/variants.txt"
+	echo
+	echo "== benchstat: paired ratios with lean views and exemplars off"
+	"$BENCHSTAT" -filter '.name:NarrowPaired .unit:(ours/precomputed OR naive/ours OR ours/client_golang)' "$RAW"
+fi
+
+print_ratios "$RAW" | tee "$OUT/ratios.txt"
+
+if [ "$RSS" = 1 ]; then
+	echo
+	echo "== Peak RSS of example/pd under load (-rate $RSS_RATE -duration $RSS_DURATION)"
+	go build -o "$OUT/pd" ./example/pd
+	"$OUT/pd" -rate "$RSS_RATE" -duration "$RSS_DURATION" -log-interval 5s \
+		-prefill-listen 127.0.0.1:0 -decode-listen 127.0.0.1:0 >"$OUT/pd.out" 2>"$OUT/pd.err" &
+	PD=$!
+	trap 'kill -INT $PD 2>/dev/null || true' EXIT
+	for _ in $(seq 50); do
+		[ "$(grep -c 'metrics: http' "$OUT/pd.out" || true)" -ge 2 ] && break
+		sleep 0.1
+	done
+	URLS=$(grep -o 'http://[^ ]*' "$OUT/pd.out" || true)
+	# Scrape both instances every second while the load runs, as Prometheus would.
+	SCRAPES=0
+	while kill -0 "$PD" 2>/dev/null && ! grep -q 'load finished' "$OUT/pd.err"; do
+		for u in $URLS; do
+			curl -fsS -o /dev/null "$u" && SCRAPES=$((SCRAPES + 1)) || true
+		done
+		sleep 1
+	done
+	HWM=$(awk '/^VmHWM/ { print $2, $3 }' "/proc/$PD/status")
+	RSSNOW=$(awk '/^VmRSS/ { print $2, $3 }' "/proc/$PD/status")
+	kill -INT "$PD"
+	wait "$PD" || true
+	trap - EXIT
+	echo "pd peak RSS (VmHWM) = $HWM; RSS at the end of the load = $RSSNOW; $SCRAPES scrapes during the load" | tee -a "$OUT/ratios.txt"
+	echo "command: $OUT/pd -rate $RSS_RATE -duration $RSS_DURATION -log-interval 5s -prefill-listen 127.0.0.1:0 -decode-listen 127.0.0.1:0"
+fi
+
+echo
+echo "raw results: $RAW (ratios: $OUT/ratios.txt)"

@@ -36,6 +36,7 @@ const (
 	EnvTemporalityPreference = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE" // NewOTLP: cumulative, delta, lowmemory
 	EnvOTLPEndpoint          = "OTEL_EXPORTER_OTLP_ENDPOINT"                       // Setup: turns OTLP on when set
 	EnvOTLPMetricsEndpoint   = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"               // Setup: turns OTLP on when set
+	EnvExemplarFilter        = "OTEL_METRICS_EXEMPLAR_FILTER"                      // Setup: exemplars off unless set (or OpenMetrics)
 )
 
 // Defaults of the OTLP reader, as in the OpenTelemetry specification.

@@ -12,13 +12,7 @@ import (
 // Families, the source of docs/metrics.md, describes the scrape exactly: the
 // same family names, types, label names and bucket boundaries.
 func TestFamiliesDescribeTheScrape(t *testing.T) {
-	vs, err := views.VLLM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := newExported(t, vs, scenarioOptions...)
-	recordScenario(t, x.rec)
-	fams := families(t, x.scrape())
+	fams := scenarioFamilies(t)
 	described := map[string]bool{}
 	for _, f := range views.Families() {
 		described[f.Name] = true

@@ -8,7 +8,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/infermetrics/infermetrics/views"
 )
 
 // Bucket lists of the compatibility reference, transcribed.
@@ -199,13 +198,7 @@ func checkFamily(t *testing.T, fams map[string]*dto.MetricFamily, f specFamily) 
 // TestFamiliesMatchSpec walks the family table of the compatibility reference
 // over a parsed scrape of the scenario.
 func TestFamiliesMatchSpec(t *testing.T) {
-	vs, err := views.VLLM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := newExported(t, vs, scenarioOptions...)
-	recordScenario(t, x.rec)
-	fams := families(t, x.scrape())
+	fams := scenarioFamilies(t)
 	names := map[string]bool{}
 	for _, f := range specFamilies {
 		checkFamily(t, fams, f)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/views"
 )
 
 // modelName is the served model name of every test Recorder.
@@ -210,4 +211,17 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 	}))
 	must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{SleepState: stats.WeightsOffloaded,
 		Evictions: []stats.KVEviction{{Lifetime: 600, IdleBeforeEvict: 0.004}}}))
+}
+
+// scenarioFamilies records the scenario through views.VLLM() and returns the
+// parsed scrape.
+func scenarioFamilies(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	vs, err := views.VLLM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExported(t, vs, scenarioOptions...)
+	recordScenario(t, x.rec)
+	return families(t, x.scrape())
 }

@@ -180,8 +180,8 @@ type Provider struct {
 //     series per stream.
 //   - Exemplars: off unless OTEL_METRICS_EXEMPLAR_FILTER is set or the
 //     Prometheus handler serves OpenMetrics (WithOpenMetrics), the one format
-//     that shows them. Off, the SDK keeps no exemplar reservoirs: a quarter of
-//     the memory per engine and about a tenth of the recording time.
+//     that shows them. Off, the SDK keeps no exemplar reservoirs: an engine
+//     takes a quarter of the memory, and recording a step about 14% less time.
 //
 // With OTEL_SDK_DISABLED=true Setup builds nothing: MeterProvider returns a
 // no-op provider, Handler answers 404 and Shutdown does nothing.

@@ -103,7 +103,7 @@ print_ratios() {
 		if [ "$bench" = Paired ]; then
 			title="Paired (the four variants timed inside each op, rotating order; medians of the per-run ratios):"
 		else
-			title="NarrowPaired (the same, every OpenTelemetry variant on lean views with exemplars off: the projection after the recommended changes):"
+			title="NarrowPaired (the same, every OpenTelemetry variant with exemplars off, as exporters.Setup configures by default):"
 		fi
 		for step in iteration finished scheduler; do
 			p1=$(median "$f" "Benchmark$bench/$step" ours/precomputed)
@@ -140,17 +140,11 @@ print_ratios() {
 		[ -n "$base" ] || continue
 		echo "Narrowing, $step step: each variant / infermetrics (views.VLLM), and / client_golang"
 		cg=$(median "$f" "BenchmarkNarrow/$step/client_golang" ns/op)
-		for v in infermetrics infermetrics_lean_views infermetrics_exemplars_off infermetrics_lean_views_exemplars_off \
-			otel_naive otel_naive_lean_views otel_precomputed otel_precomputed_lean_views \
-			otel_observable otel_observable_lean_views_exemplars_off client_golang; do
+		for v in infermetrics infermetrics_exemplars_off otel_naive otel_precomputed \
+			otel_observable otel_observable_exemplars_off client_golang; do
 			m=$(median "$f" "BenchmarkNarrow/$step/$v" ns/op)
 			[ -z "$m" ] || printf '  %-42s %10sns  %6sx  %7sx\n' "$v" "$m" "$(ratio "$m" "$base")" "$(ratio "$m" "$cg")"
 		done
-		local nl ol
-		nl=$(median "$f" "BenchmarkNarrow/$step/otel_naive_lean_views" ns/op)
-		ol=$(median "$f" "BenchmarkNarrow/$step/infermetrics_lean_views" ns/op)
-		[ -z "$nl" ] || printf '  with lean views: otel_naive / ours = %s, ours / otel_precomputed = %s\n' \
-			"$(ratio "$nl" "$ol")" "$(ratio "$ol" "$(median "$f" "BenchmarkNarrow/$step/otel_precomputed_lean_views" ns/op)")"
 	done
 	local c1 c2
 	c1=$(median "$f" BenchmarkNarrowCollect/otel_precomputed ns/op)
@@ -226,7 +220,7 @@ if has narrow; then
 	echo "== benchstat: narrowing prototypes (vs base = infermetrics on views.VLLM)"
 	"$BENCHSTAT" -col /variant -filter '.name:Narrow' "$OUT/variants.txt"
 	echo
-	echo "== benchstat: paired ratios with lean views and exemplars off"
+	echo "== benchstat: paired ratios with exemplars off"
 	"$BENCHSTAT" -filter '.name:NarrowPaired .unit:(ours/precomputed OR naive/ours OR ours/client_golang)' "$RAW"
 fi
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-
 )
 
 // Bucket lists of the compatibility reference, transcribed.

@@ -3,6 +3,7 @@ package stats
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // SleepState is the engine's sleep mode (vllm:engine_sleep_state).
@@ -90,8 +91,8 @@ type LoRA struct {
 	Waiting []string
 }
 
-// Validate reports a negative MaxLoRA and adapter names that are empty or not
-// valid UTF-8.
+// Validate reports a negative MaxLoRA and adapter names that are empty, not
+// valid UTF-8, or contain a comma (the info gauge joins the names with commas).
 func (l *LoRA) Validate() error {
 	if err := checkCount("MaxLoRA", l.MaxLoRA); err != nil {
 		return err
@@ -101,7 +102,7 @@ func (l *LoRA) Validate() error {
 		list  []string
 	}{{"Running", l.Running}, {"Waiting", l.Waiting}} {
 		for i, n := range names.list {
-			if checkLabel(names.field, n, true) != nil {
+			if checkLabel(names.field, n, true) != nil || strings.Contains(n, ",") {
 				return fieldErr(fmt.Sprintf("%s[%d]", names.field, i), n, ErrInvalidLabel)
 			}
 		}

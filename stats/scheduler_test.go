@@ -72,6 +72,7 @@ func TestSchedulerValidate(t *testing.T) {
 		{"spec decoding negative per position", func(s *stats.Scheduler) { s.SpecDecoding.AcceptedPerPosition[1] = -6 }, stats.ErrNegative, "SpecDecoding.AcceptedPerPosition[1] = -6"},
 		{"LoRA negative max", func(s *stats.Scheduler) { s.LoRA.MaxLoRA = -1 }, stats.ErrNegative, "LoRA.MaxLoRA = -1"},
 		{"LoRA invalid UTF-8 name", func(s *stats.Scheduler) { s.LoRA.Running[0] = "\xff" }, stats.ErrInvalidLabel, "LoRA.Running[0]"},
+		{"LoRA name with a comma", func(s *stats.Scheduler) { s.LoRA.Waiting = []string{"a", "b,c"} }, stats.ErrInvalidLabel, "LoRA.Waiting[1]"},
 		{"LoRA empty name", func(s *stats.Scheduler) { s.LoRA.Waiting[1] = "" }, stats.ErrInvalidLabel, "LoRA.Waiting[1]"},
 		{"KV transfer negative bytes", func(s *stats.Scheduler) { s.KVTransfer.BytesTransferred[0] = -1 }, stats.ErrNegative, "KVTransfer.BytesTransferred[0] = -1"},
 		{"KV transfer negative descriptors", func(s *stats.Scheduler) { s.KVTransfer.NumDescriptors[0] = -64 }, stats.ErrNegative, "KVTransfer.NumDescriptors[0] = -64"},

@@ -153,7 +153,9 @@ func TestCardinalityMemoryBounded(t *testing.T) {
 	})
 	t.Run("model names", func(t *testing.T) {
 		cleanEnv(t)
-		const limit = 1000
+		// A small limit: the loaded models' Recorders (limit+1 of them) stay
+		// live, and their series go past it.
+		const limit = 10
 		n := attempts
 		if underRace || testing.Short() {
 			n = attempts / 10
@@ -164,7 +166,10 @@ func TestCardinalityMemoryBounded(t *testing.T) {
 		}
 		defer shutdown(t, p)
 		// One Recorder per model, as a gateway that loads and unloads models
-		// does; each records a step and is dropped.
+		// does: each records a step, and is closed when unloaded. The last
+		// limit+1 models stay loaded: one more series than the limit.
+		const loaded = limit + 1
+		var live []*instrument.Recorder
 		step := func(i int) {
 			rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()),
 				instrument.WithModelName(fmt.Sprintf("model-%06d", i)))
@@ -172,6 +177,14 @@ func TestCardinalityMemoryBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			recordGeneration(t, rec, 1)
+			live = append(live, rec)
+			if len(live) > loaded {
+				if err := live[0].Close(); err != nil {
+					t.Fatal(err)
+				}
+				live[0] = nil
+				live = live[1:]
+			}
 		}
 		step(-1)
 		start := heapInuse()
@@ -188,8 +201,8 @@ func TestCardinalityMemoryBounded(t *testing.T) {
 		for _, s := range gen {
 			sum += s.Value
 		}
-		if sum != float64(n+1) {
-			t.Errorf("generation tokens sum to %v over the series, want %d", sum, n+1)
+		if sum != loaded {
+			t.Errorf("generation tokens sum to %v over the series, want %d (the loaded models)", sum, loaded)
 		}
 		checkBounded(t, "model names", n, start, atTenth, end, len(gen), limit)
 	})

@@ -19,7 +19,7 @@
 //
 // Every Record method validates its whole input first: invalid input returns
 // an error (matching the sentinels of package stats, or ErrUnknownEngine,
-// or ErrNilStats) and records nothing, so a bad value can never make a
+// ErrNilStats or ErrClosed) and records nothing, so a bad value can never make a
 // counter go backwards; no input makes the library panic. Each engine also
 // keeps the totals since start of what it adds to integer counters and
 // histogram sums, which the SDK keeps in int64s that would wrap around: a
@@ -34,7 +34,21 @@
 // them silently, or on a provider exported together with it, such as the
 // providers read into one Prometheus registry by package exporters (see
 // SeriesSetProvider), where every scrape would fail. Series are claimed
-// while the Recorder or one of its Engines is reachable.
+// while the Recorder or one of its Engines is reachable, until Close.
+//
+// Counters and gauges (all but the two info gauges) are observable
+// instruments: each Engine keeps their values in atomics, and one callback
+// per Recorder, registered on the MeterProvider, reports them at each
+// collection, so recording them costs an atomic add. Histograms (there is no
+// asynchronous histogram in OpenTelemetry) and the info gauges
+// vllm.lora_requests_info and vllm.cache_config_info are synchronous. The
+// observable series are reported only while the callback is registered,
+// that is until Recorder.Close: a Recorder should live as long as its
+// MeterProvider. Like the SDK's synchronous series, they keep being reported
+// (with their last values) after the Recorder and its Engines are no longer
+// reachable, while their series claims are released. Close unregisters the
+// callback and releases the claims at once; Record methods then return an
+// error matching ErrClosed.
 //
 // Series cardinality is bounded by the SDK: each stream keeps at most its
 // provider's cardinality limit (2000 by default, see

@@ -3,6 +3,7 @@ package instrument
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,19 +26,57 @@ const errorTypeOther = "_OTHER"
 // measure holds one attribute set as the option slices the API takes, built
 // once so that recording allocates nothing.
 type measure struct {
-	add []metric.AddOption
 	rec []metric.RecordOption
+	obs []metric.ObserveOption
 }
 
 func newMeasure(kv ...attribute.KeyValue) measure {
 	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
-	return measure{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	return measure{rec: []metric.RecordOption{opt}, obs: []metric.ObserveOption{opt}}
+}
+
+// cells are an engine's counter and gauge values, which the Recorder's
+// callback reports through the observable instruments. Counters are
+// cumulative since construction; the totals (see total) keep them from
+// wrapping around.
+type cells struct {
+	bySource                                     [3]atomic.Int64 // prompt tokens
+	success                                      [5]atomic.Int64 // by finish reason
+	cached, generation, preemptions, corrupted   atomic.Int64
+	prefixQ, prefixH, mmQ, mmH, extQ, extH       atomic.Int64
+	specDrafts, specDraftTokens, specAccepted    atomic.Int64
+	specPos                                      [maxSpecPositions]atomic.Int64
+	nixlFailedTransfers, nixlFailedNotifs, nixlX atomic.Int64
+
+	running, waiting, sleepState atomic.Int64 // gauges, last value
+	waitingBy                    [2]atomic.Int64
+	kvUsage                      atomic.Uint64 // float64 bits
 }
 
 // Engine records the stats of one data-parallel engine. Get it from
 // Recorder.Engine once and keep it: its methods do no lookup. It is safe for
 // concurrent use.
 type Engine struct {
+	*engineState
+	life *lifetime // shared with the Recorder: Close
+
+	loraMu   sync.Mutex
+	loraLast *stats.LoRA
+	lora     measure
+
+	totalsMu sync.Mutex
+	totals   [numTotals]int64 // see total
+
+	// provider keeps the MeterProvider, whose address identifies the
+	// engine's series claims, from being freed and reused while they hold.
+	provider metric.MeterProvider
+}
+
+// engineState is what the Recorder's callback reads of an engine: it holds
+// no Engine, so that an unreachable Engine's series claims are released
+// while the callback keeps reporting its last values, as the SDK keeps
+// reporting a synchronous instrument's series.
+type engineState struct {
 	inst  *instruments
 	rank  int
 	base  []attribute.KeyValue // model_name, engine, constant attributes
@@ -53,20 +92,18 @@ type Engine struct {
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
 
-	loraMu   sync.Mutex
-	loraLast *stats.LoRA
-	lora     measure
+	// kvConnector and specPositions are the optional families configured:
+	// their series exist from construction; otherwise from their first
+	// non-zero value.
+	kvConnector   bool
+	specPositions int
 
-	totalsMu sync.Mutex
-	totals   [numTotals]int64 // see total
-
-	// provider keeps the MeterProvider, whose address identifies the
-	// engine's series claims, from being freed and reused while they hold.
-	provider metric.MeterProvider
+	c cells
 }
 
-func newEngine(inst *instruments, cfg *config, rank int) *Engine {
-	e := &Engine{inst: inst, rank: rank, provider: cfg.meterProvider}
+func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
+	e := &Engine{life: life, provider: cfg.meterProvider, engineState: &engineState{inst: inst, rank: rank,
+		kvConnector: cfg.kvConnector, specPositions: cfg.specPositions}}
 	e.base = append([]attribute.KeyValue{
 		attribute.String(KeyModelName, cfg.modelName),
 		attribute.String(KeyEngine, engineLabel(rank)),
@@ -96,19 +133,23 @@ func newEngine(inst *instruments, cfg *config, rank int) *Engine {
 	}
 	empty := []measure{}
 	e.positions.Store(&empty)
+	e.positionMeasures(cfg.specPositions)
 	return e
 }
 
 // with returns the measure of the engine's base attributes plus kv.
-func (e *Engine) with(kv ...attribute.KeyValue) measure {
+func (e *engineState) with(kv ...attribute.KeyValue) measure {
 	return newMeasure(append(e.base[:len(e.base):len(e.base)], kv...)...)
 }
 
-// usable reports a nil or zero Engine (ErrUnknownEngine) and nil stats
-// (ErrNilStats).
+// usable reports a nil or zero Engine (ErrUnknownEngine), one of a closed
+// Recorder (ErrClosed) and nil stats (ErrNilStats).
 func (e *Engine) usable(nilStats bool) error {
-	if e == nil || e.inst == nil {
+	if e == nil || e.engineState == nil {
 		return fmt.Errorf("%w: a nil or zero Engine (get one from Recorder.Engine)", ErrUnknownEngine)
+	}
+	if e.life.closed.Load() {
+		return fmt.Errorf("%w: engine %d", ErrClosed, e.rank)
 	}
 	if nilStats {
 		return ErrNilStats
@@ -119,40 +160,71 @@ func (e *Engine) usable(nilStats bool) error {
 // Rank returns the engine's data-parallel rank.
 func (e *Engine) Rank() int { return e.rank }
 
-// start creates the engine's counter and gauge series at zero, as vLLM does.
+// start records the engine's cache configuration info series. Its counter
+// and gauge series exist at zero from the first collection, as in vLLM:
+// the callback reports them (see observe).
 func (e *Engine) start(ctx context.Context, cfg *config) {
-	in := e.inst
-	for _, c := range []metric.Int64Counter{in.prefixQueries, in.prefixHits, in.mmQueries, in.mmHits,
-		in.preemptions, in.promptCached, in.generationTokens} {
-		c.Add(ctx, 0, e.plain.add...)
-	}
-	for _, m := range e.bySource {
-		in.promptTokens.Add(ctx, 0, m.add...)
-	}
-	for _, m := range e.byReason {
-		in.requestSuccess.Add(ctx, 0, m.add...)
-	}
-	e.recordScheduler(ctx, &stats.Scheduler{})
-	if cfg.kvConnector {
-		for _, c := range []metric.Int64Counter{in.extPrefixQueries, in.extPrefixHits,
-			in.nixlFailedTransfers, in.nixlFailedNotifs, in.nixlKVExpired} {
-			c.Add(ctx, 0, e.plain.add...)
-		}
-	}
-	if cfg.specPositions > 0 {
-		for _, c := range []metric.Int64Counter{in.specDrafts, in.specDraftTokens, in.specAccepted} {
-			c.Add(ctx, 0, e.plain.add...)
-		}
-		for _, m := range e.positionMeasures(cfg.specPositions) {
-			in.specAcceptedPerPos.Add(ctx, 0, m.add...)
-		}
-	}
 	if cfg.cacheConfig != nil {
 		kv := []attribute.KeyValue{attribute.String(KeyEngine, engineLabel(e.rank))}
 		for _, k := range cfg.cacheConfig.Keys() {
 			kv = append(kv, attribute.String(k, cfg.cacheConfig[k]))
 		}
-		in.cacheConfigInfo.Record(ctx, 1, newMeasure(kv...).rec...)
+		e.inst.cacheConfigInfo.Record(ctx, 1, newMeasure(kv...).rec...)
+	}
+}
+
+// observe reports the engine's counters and gauges. Always-on series are
+// reported from construction; an optional family's (KV connector,
+// speculative decoding) from construction when configured, otherwise, like
+// the corrupted requests counter, from its first non-zero value.
+func (e *engineState) observe(o metric.Observer) {
+	in, c, plain := e.inst, &e.c, e.plain.obs
+	for s := range c.bySource {
+		o.ObserveInt64(in.promptTokens, c.bySource[s].Load(), e.bySource[s].obs...)
+	}
+	for r := range c.success {
+		o.ObserveInt64(in.requestSuccess, c.success[r].Load(), e.byReason[r].obs...)
+	}
+	o.ObserveInt64(in.promptCached, c.cached.Load(), plain...)
+	o.ObserveInt64(in.generationTokens, c.generation.Load(), plain...)
+	o.ObserveInt64(in.preemptions, c.preemptions.Load(), plain...)
+	o.ObserveInt64(in.prefixQueries, c.prefixQ.Load(), plain...)
+	o.ObserveInt64(in.prefixHits, c.prefixH.Load(), plain...)
+	o.ObserveInt64(in.mmQueries, c.mmQ.Load(), plain...)
+	o.ObserveInt64(in.mmHits, c.mmH.Load(), plain...)
+	observeSome(o, in.corrupted, &c.corrupted, false, plain)
+	observeSome(o, in.extPrefixQueries, &c.extQ, e.kvConnector, plain)
+	observeSome(o, in.extPrefixHits, &c.extH, e.kvConnector, plain)
+	observeSome(o, in.nixlFailedTransfers, &c.nixlFailedTransfers, e.kvConnector, plain)
+	observeSome(o, in.nixlFailedNotifs, &c.nixlFailedNotifs, e.kvConnector, plain)
+	observeSome(o, in.nixlKVExpired, &c.nixlX, e.kvConnector, plain)
+	spec := e.specPositions > 0
+	observeSome(o, in.specDrafts, &c.specDrafts, spec, plain)
+	observeSome(o, in.specDraftTokens, &c.specDraftTokens, spec, plain)
+	observeSome(o, in.specAccepted, &c.specAccepted, spec, plain)
+	for i, m := range *e.positions.Load() {
+		observeSome(o, in.specAcceptedPerPos, &c.specPos[i], i < e.specPositions, m.obs)
+	}
+
+	o.ObserveInt64(in.running, c.running.Load(), plain...)
+	o.ObserveInt64(in.waiting, c.waiting.Load(), plain...)
+	o.ObserveInt64(in.waitingByReason, c.waitingBy[0].Load(), e.waitingBy[0].obs...)
+	o.ObserveInt64(in.waitingByReason, c.waitingBy[1].Load(), e.waitingBy[1].obs...)
+	o.ObserveFloat64(in.kvCacheUsage, math.Float64frombits(c.kvUsage.Load()), plain...)
+	state := c.sleepState.Load()
+	for s := range e.sleep {
+		var v int64
+		if int64(s) == state {
+			v = 1
+		}
+		o.ObserveInt64(in.sleepState, v, e.sleep[s].obs...)
+	}
+}
+
+// observeSome reports a counter that is configured or above zero.
+func observeSome(o metric.Observer, inst metric.Int64ObservableCounter, a *atomic.Int64, always bool, opts []metric.ObserveOption) {
+	if v := a.Load(); always || v > 0 {
+		o.ObserveInt64(inst, v, opts...)
 	}
 }
 
@@ -172,14 +244,14 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	if err := e.reserve(&inc); err != nil {
 		return err
 	}
-	in := e.inst
+	in, c := e.inst, &e.c
 	for _, s := range stats.Sources() {
-		addPositive(ctx, in.promptTokens, it.PromptTokens.BySource(s), e.bySource[s])
+		addPositive(&c.bySource[s], it.PromptTokens.BySource(s))
 	}
-	addPositive(ctx, in.promptCached, it.PromptTokens.Cached(), e.plain)
-	addPositive(ctx, in.generationTokens, it.GenerationTokens, e.plain)
-	addPositive(ctx, in.preemptions, it.Preemptions, e.plain)
-	addPositive(ctx, in.corrupted, it.CorruptedRequests, e.plain)
+	addPositive(&c.cached, it.PromptTokens.Cached())
+	addPositive(&c.generation, it.GenerationTokens)
+	addPositive(&c.preemptions, it.Preemptions)
+	addPositive(&c.corrupted, it.CorruptedRequests)
 	in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
 	for _, v := range it.TTFT {
 		in.ttft.Record(ctx, v, e.ttft.rec...)
@@ -214,7 +286,7 @@ func (e *Engine) RecordFinished(ctx context.Context, f *stats.FinishedRequest) e
 
 func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	in, rec := e.inst, e.plain.rec
-	in.requestSuccess.Add(ctx, 1, e.byReason[f.Reason].add...)
+	e.c.success[f.Reason].Add(1)
 	in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
 	in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
@@ -260,34 +332,30 @@ func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) error 
 }
 
 func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
-	in, rec := e.inst, e.plain.rec
-	in.running.Record(ctx, s.Running, rec...)
-	in.waiting.Record(ctx, s.Waiting(), rec...)
-	in.waitingByReason.Record(ctx, s.WaitingCapacity, e.waitingBy[0].rec...)
-	in.waitingByReason.Record(ctx, s.WaitingDeferred, e.waitingBy[1].rec...)
-	in.kvCacheUsage.Record(ctx, s.KVCacheUsage, rec...)
-	for _, st := range stats.SleepStates() {
-		var v int64
-		if st == s.SleepState {
-			v = 1
-		}
-		in.sleepState.Record(ctx, v, e.sleep[st].rec...)
-	}
-	addPositive(ctx, in.prefixQueries, s.PrefixCache.Queries, e.plain)
-	addPositive(ctx, in.prefixHits, s.PrefixCache.Hits, e.plain)
-	addPositive(ctx, in.mmQueries, s.MultimodalCache.Queries, e.plain)
-	addPositive(ctx, in.mmHits, s.MultimodalCache.Hits, e.plain)
-	if c := s.ConnectorPrefixCache; c != nil {
-		addPositive(ctx, in.extPrefixQueries, c.Queries, e.plain)
-		addPositive(ctx, in.extPrefixHits, c.Hits, e.plain)
+	in, rec, c := e.inst, e.plain.rec, &e.c
+	c.running.Store(s.Running)
+	c.waiting.Store(s.Waiting())
+	c.waitingBy[0].Store(s.WaitingCapacity)
+	c.waitingBy[1].Store(s.WaitingDeferred)
+	c.kvUsage.Store(math.Float64bits(s.KVCacheUsage))
+	c.sleepState.Store(int64(s.SleepState))
+	addPositive(&c.prefixQ, s.PrefixCache.Queries)
+	addPositive(&c.prefixH, s.PrefixCache.Hits)
+	addPositive(&c.mmQ, s.MultimodalCache.Queries)
+	addPositive(&c.mmH, s.MultimodalCache.Hits)
+	if cp := s.ConnectorPrefixCache; cp != nil {
+		addPositive(&c.extQ, cp.Queries)
+		addPositive(&c.extH, cp.Hits)
 	}
 	if sd := s.SpecDecoding; sd != nil {
-		addPositive(ctx, in.specDrafts, sd.Drafts, e.plain)
-		addPositive(ctx, in.specDraftTokens, sd.DraftTokens, e.plain)
-		addPositive(ctx, in.specAccepted, sd.AcceptedTokens, e.plain)
-		positions := e.positionMeasures(len(sd.AcceptedPerPosition)) // RecordScheduler checked the length
+		addPositive(&c.specDrafts, sd.Drafts)
+		addPositive(&c.specDraftTokens, sd.DraftTokens)
+		addPositive(&c.specAccepted, sd.AcceptedTokens)
+		// RecordScheduler checked the length. The callback reports a
+		// position it has options for, so build them before adding.
+		e.positionMeasures(len(sd.AcceptedPerPosition))
 		for i, v := range sd.AcceptedPerPosition {
-			addPositive(ctx, in.specAcceptedPerPos, v, positions[i])
+			addPositive(&c.specPos[i], v)
 		}
 	}
 	if s.LoRA != nil {
@@ -306,9 +374,9 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 		for _, v := range k.NumDescriptors {
 			in.nixlDescriptors.Record(ctx, v, rec...)
 		}
-		addPositive(ctx, in.nixlFailedTransfers, k.FailedTransfers, e.plain)
-		addPositive(ctx, in.nixlFailedNotifs, k.FailedNotifications, e.plain)
-		addPositive(ctx, in.nixlKVExpired, k.ExpiredRequests, e.plain)
+		addPositive(&c.nixlFailedTransfers, k.FailedTransfers)
+		addPositive(&c.nixlFailedNotifs, k.FailedNotifications)
+		addPositive(&c.nixlX, k.ExpiredRequests)
 	}
 	for i := range s.Evictions {
 		ev := &s.Evictions[i]
@@ -322,7 +390,7 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 
 // positionMeasures returns the measures of draft positions 0..n-1 (at most
 // maxSpecPositions), building missing ones once.
-func (e *Engine) positionMeasures(n int) []measure {
+func (e *engineState) positionMeasures(n int) []measure {
 	n = min(n, maxSpecPositions)
 	if ps := *e.positions.Load(); len(ps) >= n {
 		return ps
@@ -360,9 +428,10 @@ func (e *Engine) loraMeasure(l *stats.LoRA) measure {
 	return e.lora
 }
 
-// addPositive adds v when it is above zero: the series already exist at zero.
-func addPositive(ctx context.Context, c metric.Int64Counter, v int64, m measure) {
+// addPositive adds v to a counter's cell when it is above zero (a value the
+// totals reserved, so the cell cannot wrap around).
+func addPositive(a *atomic.Int64, v int64) {
 	if v > 0 {
-		c.Add(ctx, v, m.add...)
+		a.Add(v)
 	}
 }

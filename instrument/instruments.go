@@ -9,13 +9,15 @@ import (
 
 // instruments holds every instrument of the catalog.
 type instruments struct {
-	running, waiting, waitingByReason, sleepState metric.Int64Gauge
-	kvCacheUsage                                  metric.Float64Gauge
+	// Counters and gauges are observable: each engine keeps their values in
+	// atomics and one callback per Recorder reports them (see observe).
+	running, waiting, waitingByReason, sleepState metric.Int64ObservableGauge
+	kvCacheUsage                                  metric.Float64ObservableGauge
 
-	prefixQueries, prefixHits, extPrefixQueries, extPrefixHits metric.Int64Counter
-	mmQueries, mmHits                                          metric.Int64Counter
-	preemptions, promptTokens, promptCached, generationTokens  metric.Int64Counter
-	requestSuccess, corrupted                                  metric.Int64Counter
+	prefixQueries, prefixHits, extPrefixQueries, extPrefixHits metric.Int64ObservableCounter
+	mmQueries, mmHits                                          metric.Int64ObservableCounter
+	preemptions, promptTokens, promptCached, generationTokens  metric.Int64ObservableCounter
+	requestSuccess, corrupted                                  metric.Int64ObservableCounter
 
 	requestPrompt, requestGeneration, iterationTokens, maxGeneration metric.Int64Histogram
 	paramsN, paramsMaxTokens, prefillKVComputed                      metric.Int64Histogram
@@ -23,14 +25,18 @@ type instruments struct {
 	ttft, itl, tpot, e2e, queueTime, inferenceTime, prefillTime, decodeTime metric.Float64Histogram
 	kvLifetime, kvIdle, kvReuseGap                                          metric.Float64Histogram
 
-	specDrafts, specDraftTokens, specAccepted, specAcceptedPerPos metric.Int64Counter
+	specDrafts, specDraftTokens, specAccepted, specAcceptedPerPos metric.Int64ObservableCounter
 
 	nixlXferTime, nixlPostTime                           metric.Float64Histogram
 	nixlBytes, nixlDescriptors                           metric.Int64Histogram
-	nixlFailedTransfers, nixlFailedNotifs, nixlKVExpired metric.Int64Counter
+	nixlFailedTransfers, nixlFailedNotifs, nixlKVExpired metric.Int64ObservableCounter
 
+	// The info gauges stay synchronous: the LoRA series is keyed by changing
+	// adapter lists, the cache configuration is recorded once.
 	loraInfo        metric.Float64Gauge
 	cacheConfigInfo metric.Int64Gauge
+
+	observed []metric.Observable // every observable instrument above
 }
 
 // builder creates instruments from their descriptors and collects errors.
@@ -38,6 +44,7 @@ type builder struct {
 	meter       metric.Meter
 	maxModelLen int
 	errs        []error
+	observed    []metric.Observable // the instruments the callback reports
 }
 
 func (b *builder) describe(name string) (Descriptor, bool) {
@@ -61,11 +68,28 @@ func (b *builder) note(err error) {
 	}
 }
 
-func (b *builder) int64Counter(name string) metric.Int64Counter {
+func (b *builder) int64Counter(name string) metric.Int64ObservableCounter {
 	d, _ := b.describe(name)
-	c, err := b.meter.Int64Counter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	c, err := b.meter.Int64ObservableCounter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 	b.note(err)
+	b.observed = append(b.observed, c)
 	return c
+}
+
+func (b *builder) int64ObservableGauge(name string) metric.Int64ObservableGauge {
+	d, _ := b.describe(name)
+	g, err := b.meter.Int64ObservableGauge(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	b.observed = append(b.observed, g)
+	return g
+}
+
+func (b *builder) float64ObservableGauge(name string) metric.Float64ObservableGauge {
+	d, _ := b.describe(name)
+	g, err := b.meter.Float64ObservableGauge(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	b.observed = append(b.observed, g)
+	return g
 }
 
 func (b *builder) int64Gauge(name string) metric.Int64Gauge {
@@ -101,11 +125,11 @@ func (b *builder) float64Histogram(name string) metric.Float64Histogram {
 func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 	b := &builder{meter: meter, maxModelLen: maxModelLen}
 	i := &instruments{
-		running:          b.int64Gauge(NameNumRequestsRunning),
-		waiting:          b.int64Gauge(NameNumRequestsWaiting),
-		waitingByReason:  b.int64Gauge(NameNumRequestsWaitingByReason),
-		sleepState:       b.int64Gauge(NameEngineSleepState),
-		kvCacheUsage:     b.float64Gauge(NameKVCacheUsage),
+		running:          b.int64ObservableGauge(NameNumRequestsRunning),
+		waiting:          b.int64ObservableGauge(NameNumRequestsWaiting),
+		waitingByReason:  b.int64ObservableGauge(NameNumRequestsWaitingByReason),
+		sleepState:       b.int64ObservableGauge(NameEngineSleepState),
+		kvCacheUsage:     b.float64ObservableGauge(NameKVCacheUsage),
 		prefixQueries:    b.int64Counter(NamePrefixCacheQueries),
 		prefixHits:       b.int64Counter(NamePrefixCacheHits),
 		extPrefixQueries: b.int64Counter(NameExternalPrefixCacheQueries),
@@ -158,5 +182,6 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)
 	}
+	i.observed = b.observed
 	return i, nil
 }

@@ -12,13 +12,11 @@ package instrument_test
 //     is set or the Prometheus handler serves OpenMetrics; the benchmarks
 //     build their own MeterProviders, so every variant without this option
 //     runs with the SDK's default, trace-based filter.
-//   - observable: counters and gauges in per-engine atomics reported by one
-//     callback through observable instruments (benchvariants.Observable);
-//     histograms stay synchronous, as OpenTelemetry has no asynchronous
-//     histogram.
 //
-// (A third prototype, views with no attribute filter where an instrument has
-// nothing to drop, is what views.VLLM() does now.)
+// (Two earlier prototypes are the library now: views with no attribute
+// filter where an instrument has nothing to drop is views.VLLM(), and
+// counters and gauges in per-engine atomics reported by one callback through
+// observable instruments is the Recorder.)
 
 import (
 	"context"
@@ -63,19 +61,6 @@ func oursStepper(tb testing.TB, e *instrument.Engine) stepper {
 	}
 }
 
-// observableOn returns the observable prototype on a provider with
-// views.VLLM(), the given provider options and a ManualReader.
-func observableOn(tb testing.TB, opts ...sdkmetric.Option) (stepper, *sdkmetric.ManualReader) {
-	tb.Helper()
-	mp, reader := benchProvider(tb, opts...)
-	o, err := benchvariants.NewObservable(mp, benchRank)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	e := o.Engine(benchRank)
-	return stepper{e.RecordIteration, e.RecordFinished, e.RecordScheduler}, reader
-}
-
 // narrowVariants are the prototypes, each built on its own provider, with
 // the Recorder, otel_naive, otel_precomputed and client_golang as references.
 func narrowVariants() []struct {
@@ -101,14 +86,6 @@ func narrowVariants() []struct {
 		{"otel_precomputed", func(tb testing.TB) stepper {
 			e, _ := benchPrecomputed(tb)
 			return stepper{e.RecordIteration, e.RecordFinished, e.RecordScheduler}
-		}},
-		{"otel_observable", func(tb testing.TB) stepper {
-			s, _ := observableOn(tb)
-			return s
-		}},
-		{"otel_observable_exemplars_off", func(tb testing.TB) stepper {
-			s, _ := observableOn(tb, exemplarsOff)
-			return s
 		}},
 		{"client_golang", func(tb testing.TB) stepper {
 			e, _ := benchClientGolang(tb)
@@ -176,9 +153,10 @@ func BenchmarkNarrowPaired(b *testing.B) {
 	}
 }
 
-// BenchmarkNarrowCollect is the other side of the observable prototype: a
-// ManualReader collection of 4 engines that recorded every step, where the
-// callback now reports the counters and gauges.
+// BenchmarkNarrowCollect is the other side of the Recorder's observable
+// counters and gauges: a ManualReader collection of 4 engines that recorded
+// every step, where its callback reports them, against otel_precomputed's
+// synchronous instruments.
 func BenchmarkNarrowCollect(b *testing.B) {
 	ctx := context.Background()
 	ranks := []int{0, 1, 2, 3}
@@ -194,19 +172,23 @@ func BenchmarkNarrowCollect(b *testing.B) {
 				return stepper{e.RecordIteration, e.RecordFinished, e.RecordScheduler}
 			}
 		},
-		"otel_observable": func(b *testing.B) (*sdkmetric.ManualReader, func(int) stepper) {
+		"infermetrics": func(b *testing.B) (*sdkmetric.ManualReader, func(int) stepper) {
 			mp, reader := benchProvider(b)
-			o, err := benchvariants.NewObservable(mp, ranks...)
+			rec, err := instrument.NewRecorder(benchvariants.RecorderOptions(mp, ranks...)...)
 			if err != nil {
 				b.Fatal(err)
 			}
+			b.Cleanup(func() { _ = rec.Close() })
 			return reader, func(rank int) stepper {
-				e := o.Engine(rank)
-				return stepper{e.RecordIteration, e.RecordFinished, e.RecordScheduler}
+				e, err := rec.Engine(rank)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return oursStepper(b, e)
 			}
 		},
 	}
-	for _, name := range []string{"otel_precomputed", "otel_observable"} {
+	for _, name := range []string{"otel_precomputed", "infermetrics"} {
 		b.Run(name, func(b *testing.B) {
 			reader, engine := build[name](b)
 			for _, rank := range ranks {
@@ -242,14 +224,6 @@ func TestNarrowPrototypesAgree(t *testing.T) {
 			e, r := benchOurs(t, exemplarsOff)
 			return oursStepper(t, e), func() benchvariants.Samples { return collectSamples(t, r) }
 		},
-		"otel_observable": func(t *testing.T) (stepper, func() benchvariants.Samples) {
-			s, r := observableOn(t)
-			return s, func() benchvariants.Samples { return collectSamples(t, r) }
-		},
-		"otel_observable_exemplars_off": func(t *testing.T) (stepper, func() benchvariants.Samples) {
-			s, r := observableOn(t, exemplarsOff)
-			return s, func() benchvariants.Samples { return collectSamples(t, r) }
-		},
 	}
 	record := func(s stepper) {
 		for rank := range 3 {
@@ -267,7 +241,7 @@ func TestNarrowPrototypesAgree(t *testing.T) {
 	first := collectOurs()
 	record(ours) // and again after a collection: cumulative values keep adding up
 	want := collectOurs()
-	for _, name := range []string{"infermetrics_exemplars_off", "otel_observable", "otel_observable_exemplars_off"} {
+	for _, name := range []string{"infermetrics_exemplars_off"} {
 		s, collect := readers[name](t)
 		record(s)
 		for _, d := range benchvariants.Diff(first, collect(), "infermetrics", name+" (first collection)") {

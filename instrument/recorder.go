@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
@@ -25,6 +27,9 @@ var (
 	// ErrNilStats reports a nil *stats.Iteration, *stats.FinishedRequest or
 	// *stats.Scheduler given to a Record method.
 	ErrNilStats = errors.New("instrument: nil stats")
+	// ErrClosed reports a Record method called on an Engine of a Recorder
+	// that was closed (see Recorder.Close).
+	ErrClosed = errors.New("instrument: recorder closed")
 )
 
 // reservedKeys are attribute keys the Recorder sets itself.
@@ -38,6 +43,31 @@ var reservedKeys = []string{KeyModelName, KeyEngine, KeySource, KeyFinishedReaso
 type Recorder struct {
 	inst    *instruments
 	engines []*Engine
+	life    *lifetime
+}
+
+// lifetime is what a Recorder and its Engines share: the callback's
+// registration and the series claims.
+type lifetime struct {
+	closed  atomic.Bool
+	once    sync.Once
+	reg     metric.Registration
+	release func() // releases every claim of the Recorder
+}
+
+// close unregisters the callback and releases the claims, once.
+func (l *lifetime) close() error {
+	var err error
+	l.once.Do(func() {
+		l.closed.Store(true)
+		if l.reg != nil {
+			err = l.reg.Unregister()
+		}
+		if l.release != nil {
+			l.release()
+		}
+	})
+	return err
 }
 
 // NewRecorder creates the instruments on the configured MeterProvider and the
@@ -48,7 +78,12 @@ type Recorder struct {
 // series: one on the same MeterProvider with the same model name, an engine
 // rank in common and the same constant attributes, or one on a provider
 // exported together with this one (see SeriesSetProvider). A Recorder's
-// series stay claimed while it or one of its Engines is reachable.
+// series stay claimed while it or one of its Engines is reachable, until
+// Close.
+//
+// The Recorder registers one callback on the provider, which reports its
+// counters and gauges until Close: keep the Recorder as long as the
+// provider, and Close it when its engines or model go away.
 func NewRecorder(opts ...Option) (*Recorder, error) {
 	cfg := newConfig(opts)
 	if err := cfg.validate(); err != nil {
@@ -59,17 +94,53 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Recorder{inst: inst}
+	life := &lifetime{}
+	r := &Recorder{inst: inst, life: life}
 	for _, rank := range cfg.engines {
-		r.engines = append(r.engines, newEngine(inst, &cfg, rank))
+		r.engines = append(r.engines, newEngine(inst, life, &cfg, rank))
 	}
-	if err := claimSeries(&cfg, r.engines); err != nil {
+	release, err := claimSeries(&cfg, r.engines)
+	if err != nil {
 		return nil, err
 	}
+	life.release = release
+	// The callback holds no Engine (see engineState): it reports every
+	// engine's series until Close, as the SDK keeps reporting a synchronous
+	// instrument's series, while the claims of an unreachable Engine are
+	// released.
+	states := make([]*engineState, len(r.engines))
+	for i, e := range r.engines {
+		states[i] = e.engineState
+	}
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, st := range states {
+			st.observe(o)
+		}
+		return nil
+	}, inst.observed...)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("instrument: registering the callback: %w", err)
+	}
+	life.reg = reg
 	for _, e := range r.engines {
 		e.start(context.Background(), &cfg)
 	}
 	return r, nil
+}
+
+// Close unregisters the callback that reports the Recorder's counters and
+// gauges, so they leave the MeterProvider's exports, and releases the
+// Recorder's series claims (see ErrDuplicateSeries). After Close, every
+// Record method of the Recorder and its Engines returns an error matching
+// ErrClosed and records nothing. Histogram and info gauge series already
+// recorded stay in the MeterProvider (the API cannot remove them). Close is
+// idempotent: later calls return nil.
+func (r *Recorder) Close() error {
+	if r == nil || r.life == nil {
+		return nil
+	}
+	return r.life.close()
 }
 
 // validate reports an invalid option with an error matching ErrConfig and,

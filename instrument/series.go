@@ -129,8 +129,10 @@ func keysOf(cfg *config, engines []*Engine) []seriesKey {
 }
 
 // claimSeries claims the series of a new Recorder's engines, all or none:
-// on the provider's own claims, and in its SeriesSet when it has one.
-func claimSeries(cfg *config, engines []*Engine) error {
+// on the provider's own claims, and in its SeriesSet when it has one. It
+// returns the function that releases them all (Recorder.Close); an Engine's
+// are also released once it is unreachable.
+func claimSeries(cfg *config, engines []*Engine) (func(), error) {
 	provider := providerIdentity(cfg.meterProvider)
 	keys := keysOf(cfg, engines)
 	type placed struct {
@@ -159,7 +161,7 @@ func claimSeries(cfg *config, engines []*Engine) error {
 		for _, k := range p.keys {
 			c, taken := p.set.claims[p.prefix+k.key]
 			if taken && c.holder.Value() != nil && (!k.info || c.provider != provider) {
-				return fmt.Errorf("%w: %s is already exported by a live Recorder %s; "+
+				return nil, fmt.Errorf("%w: %s is already exported by a live Recorder %s; "+
 					"give each Recorder its own model name, engines or constant attributes (WithAttributes)",
 					ErrDuplicateSeries, k.what, p.where)
 			}
@@ -178,16 +180,19 @@ func claimSeries(cfg *config, engines []*Engine) error {
 			held[k.engine] = append(held[k.engine], release{p.set, p.prefix + k.key, wp})
 		}
 	}
-	for e, rs := range held {
-		runtime.AddCleanup(e, func(rs []release) {
-			for _, r := range rs {
-				r.set.mu.Lock()
-				if r.set.claims[r.key].holder == r.wp {
-					delete(r.set.claims, r.key)
-				}
-				r.set.mu.Unlock()
+	free := func(rs []release) {
+		for _, r := range rs {
+			r.set.mu.Lock()
+			if r.set.claims[r.key].holder == r.wp {
+				delete(r.set.claims, r.key)
 			}
-		}, rs)
+			r.set.mu.Unlock()
+		}
 	}
-	return nil
+	var all []release
+	for e, rs := range held {
+		runtime.AddCleanup(e, free, rs)
+		all = append(all, rs...)
+	}
+	return func() { free(all) }, nil
 }

@@ -140,16 +140,15 @@ print_ratios() {
 		[ -n "$base" ] || continue
 		echo "Narrowing, $step step: each variant / infermetrics (views.VLLM), and / client_golang"
 		cg=$(median "$f" "BenchmarkNarrow/$step/client_golang" ns/op)
-		for v in infermetrics infermetrics_exemplars_off otel_naive otel_precomputed \
-			otel_observable otel_observable_exemplars_off client_golang; do
+		for v in infermetrics infermetrics_exemplars_off otel_naive otel_precomputed client_golang; do
 			m=$(median "$f" "BenchmarkNarrow/$step/$v" ns/op)
 			[ -z "$m" ] || printf '  %-42s %10sns  %6sx  %7sx\n' "$v" "$m" "$(ratio "$m" "$base")" "$(ratio "$m" "$cg")"
 		done
 	done
 	local c1 c2
 	c1=$(median "$f" BenchmarkNarrowCollect/otel_precomputed ns/op)
-	c2=$(median "$f" BenchmarkNarrowCollect/otel_observable ns/op)
-	[ -z "$c1" ] || printf 'Collect of 4 engines: otel_precomputed=%sns  otel_observable=%sns  (observable/precomputed = %s)\n' \
+	c2=$(median "$f" BenchmarkNarrowCollect/infermetrics ns/op)
+	[ -z "$c1" ] || printf 'Collect of 4 engines: otel_precomputed=%sns  infermetrics=%sns  (infermetrics/precomputed = %s)\n' \
 		"$c1" "$c2" "$(ratio "$c2" "$c1")"
 }
 

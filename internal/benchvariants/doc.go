@@ -11,10 +11,6 @@
 //   - ClientGolang: prometheus/client_golang with children bound once per
 //     engine (the in-process floor).
 //
-// Observable is a prototype (not a recommendation yet, see
-// docs/benchmarks.md): Precomputed with its counters and gauges kept in
-// per-engine atomics and reported through observable instruments.
-//
 // Samples turns what each of them exports (OpenTelemetry metric data, a
 // client_golang gather, a Prometheus text scrape) into one comparable form,
 // so that tests can check that every variant exports the same values. It is

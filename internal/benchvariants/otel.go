@@ -51,8 +51,8 @@ func meter(mp metric.MeterProvider) metric.Meter {
 	return mp.Meter(instrument.ScopeName, metric.WithInstrumentationVersion(instrument.Version))
 }
 
-// newOTelInstruments creates every instrument of the catalog. skip lists
-// instruments the caller creates itself (the observable prototype).
+// newOTelInstruments creates every instrument of the catalog but those in
+// skip, which the caller creates itself.
 func newOTelInstruments(m metric.Meter, skip ...string) (*otelInstruments, error) {
 	var errs []error
 	byName := map[string]any{}

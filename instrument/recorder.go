@@ -135,7 +135,9 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 // Record method of the Recorder and its Engines returns an error matching
 // ErrClosed and records nothing. Histogram and info gauge series already
 // recorded stay in the MeterProvider (the API cannot remove them). Close is
-// idempotent: later calls return nil.
+// idempotent: later calls return nil. At the end of a program, shut the
+// MeterProvider down (its final flush) before closing the Recorder, or the
+// flush will not carry its counters and gauges.
 func (r *Recorder) Close() error {
 	if r == nil || r.life == nil {
 		return nil

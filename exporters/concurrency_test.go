@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/benchvariants"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -104,19 +105,19 @@ func TestConcurrentRecordScrapeExport(t *testing.T) {
 			"vllm:prefix_cache_queries_total": 7 * perEngine,
 			"vllm:prefix_cache_hits_total":    perEngine,
 		} {
-			if got := fromProm[seriesKey(family, labels)].Value; got != want {
+			if got := fromProm[benchvariants.Key(family, labels)].Value; got != want {
 				t.Errorf("%s engine %s = %v, want %v", family, rank, got, want)
 			}
 		}
-		if got := fromProm[seriesKey("vllm:iteration_tokens_total", labels)]; got.Count != perEngine || got.Sum != 5*perEngine {
+		if got := fromProm[benchvariants.Key("vllm:iteration_tokens_total", labels)]; got.Count != perEngine || got.Sum != 5*perEngine {
 			t.Errorf("iteration tokens of engine %s: count %d sum %v, want %d and %d", rank, got.Count, got.Sum, perEngine, 5*perEngine)
 		}
-		if got := fromProm[seriesKey("vllm:inter_token_latency_seconds", labels)].Count; got != 2*perEngine {
+		if got := fromProm[benchvariants.Key("vllm:inter_token_latency_seconds", labels)].Count; got != 2*perEngine {
 			t.Errorf("ITL observations of engine %s = %d, want %d", rank, got, 2*perEngine)
 		}
 		var finished float64
 		for _, reason := range stats.FinishReasons() {
-			finished += fromProm[seriesKey("vllm:request_success_total",
+			finished += fromProm[benchvariants.Key("vllm:request_success_total",
 				map[string]string{"engine": rank, "model_name": "m", "finished_reason": reason.String()})].Value
 		}
 		if finished != perEngine/4 {

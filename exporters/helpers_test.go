@@ -2,7 +2,6 @@ package exporters
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"maps"
 	"math"
@@ -28,6 +27,7 @@ import (
 	grpcstats "google.golang.org/grpc/stats"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/benchvariants"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -182,26 +182,6 @@ type sample struct {
 	Buckets map[float64]uint64 // cumulative counts by finite upper bound
 }
 
-// seriesKey names a series as the Prometheus exposition does: family name
-// and sorted labels.
-func seriesKey(family string, labels map[string]string) string {
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString(family + "{")
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		fmt.Fprintf(&b, "%s=%q", k, labels[k])
-	}
-	b.WriteString("}")
-	return b.String()
-}
-
 // parseScrape maps every counter, gauge and histogram series of a text scrape.
 func parseScrape(t *testing.T, body string) map[string]sample {
 	t.Helper()
@@ -217,7 +197,7 @@ func parseScrape(t *testing.T, body string) map[string]sample {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			key := seriesKey(name, labels)
+			key := benchvariants.Key(name, labels)
 			switch mf.GetType() {
 			case dto.MetricType_COUNTER:
 				out[key] = sample{Value: m.GetCounter().GetValue()}
@@ -310,11 +290,11 @@ func otlpSamples(reqs []*collpb.ExportMetricsServiceRequest) map[string]sample {
 							name += "_total"
 						}
 						for _, dp := range d.Sum.GetDataPoints() {
-							out[seriesKey(name, otlpLabels(dp.GetAttributes()))] = sample{Value: numberValue(dp)}
+							out[benchvariants.Key(name, otlpLabels(dp.GetAttributes()))] = sample{Value: numberValue(dp)}
 						}
 					case *metricpb.Metric_Gauge:
 						for _, dp := range d.Gauge.GetDataPoints() {
-							out[seriesKey(m.GetName(), otlpLabels(dp.GetAttributes()))] = sample{Value: numberValue(dp)}
+							out[benchvariants.Key(m.GetName(), otlpLabels(dp.GetAttributes()))] = sample{Value: numberValue(dp)}
 						}
 					case *metricpb.Metric_Histogram:
 						for _, dp := range d.Histogram.GetDataPoints() {
@@ -324,7 +304,7 @@ func otlpSamples(reqs []*collpb.ExportMetricsServiceRequest) map[string]sample {
 								cum += dp.GetBucketCounts()[i]
 								s.Buckets[bound] = cum
 							}
-							out[seriesKey(m.GetName(), otlpLabels(dp.GetAttributes()))] = s
+							out[benchvariants.Key(m.GetName(), otlpLabels(dp.GetAttributes()))] = s
 						}
 					}
 				}

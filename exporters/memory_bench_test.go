@@ -42,6 +42,7 @@ func ranksUpTo(n int) []int {
 	return r
 }
 
+// populateRanks records benchvariants.ScrapeSteps on the engines of ranks.
 func populateRanks(tb testing.TB, ranks []int, engine func(rank int) engineRecorder) {
 	tb.Helper()
 	for _, rank := range ranks {

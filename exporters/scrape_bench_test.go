@@ -58,18 +58,7 @@ func (r promRecorder) scheduler(s *stats.Scheduler) error  { r.e.RecordScheduler
 // populate records benchvariants.ScrapeSteps on every engine.
 func populate(tb testing.TB, engine func(rank int) engineRecorder) {
 	tb.Helper()
-	for _, rank := range scrapeRanks {
-		e := engine(rank)
-		its, s := benchvariants.ScrapeSteps(rank)
-		for i := range its {
-			if err := e.iteration(&its[i]); err != nil {
-				tb.Fatal(err)
-			}
-		}
-		if err := e.scheduler(&s); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	populateRanks(tb, scrapeRanks, engine)
 }
 
 // oursScrapeHandler returns the /metrics handler of a populated Recorder on

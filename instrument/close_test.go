@@ -104,7 +104,7 @@ func TestRecorderClose(t *testing.T) {
 
 // The counters and gauges of an Engine that is no longer reachable keep
 // being reported until Close, as the SDK keeps a synchronous instrument's
-// series, although its series claims are released.
+// series, and so stay claimed.
 func TestUnreachableEngineStillReported(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
@@ -123,8 +123,8 @@ func TestUnreachableEngineStillReported(t *testing.T) {
 	if err := e1.RecordIteration(ctx, &stats.Iteration{GenerationTokens: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := newOn(mp, "m", instrument.WithEngines(0)); err != nil {
-		t.Errorf("engine 0 after its Engine was collected: %v", err)
+	if _, err := newOn(mp, "m", instrument.WithEngines(0)); !errors.Is(err, instrument.ErrDuplicateSeries) {
+		t.Errorf("engine 0, still reported after its Engine was collected: %v, want ErrDuplicateSeries", err)
 	}
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {

@@ -33,8 +33,9 @@
 // constant attributes) on the same MeterProvider, where the SDK would merge
 // them silently, or on a provider exported together with it, such as the
 // providers read into one Prometheus registry by package exporters (see
-// SeriesSetProvider), where every scrape would fail. Series are claimed
-// while the Recorder or one of its Engines is reachable, until Close.
+// SeriesSetProvider), where every scrape would fail. Series stay claimed
+// as long as they are reported: until Close (or until the MeterProvider
+// itself is garbage).
 //
 // Counters and gauges (all but the two info gauges) are observable
 // instruments: each Engine keeps their values in atomics, and one callback
@@ -46,9 +47,9 @@
 // that is until Recorder.Close: a Recorder should live as long as its
 // MeterProvider. Like the SDK's synchronous series, they keep being reported
 // (with their last values) after the Recorder and its Engines are no longer
-// reachable, while their series claims are released. Close unregisters the
-// callback and releases the claims at once; Record methods then return an
-// error matching ErrClosed.
+// reachable, and so stay claimed. Close unregisters the callback and releases
+// the claims at once; Record methods then return an error matching ErrClosed.
+// A service that unloads a model closes its Recorder.
 //
 // Series cardinality is bounded by the SDK: each stream keeps at most its
 // provider's cardinality limit (2000 by default, see

@@ -72,10 +72,9 @@ type Engine struct {
 	provider metric.MeterProvider
 }
 
-// engineState is what the Recorder's callback reads of an engine: it holds
-// no Engine, so that an unreachable Engine's series claims are released
-// while the callback keeps reporting its last values, as the SDK keeps
-// reporting a synchronous instrument's series.
+// engineState is what the Recorder's callback reads of an engine. The
+// engine's series claims hold it weakly: they last while it is reported,
+// until Close or until the MeterProvider holding the callback is garbage.
 type engineState struct {
 	inst  *instruments
 	rank  int

@@ -78,8 +78,7 @@ func (l *lifetime) close() error {
 // series: one on the same MeterProvider with the same model name, an engine
 // rank in common and the same constant attributes, or one on a provider
 // exported together with this one (see SeriesSetProvider). A Recorder's
-// series stay claimed while it or one of its Engines is reachable, until
-// Close.
+// series stay claimed while they are reported: until Close.
 //
 // The Recorder registers one callback on the provider, which reports its
 // counters and gauges until Close: keep the Recorder as long as the
@@ -104,10 +103,9 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 		return nil, err
 	}
 	life.release = release
-	// The callback holds no Engine (see engineState): it reports every
-	// engine's series until Close, as the SDK keeps reporting a synchronous
-	// instrument's series, while the claims of an unreachable Engine are
-	// released.
+	// The callback reports every engine's series until Close, as the SDK
+	// keeps reporting a synchronous instrument's series; the claims last as
+	// long (see engineState).
 	states := make([]*engineState, len(r.engines))
 	for i, e := range r.engines {
 		states[i] = e.engineState

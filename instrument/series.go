@@ -24,16 +24,17 @@ var ErrDuplicateSeries = errors.New("instrument: duplicate series")
 // SeriesSet holds the series claimed by the live Recorders of a group of
 // MeterProviders whose series are exported together, such as the providers
 // read into one Prometheus registry (package exporters keeps one set per
-// registry). A claim lasts while its Engine is reachable: the set holds
-// Engines weakly. It is safe for concurrent use; the zero value is an empty
-// set.
+// registry). A claim lasts until its Recorder is closed, or until the
+// engine's state is garbage (the Recorder's callback holds it, so that is
+// when the MeterProvider itself is garbage): the set holds engine states
+// weakly. It is safe for concurrent use; the zero value is an empty set.
 type SeriesSet struct {
 	mu     sync.Mutex
 	claims map[string]seriesClaim
 }
 
 type seriesClaim struct {
-	holder   weak.Pointer[Engine]
+	holder   weak.Pointer[engineState]
 	provider string // identity of the holder's MeterProvider
 }
 
@@ -63,8 +64,10 @@ var providerSeries = NewSeriesSet()
 
 // providerIdentity names the provider beneath any wrappers by its dynamic
 // type and address; "" for a provider that is not a pointer (such as
-// noop.MeterProvider), which has no identity. Engines keep their provider
-// reachable, so that its address is not reused while their claims hold.
+// noop.MeterProvider), which has no identity. A claim holds while the
+// engine's state is reachable, which the provider's callback keeps so until
+// the provider itself is garbage; Engines keep their provider reachable too.
+// So a provider's address is not reused while claims under it hold.
 func providerIdentity(mp metric.MeterProvider) string {
 	for {
 		u, ok := mp.(interface{ Unwrap() metric.MeterProvider })
@@ -130,8 +133,8 @@ func keysOf(cfg *config, engines []*Engine) []seriesKey {
 
 // claimSeries claims the series of a new Recorder's engines, all or none:
 // on the provider's own claims, and in its SeriesSet when it has one. It
-// returns the function that releases them all (Recorder.Close); an Engine's
-// are also released once it is unreachable.
+// returns the function that releases them all (Recorder.Close); they are
+// also released once the engines' states are garbage.
 func claimSeries(cfg *config, engines []*Engine) (func(), error) {
 	provider := providerIdentity(cfg.meterProvider)
 	keys := keysOf(cfg, engines)
@@ -170,14 +173,15 @@ func claimSeries(cfg *config, engines []*Engine) (func(), error) {
 	type release struct {
 		set *SeriesSet
 		key string
-		wp  weak.Pointer[Engine]
+		wp  weak.Pointer[engineState]
 	}
-	held := map[*Engine][]release{}
+	held := map[*engineState][]release{}
 	for _, p := range sets {
 		for _, k := range p.keys {
-			wp := weak.Make(k.engine)
+			st := k.engine.engineState
+			wp := weak.Make(st)
 			p.set.claims[p.prefix+k.key] = seriesClaim{holder: wp, provider: provider}
-			held[k.engine] = append(held[k.engine], release{p.set, p.prefix + k.key, wp})
+			held[st] = append(held[st], release{p.set, p.prefix + k.key, wp})
 		}
 	}
 	free := func(rs []release) {

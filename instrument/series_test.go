@@ -92,8 +92,10 @@ func TestDuplicateSeriesOnGlobalProvider(t *testing.T) {
 	runtime.KeepAlive(first)
 }
 
-// A claim lasts while the Recorder or one of its Engines is reachable.
-func TestDuplicateSeriesReleasedWhenUnreachable(t *testing.T) {
+// A claim lasts as long as its series are reported: a Recorder dropped
+// without Close is still reported by its callback, so its series stay
+// claimed; Close releases them.
+func TestDuplicateSeriesHeldUntilClose(t *testing.T) {
 	mp := sdkProvider(t)
 	func() {
 		if _, err := newOn(mp, "m", instrument.WithEngines(0, 1)); err != nil {
@@ -101,27 +103,20 @@ func TestDuplicateSeriesReleasedWhenUnreachable(t *testing.T) {
 		}
 	}()
 	runtime.GC()
-	r, err := newOn(mp, "m", instrument.WithEngines(0, 1))
-	if err != nil {
-		t.Fatalf("after the first Recorder was collected: %v", err)
+	runtime.GC()
+	if _, err := newOn(mp, "m", instrument.WithEngines(1)); !errors.Is(err, instrument.ErrDuplicateSeries) {
+		t.Errorf("a dropped but still reported Recorder's series: %v, want ErrDuplicateSeries", err)
 	}
-	e1, err := r.Engine(1)
+	r, err := newOn(mp, "other", instrument.WithEngines(0, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = nil
-	runtime.GC()
-	// Engine 1 is still held: its series stay claimed, engine 0's are free.
-	if _, err := newOn(mp, "m", instrument.WithEngines(1)); !errors.Is(err, instrument.ErrDuplicateSeries) {
-		t.Errorf("engine 1 while its Engine is held: %v, want ErrDuplicateSeries", err)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
 	}
-	if _, err := newOn(mp, "m", instrument.WithEngines(0)); err != nil {
-		t.Errorf("engine 0 after its Recorder was collected: %v", err)
+	if _, err := newOn(mp, "other", instrument.WithEngines(0, 1)); err != nil {
+		t.Errorf("the series of a closed Recorder: %v", err)
 	}
-	if err := e1.RecordIteration(t.Context(), &stats.Iteration{GenerationTokens: 1}); err != nil {
-		t.Error(err)
-	}
-	runtime.KeepAlive(e1)
 }
 
 // sharedProvider is what a provider read into a shared registry looks like

@@ -68,7 +68,7 @@ func (b *builder) note(err error) {
 	}
 }
 
-func (b *builder) int64Counter(name string) metric.Int64ObservableCounter {
+func (b *builder) int64ObservableCounter(name string) metric.Int64ObservableCounter {
 	d, _ := b.describe(name)
 	c, err := b.meter.Int64ObservableCounter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 	b.note(err)
@@ -130,18 +130,18 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		waitingByReason:  b.int64ObservableGauge(NameNumRequestsWaitingByReason),
 		sleepState:       b.int64ObservableGauge(NameEngineSleepState),
 		kvCacheUsage:     b.float64ObservableGauge(NameKVCacheUsage),
-		prefixQueries:    b.int64Counter(NamePrefixCacheQueries),
-		prefixHits:       b.int64Counter(NamePrefixCacheHits),
-		extPrefixQueries: b.int64Counter(NameExternalPrefixCacheQueries),
-		extPrefixHits:    b.int64Counter(NameExternalPrefixCacheHits),
-		mmQueries:        b.int64Counter(NameMMCacheQueries),
-		mmHits:           b.int64Counter(NameMMCacheHits),
-		preemptions:      b.int64Counter(NameNumPreemptions),
-		promptTokens:     b.int64Counter(NamePromptTokens),
-		promptCached:     b.int64Counter(NamePromptTokensCached),
-		generationTokens: b.int64Counter(NameGenerationTokens),
-		requestSuccess:   b.int64Counter(NameRequestSuccess),
-		corrupted:        b.int64Counter(NameCorruptedRequests),
+		prefixQueries:    b.int64ObservableCounter(NamePrefixCacheQueries),
+		prefixHits:       b.int64ObservableCounter(NamePrefixCacheHits),
+		extPrefixQueries: b.int64ObservableCounter(NameExternalPrefixCacheQueries),
+		extPrefixHits:    b.int64ObservableCounter(NameExternalPrefixCacheHits),
+		mmQueries:        b.int64ObservableCounter(NameMMCacheQueries),
+		mmHits:           b.int64ObservableCounter(NameMMCacheHits),
+		preemptions:      b.int64ObservableCounter(NameNumPreemptions),
+		promptTokens:     b.int64ObservableCounter(NamePromptTokens),
+		promptCached:     b.int64ObservableCounter(NamePromptTokensCached),
+		generationTokens: b.int64ObservableCounter(NameGenerationTokens),
+		requestSuccess:   b.int64ObservableCounter(NameRequestSuccess),
+		corrupted:        b.int64ObservableCounter(NameCorruptedRequests),
 
 		requestPrompt:     b.int64Histogram(NameRequestPromptTokens),
 		requestGeneration: b.int64Histogram(NameRequestGenerationTokens),
@@ -163,18 +163,18 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		kvIdle:        b.float64Histogram(NameKVBlockIdleBeforeEvict),
 		kvReuseGap:    b.float64Histogram(NameKVBlockReuseGap),
 
-		specDrafts:         b.int64Counter(NameSpecDecodeNumDrafts),
-		specDraftTokens:    b.int64Counter(NameSpecDecodeNumDraftTokens),
-		specAccepted:       b.int64Counter(NameSpecDecodeNumAcceptedTokens),
-		specAcceptedPerPos: b.int64Counter(NameSpecDecodeNumAcceptedTokensPerPos),
+		specDrafts:         b.int64ObservableCounter(NameSpecDecodeNumDrafts),
+		specDraftTokens:    b.int64ObservableCounter(NameSpecDecodeNumDraftTokens),
+		specAccepted:       b.int64ObservableCounter(NameSpecDecodeNumAcceptedTokens),
+		specAcceptedPerPos: b.int64ObservableCounter(NameSpecDecodeNumAcceptedTokensPerPos),
 
 		nixlXferTime:        b.float64Histogram(NameNIXLXferTime),
 		nixlPostTime:        b.float64Histogram(NameNIXLPostTime),
 		nixlBytes:           b.int64Histogram(NameNIXLBytesTransferred),
 		nixlDescriptors:     b.int64Histogram(NameNIXLNumDescriptors),
-		nixlFailedTransfers: b.int64Counter(NameNIXLNumFailedTransfers),
-		nixlFailedNotifs:    b.int64Counter(NameNIXLNumFailedNotifs),
-		nixlKVExpired:       b.int64Counter(NameNIXLNumKVExpiredReqs),
+		nixlFailedTransfers: b.int64ObservableCounter(NameNIXLNumFailedTransfers),
+		nixlFailedNotifs:    b.int64ObservableCounter(NameNIXLNumFailedNotifs),
+		nixlKVExpired:       b.int64ObservableCounter(NameNIXLNumKVExpiredReqs),
 
 		loraInfo:        b.float64Gauge(NameLoRARequestsInfo),
 		cacheConfigInfo: b.int64Gauge(NameCacheConfigInfo),

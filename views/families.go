@@ -8,7 +8,8 @@ import (
 
 // Family describes one family as a Prometheus scrape shows it with VLLM's views.
 type Family struct {
-	// Name is the exposition name: counters carry "_total".
+	// Name is the exposition name: counters carry "_total". Options
+	// (WithBuckets, WithAttributes) and package testutil take this name.
 	Name string
 	// Type is "counter", "gauge" or "histogram".
 	Type string
@@ -34,16 +35,13 @@ func Families() []Family {
 	}
 	var out []Family
 	for _, d := range instrument.Descriptors() {
-		f := Family{Name: VLLMName(d), Type: d.Kind.String(), Buckets: d.Buckets, Instrument: d, Semconv: semconv[d.Name]}
-		if d.Kind == instrument.Counter {
-			f.Name += "_total"
-		}
+		f := Family{Name: exposedName(VLLMName(d), d.Kind), Type: d.Kind.String(), Buckets: d.Buckets, Instrument: d, Semconv: semconv[d.Name]}
 		f.Labels = labels(d)
 		if d.Name == instrument.NamePromptTokens {
 			total := f
 			total.Labels = slices.DeleteFunc(slices.Clone(f.Labels), func(k string) bool { return k == instrument.KeySource })
 			out = append(out, total)
-			f.Name = PromptTokensBySource + "_total"
+			f.Name = exposedName(PromptTokensBySource, d.Kind)
 		}
 		out = append(out, f)
 	}

@@ -2,8 +2,11 @@ package views_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -54,10 +57,10 @@ func TestSemconvWithBuckets(t *testing.T) {
 	}
 }
 
-// WithAttributes keeps only model_name on vllm:generation_tokens: both
+// WithAttributes keeps only model_name on vllm:generation_tokens_total: both
 // engines' series merge, and no other family loses its engine label.
 func TestWithAttributes(t *testing.T) {
-	vs, err := views.VLLM(views.WithAttributes("vllm:generation_tokens", "model_name"))
+	vs, err := views.VLLM(views.WithAttributes("vllm:generation_tokens_total", "model_name"))
 	fams := scrapeWith(t, vs, err)
 	gen := fams["vllm:generation_tokens_total"].GetMetric()
 	// Engine 0 generated 4 + 3 + 3 + 2 = 12 tokens, engine 1 three: 15.
@@ -80,7 +83,9 @@ func TestOptionErrors(t *testing.T) {
 		call func() ([]sdkmetric.View, error)
 	}{
 		{"unknown family", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets("vllm:nope", 1)) }},
-		{"counter family", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets("vllm:generation_tokens", 1)) }},
+		{"counter family", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithBuckets("vllm:generation_tokens_total", 1))
+		}},
 		{"gauge family", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets("vllm:kv_cache_usage_perc", 1)) }},
 		{"decreasing", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets(e2e, 2, 1)) }},
 		{"repeated", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets(e2e, 1, 1)) }},
@@ -91,7 +96,7 @@ func TestOptionErrors(t *testing.T) {
 		}},
 		{"Semconv: a vLLM family", func() ([]sdkmetric.View, error) { return views.Semconv(views.WithBuckets(e2e, 1)) }},
 		{"Semconv: attributes of a vLLM family", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithAttributes("vllm:generation_tokens", "model_name"))
+			return views.Semconv(views.WithAttributes("vllm:generation_tokens_total", "model_name"))
 		}},
 		{"Semconv: negative infinity", func() ([]sdkmetric.View, error) {
 			return views.Semconv(views.WithBuckets(views.GenAIServerTimeToFirstToken, math.Inf(-1), 1))
@@ -101,6 +106,165 @@ func TestOptionErrors(t *testing.T) {
 			vs, err := c.call()
 			if vs != nil || !errors.Is(err, views.ErrOption) {
 				t.Errorf("got %d views, error %v; want none and ErrOption", len(vs), err)
+			}
+		})
+	}
+}
+
+// call is a views constructor with its options, for the option tests.
+type call struct {
+	name string
+	call func() ([]sdkmetric.View, error)
+}
+
+// Options name a family exactly as views.Families and the exposition do:
+// counters with _total. Every family takes every option that applies to it.
+func TestOptionsTakeExposedNames(t *testing.T) {
+	for _, f := range views.Families() {
+		var opts []views.Option
+		if f.Type != "gauge" {
+			opts = append(opts, views.WithAttributes(f.Name, "model_name"))
+		}
+		if f.Type == "histogram" {
+			opts = append(opts, views.WithBuckets(f.Name, 1, 2))
+		}
+		if _, err := views.VLLM(opts...); err != nil {
+			t.Errorf("%s (%s): %v", f.Name, f.Type, err)
+		}
+		if f.Semconv != "" {
+			if _, err := views.Semconv(views.WithBuckets(f.Semconv, 1, 2),
+				views.WithAttributes(f.Semconv, "gen_ai.request.model")); err != nil {
+				t.Errorf("%s: %v", f.Semconv, err)
+			}
+		}
+	}
+	vs, err := views.VLLM(views.WithAttributes("vllm:generation_tokens_total", "model_name"))
+	fams := scrapeWith(t, vs, err)
+	if gen := fams["vllm:generation_tokens_total"].GetMetric(); len(gen) != 1 {
+		t.Errorf("vllm:generation_tokens_total has %d series, want the engines merged into one", len(gen))
+	}
+}
+
+// The names before 0.x (counters without _total, the OpenTelemetry instrument
+// name, the Prometheus name of a GenAI family) are refused with the name to use.
+func TestOptionsRefuseOtherNamesSayingTheRightOne(t *testing.T) {
+	for _, c := range []struct {
+		call
+		want string
+	}{
+		{call{"counter without _total", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes("vllm:generation_tokens", "model_name"))
+		}}, `"vllm:generation_tokens_total"`},
+		{call{"by source without _total", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes(views.PromptTokensBySource, "model_name"))
+		}}, `"vllm:prompt_tokens_by_source_total"`},
+		{call{"instrument name", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithBuckets("vllm.time_to_first_token", 1))
+		}}, `"vllm:time_to_first_token_seconds"`},
+		{call{"histogram without _total", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithBuckets("vllm:iteration_tokens", 1))
+		}}, `"vllm:iteration_tokens_total"`},
+		{call{"Prometheus name of a GenAI family", func() ([]sdkmetric.View, error) {
+			return views.Semconv(views.WithBuckets("gen_ai_server_request_duration_seconds", 1))
+		}}, `"gen_ai.server.request.duration"`},
+		{call{"GenAI family given to VLLM", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithBuckets(views.GenAIServerTimeToFirstToken, 1))
+		}}, "views.Semconv"},
+		{call{"vLLM family given to Semconv", func() ([]sdkmetric.View, error) {
+			return views.Semconv(views.WithBuckets("vllm:e2e_request_latency_seconds", 1))
+		}}, "views.VLLM"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vs, err := c.call.call()
+			if vs != nil || !errors.Is(err, views.ErrOption) || !strings.Contains(fmt.Sprint(err), c.want) {
+				t.Errorf("got %d views, error %v; want ErrOption naming %s", len(vs), err, c.want)
+			}
+		})
+	}
+}
+
+// Every counter named the old way, without _total, is refused with its name.
+func TestOptionsRefuseCountersWithoutTotal(t *testing.T) {
+	for _, f := range views.Families() {
+		if f.Type != "counter" {
+			continue
+		}
+		old := strings.TrimSuffix(f.Name, "_total")
+		_, err := views.VLLM(views.WithAttributes(old, "model_name"))
+		if !errors.Is(err, views.ErrOption) || !strings.Contains(fmt.Sprint(err), strconv.Quote(f.Name)) {
+			t.Errorf("WithAttributes(%q): error %v; want ErrOption naming %q", old, err, f.Name)
+		}
+	}
+}
+
+// An allow-list must keep the family's model label; only counters and
+// histograms, whose merged series are sums, take one.
+func TestWithAttributesRules(t *testing.T) {
+	for _, c := range []struct {
+		call
+		want string // in the error; "" when the option is accepted
+	}{
+		{call{"no keys", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes("vllm:generation_tokens_total"))
+		}}, "model_name"},
+		{call{"no model_name", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes("vllm:request_success_total", "engine", "finished_reason"))
+		}}, "model_name"},
+		{call{"histogram without model_name", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes("vllm:time_to_first_token_seconds", "engine"))
+		}}, "model_name"},
+		{call{"gauge", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes("vllm:num_requests_running", "model_name", "engine"))
+		}}, "gauge"},
+		{call{"info gauge", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes("vllm:lora_requests_info", "max_lora"))
+		}}, "gauge"},
+		{call{"Semconv: no keys", func() ([]sdkmetric.View, error) {
+			return views.Semconv(views.WithAttributes(views.GenAIServerRequestDuration))
+		}}, "gen_ai.request.model"},
+		{call{"Semconv: no model", func() ([]sdkmetric.View, error) {
+			return views.Semconv(views.WithAttributes(views.GenAIServerRequestDuration, "error.type"))
+		}}, "gen_ai.request.model"},
+		{call{"counter without engine", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes("vllm:request_success_total", "model_name"))
+		}}, ""},
+		{call{"histogram without engine", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithAttributes("vllm:e2e_request_latency_seconds", "model_name", "role"))
+		}}, ""},
+		{call{"Semconv: model only", func() ([]sdkmetric.View, error) {
+			return views.Semconv(views.WithAttributes(views.GenAIServerRequestDuration, "gen_ai.request.model"))
+		}}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vs, err := c.call.call()
+			if c.want == "" {
+				if err != nil || vs == nil {
+					t.Errorf("got %d views, error %v; want the option accepted", len(vs), err)
+				}
+				return
+			}
+			if vs != nil || !errors.Is(err, views.ErrOption) || !strings.Contains(fmt.Sprint(err), c.want) {
+				t.Errorf("got %d views, error %v; want ErrOption mentioning %s", len(vs), err, c.want)
+			}
+		})
+	}
+}
+
+// An empty bucket list would make a single +Inf bucket: refused, saying how
+// to keep the default.
+func TestWithBucketsEmpty(t *testing.T) {
+	for _, c := range []call{
+		{"VLLM", func() ([]sdkmetric.View, error) {
+			return views.VLLM(views.WithBuckets("vllm:e2e_request_latency_seconds"))
+		}},
+		{"Semconv", func() ([]sdkmetric.View, error) {
+			return views.Semconv(views.WithBuckets(views.GenAIServerRequestDuration))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vs, err := c.call()
+			if vs != nil || !errors.Is(err, views.ErrOption) || !strings.Contains(fmt.Sprint(err), "omit") {
+				t.Errorf("got %d views, error %v; want ErrOption saying to omit the option", len(vs), err)
 			}
 		})
 	}

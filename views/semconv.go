@@ -40,17 +40,13 @@ var semconvFamilies = []struct {
 // carry error.type; the conventions count successful responses only.
 func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)
-	families := make([]string, 0, len(semconvFamilies))
-	for _, f := range semconvFamilies {
-		families = append(families, f.family)
-	}
-	if err := c.check(families, families); err != nil {
+	if err := c.check(semconvFamilySet(), vllmFamilies()); err != nil {
 		return nil, err
 	}
 	views := make([]sdkmetric.View, 0, len(semconvFamilies))
 	for _, f := range semconvFamilies {
-		if _, ok := c.buckets[f.family]; !ok {
-			c.buckets[f.family] = f.buckets
+		if _, ok := c.bucketsOf(f.family); !ok {
+			c.buckets = append(c.buckets, bucketsOption{f.family, f.buckets})
 		}
 		d, _ := describe(f.instrument)
 		views = append(views, c.stream(d, f.family, allow(semconvOnly)))

@@ -28,8 +28,8 @@ import (
 	"github.com/infermetrics/infermetrics/instrument"
 )
 
-// ErrOption reports an option that names an unknown family or gives invalid
-// bucket boundaries.
+// ErrOption reports an option that names an unknown family, gives invalid
+// bucket boundaries or an allow-list that would merge what must stay apart.
 var ErrOption = errors.New("views: invalid option")
 
 // Family names that do not follow the rule of VLLMName.
@@ -48,10 +48,11 @@ const promptTokensTotalDescription = "Prompt tokens of requests that produced th
 // exporter appends _ratio to gauges in unit "1", and vLLM's name has none.
 const ratioUnit = "{fraction}"
 
-// VLLMName returns the vLLM family name of an instrument of package
-// instrument: "vllm:" and the name after "vllm.", with "_seconds" for
-// instruments in seconds; vllm.kv_cache_usage and vllm.iteration_tokens keep
-// vLLM's own names. Counter families get "_total" in the exposition.
+// VLLMName returns the vLLM stream name of an instrument of package
+// instrument, as OTLP carries it: "vllm:" and the name after "vllm.", with
+// "_seconds" for instruments in seconds; vllm.kv_cache_usage and
+// vllm.iteration_tokens keep vLLM's own names. A scrape shows counters with
+// "_total" (Families), and options name families that way.
 func VLLMName(d instrument.Descriptor) string {
 	switch d.Name {
 	case instrument.NameKVCacheUsage:
@@ -67,67 +68,215 @@ func VLLMName(d instrument.Descriptor) string {
 }
 
 type config struct {
-	buckets    map[string][]float64
-	attributes map[string][]string
+	buckets    []bucketsOption
+	attributes []attributesOption
 }
 
-// Option adjusts a family of VLLM or Semconv.
+type bucketsOption struct {
+	family string
+	bounds []float64
+}
+
+type attributesOption struct {
+	family string
+	keys   []string
+}
+
+// Option adjusts a family of VLLM or Semconv. Options name a family as it
+// is exposed: for VLLM as Families and a Prometheus scrape name it (counters
+// end in _total, "vllm:generation_tokens_total"); for Semconv by its
+// OpenTelemetry name ("gen_ai.server.request.duration").
 type Option interface{ apply(*config) }
 
 type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// WithBuckets replaces the bucket boundaries of one histogram family, named
-// as exported (for example "vllm:e2e_request_latency_seconds" or
-// "gen_ai.server.request.duration"). Boundaries must be finite and increasing.
+// WithBuckets replaces the bucket boundaries of one histogram family (for
+// example "vllm:e2e_request_latency_seconds" or
+// "gen_ai.server.request.duration"). Boundaries must be finite and
+// increasing, and there must be at least one: to keep the default buckets,
+// omit the option.
 func WithBuckets(family string, bounds ...float64) Option {
-	return optionFunc(func(c *config) { c.buckets[family] = append([]float64(nil), bounds...) })
+	return optionFunc(func(c *config) {
+		c.buckets = append(c.buckets, bucketsOption{family, append([]float64(nil), bounds...)})
+	})
 }
 
-// WithAttributes keeps only the given attribute keys on one family (an
-// allow-list); for example WithAttributes("vllm:generation_tokens",
-// "model_name") drops the engine label.
+// WithAttributes keeps only the given attribute keys on one counter or
+// histogram family (an allow-list), whose series then sum over what is
+// dropped; for example WithAttributes("vllm:generation_tokens_total",
+// "model_name") drops the engine label. The list must keep the model label
+// (model_name; gen_ai.request.model for Semconv), so that the series of two
+// models never merge. Gauges take no allow-list: merged gauge series keep one
+// value and lose the others. Keys that are not labels of the family are
+// taken as constant attributes of the Recorder (instrument.WithAttributes).
 func WithAttributes(family string, keys ...string) Option {
-	return optionFunc(func(c *config) { c.attributes[family] = append([]string(nil), keys...) })
+	return optionFunc(func(c *config) {
+		c.attributes = append(c.attributes, attributesOption{family, append([]string(nil), keys...)})
+	})
 }
 
 func newConfig(opts []Option) config {
-	c := config{buckets: map[string][]float64{}, attributes: map[string][]string{}}
+	var c config
 	for _, o := range opts {
 		o.apply(&c)
 	}
 	return c
 }
 
-// check reports options naming unknown families, bucket options on families
-// that are not histograms, and bad boundaries.
-func (c *config) check(families, histograms []string) error {
-	for family, bounds := range c.buckets {
-		if !slices.Contains(histograms, family) {
-			return fmt.Errorf("%w: WithBuckets: unknown histogram family %q", ErrOption, family)
+// bucketsOf returns the boundaries set for a family, the last option winning.
+func (c *config) bucketsOf(family string) ([]float64, bool) {
+	for i := len(c.buckets) - 1; i >= 0; i-- {
+		if c.buckets[i].family == family {
+			return c.buckets[i].bounds, true
 		}
-		for i, b := range bounds {
-			if math.IsNaN(b) || math.IsInf(b, 0) || (i > 0 && b <= bounds[i-1]) {
-				return fmt.Errorf("%w: WithBuckets(%q): boundaries must be finite and increasing: %v", ErrOption, family, bounds)
+	}
+	return nil, false
+}
+
+// attributesOf returns the allow-list set for a family, the last option winning.
+func (c *config) attributesOf(family string) ([]string, bool) {
+	for i := len(c.attributes) - 1; i >= 0; i-- {
+		if c.attributes[i].family == family {
+			return c.attributes[i].keys, true
+		}
+	}
+	return nil, false
+}
+
+// optionFamily is what the options need to know of a family.
+type optionFamily struct {
+	name  string // as options name it: the exposed name
+	kind  instrument.Kind
+	model string // the label an allow-list must keep
+}
+
+// familySet is the families of one views constructor, for checking options.
+type familySet struct {
+	fn       string // "views.VLLM" or "views.Semconv"
+	families []optionFamily
+}
+
+func (s familySet) find(name string) (optionFamily, bool) {
+	i := slices.IndexFunc(s.families, func(f optionFamily) bool { return f.name == name })
+	if i < 0 {
+		return optionFamily{}, false
+	}
+	return s.families[i], true
+}
+
+// vllmFamilies are the families VLLM's options name, from Families.
+func vllmFamilies() familySet {
+	s := familySet{fn: "views.VLLM"}
+	for _, f := range Families() {
+		s.families = append(s.families, optionFamily{f.Name, f.Instrument.Kind, instrument.KeyModelName})
+	}
+	return s
+}
+
+// semconvFamilySet are the families Semconv's options name.
+func semconvFamilySet() familySet {
+	s := familySet{fn: "views.Semconv"}
+	for _, f := range semconvFamilies {
+		s.families = append(s.families, optionFamily{f.family, instrument.Histogram, instrument.KeyGenAIRequestModel})
+	}
+	return s
+}
+
+// check reports the first bad option, in the order given: an unknown family,
+// buckets of a family that is not a histogram, no or bad boundaries, an
+// allow-list of a gauge, or one without the model label.
+func (c *config) check(own, other familySet) error {
+	for _, o := range c.buckets {
+		where := fmt.Sprintf("WithBuckets(%q)", o.family)
+		f, ok := own.find(o.family)
+		if !ok {
+			return unknownFamily(where, o.family, own, other)
+		}
+		if f.kind != instrument.Histogram {
+			return fmt.Errorf("%w: %s: %s is a %s; only histograms have buckets", ErrOption, where, o.family, f.kind)
+		}
+		if len(o.bounds) == 0 {
+			return fmt.Errorf("%w: %s: no boundaries would make a single +Inf bucket; "+
+				"give at least one, or omit the option to keep the default buckets", ErrOption, where)
+		}
+		for i, b := range o.bounds {
+			if math.IsNaN(b) || math.IsInf(b, 0) || (i > 0 && b <= o.bounds[i-1]) {
+				return fmt.Errorf("%w: %s: boundaries must be finite and increasing: %v", ErrOption, where, o.bounds)
 			}
 		}
 	}
-	for family := range c.attributes {
-		if !slices.Contains(families, family) {
-			return fmt.Errorf("%w: WithAttributes: unknown family %q", ErrOption, family)
+	for _, o := range c.attributes {
+		where := fmt.Sprintf("WithAttributes(%q)", o.family)
+		f, ok := own.find(o.family)
+		if !ok {
+			return unknownFamily(where, o.family, own, other)
+		}
+		if f.kind == instrument.Gauge {
+			return fmt.Errorf("%w: %s: %s is a gauge: series merged by dropping labels would keep one value "+
+				"and lose the others; only counters and histograms, whose merged series are sums, take an allow-list",
+				ErrOption, where, o.family)
+		}
+		if !slices.Contains(o.keys, f.model) {
+			list := fmt.Sprintf("the allow-list %q", o.keys)
+			if len(o.keys) == 0 {
+				list = "an empty allow-list drops every label; it"
+			}
+			return fmt.Errorf("%w: %s: %s must keep %s, or the series of different models "+
+				"(which NewRecorder keeps apart) merge; dropping the other labels sums over them, "+
+				"for example WithAttributes(%q, %q)", ErrOption, where, list, f.model, o.family, f.model)
 		}
 	}
 	return nil
 }
 
+// unknownFamily reports a family that own does not have, suggesting the name
+// meant: the exposed name of a family named another way ("_total" missing,
+// the instrument or Prometheus name), or the constructor that has it.
+func unknownFamily(where, name string, own, other familySet) error {
+	hint := "; the families are listed by views.Families and in docs/metrics.md"
+	if f, ok := similar(name, own); ok {
+		hint = fmt.Sprintf("; did you mean %q? Options name a family as exposed: counters end in _total, "+
+			"GenAI families keep their OpenTelemetry name", f)
+	} else if f, ok := similar(name, other); ok {
+		hint = fmt.Sprintf("; %q is a family of %s: give the option there", f, other.fn)
+	}
+	return fmt.Errorf("%w: %s: %s has no family %q%s", ErrOption, where, own.fn, name, hint)
+}
+
+// similar returns the family of s whose name is the given one up to
+// separators and the _total and _seconds suffixes.
+func similar(name string, s familySet) (string, bool) {
+	key := func(n string) string {
+		n = strings.NewReplacer(".", "_", ":", "_").Replace(n)
+		return strings.TrimSuffix(strings.TrimSuffix(n, "_total"), "_seconds")
+	}
+	for _, f := range s.families {
+		if key(f.name) == key(name) {
+			return f.name, true
+		}
+	}
+	return "", false
+}
+
+// exposedName is the name a scrape shows for a stream of an instrument of
+// the given kind: counters carry "_total". Options and Families use it.
+func exposedName(stream string, kind instrument.Kind) string {
+	if kind == instrument.Counter {
+		return stream + "_total"
+	}
+	return stream
+}
+
 // stream builds the view of one exported family from one instrument.
 func (c *config) stream(d instrument.Descriptor, family string, filter attribute.Filter) sdkmetric.View {
 	s := sdkmetric.Stream{Name: family, Description: d.Description, AttributeFilter: filter}
-	if keys, ok := c.attributes[family]; ok {
+	exposed := exposedName(family, d.Kind)
+	if keys, ok := c.attributesOf(exposed); ok {
 		s.AttributeFilter = allow(keys)
 	}
-	if bounds, ok := c.buckets[family]; ok {
+	if bounds, ok := c.bucketsOf(exposed); ok {
 		s.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: bounds}
 	}
 	if d.Unit == "1" && d.Kind == instrument.Gauge {
@@ -144,15 +293,7 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 // dropped; constant attributes of the Recorder are kept.
 func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)
-	var families, histograms []string
-	for _, d := range instrument.Descriptors() {
-		families = append(families, VLLMName(d))
-		if d.Kind == instrument.Histogram {
-			histograms = append(histograms, VLLMName(d))
-		}
-	}
-	families = append(families, PromptTokensBySource)
-	if err := c.check(families, histograms); err != nil {
+	if err := c.check(vllmFamilies(), semconvFamilySet()); err != nil {
 		return nil, err
 	}
 	var views []sdkmetric.View

@@ -45,3 +45,16 @@ func TestFamiliesDescribeTheScrape(t *testing.T) {
 		}
 	}
 }
+
+// testutil names families as Families does: the scenario, read through a
+// testutil.Reader, has every family under its Families name.
+func TestTestutilNamesFamiliesAsFamilies(t *testing.T) {
+	var want []string
+	for _, f := range views.Families() {
+		want = append(want, f.Name)
+	}
+	slices.Sort(want)
+	if got := scenarioReader(t).Families(); !slices.Equal(got, want) {
+		t.Errorf("testutil names the families\n%v\nviews.Families names them\n%v", got, want)
+	}
+}

@@ -19,8 +19,8 @@ import (
 )
 
 // serveVLLM returns a /metrics server exposing a Recorder's instruments under
-// vLLM's names, and the Recorder, with the given view options.
-func serveVLLM(opts ...views.Option) (*httptest.Server, *instrument.Recorder, func()) {
+// vLLM's names, and the Recorder, with the given view and Recorder options.
+func serveVLLM(opts []views.Option, recOpts ...instrument.Option) (*httptest.Server, *instrument.Recorder, func()) {
 	reg := prometheus.NewRegistry()
 	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
 	if err != nil {
@@ -31,7 +31,8 @@ func serveVLLM(opts ...views.Option) (*httptest.Server, *instrument.Recorder, fu
 		panic(err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithView(vs...))
-	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("llama-3.1-8b"))
+	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(mp),
+		instrument.WithModelName("llama-3.1-8b")}, recOpts...)...)
 	if err != nil {
 		panic(err)
 	}
@@ -63,7 +64,7 @@ func printLines(srv *httptest.Server, prefixes ...string) {
 // 600 tokens came from the local prefix cache, 300 through the KV connector,
 // 100 were computed. The step did 100 + 1 tokens of work.
 func ExampleVLLM() {
-	srv, rec, stop := serveVLLM()
+	srv, rec, stop := serveVLLM(nil)
 	defer stop()
 
 	split, err := stats.SplitPrompt(1000, 600, 300)
@@ -85,7 +86,7 @@ func ExampleVLLM() {
 
 // End-to-end latency buckets capped at one minute instead of vLLM's 7680 s.
 func ExampleWithBuckets() {
-	srv, rec, stop := serveVLLM(views.WithBuckets("vllm:e2e_request_latency_seconds", 1, 10, 60))
+	srv, rec, stop := serveVLLM([]views.Option{views.WithBuckets("vllm:e2e_request_latency_seconds", 1, 10, 60)})
 	defer stop()
 
 	finished := stats.FinishedRequest{Reason: stats.FinishStop, PromptTokens: 10, GenerationTokens: 5, E2ELatency: 4.5}
@@ -99,4 +100,23 @@ func ExampleWithBuckets() {
 	// vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="10"} 1
 	// vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="60"} 1
 	// vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="+Inf"} 1
+}
+
+// Generated tokens per model over all engines: the engine label dropped from
+// one counter family, named as the scrape shows it. The two engines' series
+// sum into one.
+func ExampleWithAttributes() {
+	srv, rec, stop := serveVLLM([]views.Option{views.WithAttributes("vllm:generation_tokens_total", "model_name")},
+		instrument.WithEngines(0, 1))
+	defer stop()
+
+	for rank, tokens := range []int64{7, 5} {
+		if err := rec.RecordIteration(context.Background(), rank, &stats.Iteration{GenerationTokens: tokens}); err != nil {
+			panic(err)
+		}
+	}
+
+	printLines(srv, "vllm:generation_tokens_total")
+	// Output:
+	// vllm:generation_tokens_total{model_name="llama-3.1-8b"} 12
 }

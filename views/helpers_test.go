@@ -23,6 +23,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/testutil"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -224,4 +225,18 @@ func scenarioFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	x := newExported(t, vs, scenarioOptions...)
 	recordScenario(t, x.rec)
 	return families(t, x.scrape())
+}
+
+// scenarioReader records the scenario on a testutil.Reader with
+// views.VLLM(opts...).
+func scenarioReader(t *testing.T, opts ...views.Option) *testutil.Reader {
+	t.Helper()
+	r := testutil.New(t, opts...)
+	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(r.Provider()),
+		instrument.WithModelName(modelName)}, scenarioOptions...)...)
+	if err != nil {
+		t.Fatalf("NewRecorder: %v", err)
+	}
+	recordScenario(t, rec)
+	return r
 }

@@ -12,6 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/testutil"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -27,51 +29,49 @@ func scrapeWith(t *testing.T, vs []sdkmetric.View, err error) map[string]*dto.Me
 }
 
 func TestWithBuckets(t *testing.T) {
-	vs, err := views.VLLM(views.WithBuckets("vllm:e2e_request_latency_seconds", 1, 10, 60))
-	fams := scrapeWith(t, vs, err)
-	for _, m := range fams["vllm:e2e_request_latency_seconds"].GetMetric() {
-		if got := finiteBounds(m); !slices.Equal(got, []float64{1, 10, 60}) {
-			t.Errorf("vllm:e2e_request_latency_seconds has le %v, want [1 10 60]", got)
+	r := scenarioReader(t, views.WithBuckets("vllm:e2e_request_latency_seconds", 1, 10, 60))
+	for _, engine := range []string{"0", "1"} {
+		labels := []string{"model_name", modelName, "engine", engine}
+		if got := r.Histogram("vllm:e2e_request_latency_seconds", labels...).Bounds; !slices.Equal(got, []float64{1, 10, 60}) {
+			t.Errorf("vllm:e2e_request_latency_seconds of engine %s has bounds %v, want [1 10 60]", engine, got)
 		}
-	}
-	// The other latency families keep vLLM's list.
-	for _, m := range fams["vllm:request_queue_time_seconds"].GetMetric() {
-		if got := finiteBounds(m); !slices.Equal(got, specBuckets["latency"]) {
-			t.Errorf("vllm:request_queue_time_seconds has le %v, want %v", got, specBuckets["latency"])
+		// The other latency families keep vLLM's list.
+		if got := r.Histogram("vllm:request_queue_time_seconds", labels...).Bounds; !slices.Equal(got, specBuckets["latency"]) {
+			t.Errorf("vllm:request_queue_time_seconds of engine %s has bounds %v, want %v", engine, got, specBuckets["latency"])
 		}
-	}
-	if len(fams["vllm:e2e_request_latency_seconds"].GetMetric()) != 2 {
-		t.Errorf("vllm:e2e_request_latency_seconds has %d series, want one per engine", len(fams["vllm:e2e_request_latency_seconds"].GetMetric()))
 	}
 }
 
 func TestSemconvWithBuckets(t *testing.T) {
-	got := collectSemconv(t, views.WithBuckets(views.GenAIServerRequestDuration, 0.5, 5))
-	if len(got[views.GenAIServerRequestDuration]) == 0 {
-		t.Fatalf("%s is missing", views.GenAIServerRequestDuration)
+	vs, err := views.Semconv(views.WithBuckets(views.GenAIServerRequestDuration, 0.5, 5))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range got[views.GenAIServerRequestDuration] {
-		if !slices.Equal(p.bounds, []float64{0.5, 5}) {
-			t.Errorf("%s has boundaries %v, want [0.5 5]", views.GenAIServerRequestDuration, p.bounds)
-		}
+	r := testutil.NewWithViews(t, vs...)
+	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(r.Provider()),
+		instrument.WithModelName(modelName), instrument.WithGenAI("chat", "acme")}, scenarioOptions...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordScenario(t, rec)
+	got := r.Histogram(views.GenAIServerRequestDuration, "gen_ai.operation.name", "chat", "gen_ai.provider.name", "acme",
+		"gen_ai.request.model", modelName)
+	if !slices.Equal(got.Bounds, []float64{0.5, 5}) {
+		t.Errorf("%s has boundaries %v, want [0.5 5]", views.GenAIServerRequestDuration, got.Bounds)
 	}
 }
 
 // WithAttributes keeps only model_name on vllm:generation_tokens_total: both
 // engines' series merge, and no other family loses its engine label.
 func TestWithAttributes(t *testing.T) {
-	vs, err := views.VLLM(views.WithAttributes("vllm:generation_tokens_total", "model_name"))
-	fams := scrapeWith(t, vs, err)
-	gen := fams["vllm:generation_tokens_total"].GetMetric()
+	r := scenarioReader(t, views.WithAttributes("vllm:generation_tokens_total", "model_name"))
 	// Engine 0 generated 4 + 3 + 3 + 2 = 12 tokens, engine 1 three: 15.
-	if len(gen) != 1 || !slices.Equal(labelNames(gen[0]), []string{"model_name"}) || gen[0].GetCounter().GetValue() != 15 {
-		t.Errorf("vllm:generation_tokens_total = %v, want one series {model_name} = 15", gen)
+	if got := r.Value("vllm:generation_tokens_total", "model_name", modelName); got != 15 {
+		t.Errorf("vllm:generation_tokens_total{model_name} = %v, want 15", got)
 	}
 	for _, name := range []string{"vllm:prompt_tokens_total", "vllm:prompt_tokens_cached_total", "vllm:num_requests_running"} {
-		for _, m := range fams[name].GetMetric() {
-			if labelValue(m, "engine") == "" {
-				t.Errorf("%s lost its engine label: %v", name, m)
-			}
+		for _, engine := range []string{"0", "1"} {
+			r.Value(name, "model_name", modelName, "engine", engine) // fails the test if the series is missing
 		}
 	}
 }
@@ -138,11 +138,8 @@ func TestOptionsTakeExposedNames(t *testing.T) {
 			}
 		}
 	}
-	vs, err := views.VLLM(views.WithAttributes("vllm:generation_tokens_total", "model_name"))
-	fams := scrapeWith(t, vs, err)
-	if gen := fams["vllm:generation_tokens_total"].GetMetric(); len(gen) != 1 {
-		t.Errorf("vllm:generation_tokens_total has %d series, want the engines merged into one", len(gen))
-	}
+	r := scenarioReader(t, views.WithAttributes("vllm:generation_tokens_total", "model_name"))
+	r.Value("vllm:generation_tokens_total", "model_name", modelName) // the engines merged into one series
 }
 
 // The names before 0.x (counters without _total, the OpenTelemetry instrument

@@ -78,32 +78,21 @@ func TestWithAttributes(t *testing.T) {
 
 func TestOptionErrors(t *testing.T) {
 	const e2e = "vllm:e2e_request_latency_seconds"
-	for _, c := range []struct {
-		name string
-		call func() ([]sdkmetric.View, error)
-	}{
-		{"unknown family", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets("vllm:nope", 1)) }},
-		{"counter family", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithBuckets("vllm:generation_tokens_total", 1))
-		}},
-		{"gauge family", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets("vllm:kv_cache_usage_perc", 1)) }},
-		{"decreasing", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets(e2e, 2, 1)) }},
-		{"repeated", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets(e2e, 1, 1)) }},
-		{"NaN", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets(e2e, 1, math.NaN())) }},
-		{"infinite", func() ([]sdkmetric.View, error) { return views.VLLM(views.WithBuckets(e2e, 1, math.Inf(1))) }},
-		{"attributes of an unknown family", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:nope", "model_name"))
-		}},
-		{"Semconv: a vLLM family", func() ([]sdkmetric.View, error) { return views.Semconv(views.WithBuckets(e2e, 1)) }},
-		{"Semconv: attributes of a vLLM family", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithAttributes("vllm:generation_tokens_total", "model_name"))
-		}},
-		{"Semconv: negative infinity", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithBuckets(views.GenAIServerTimeToFirstToken, math.Inf(-1), 1))
-		}},
+	for _, c := range []option{
+		{"unknown family", views.VLLM, views.WithBuckets("vllm:nope", 1)},
+		{"counter family", views.VLLM, views.WithBuckets("vllm:generation_tokens_total", 1)},
+		{"gauge family", views.VLLM, views.WithBuckets("vllm:kv_cache_usage_perc", 1)},
+		{"decreasing", views.VLLM, views.WithBuckets(e2e, 2, 1)},
+		{"repeated", views.VLLM, views.WithBuckets(e2e, 1, 1)},
+		{"NaN", views.VLLM, views.WithBuckets(e2e, 1, math.NaN())},
+		{"infinite", views.VLLM, views.WithBuckets(e2e, 1, math.Inf(1))},
+		{"attributes of an unknown family", views.VLLM, views.WithAttributes("vllm:nope", "model_name")},
+		{"Semconv: a vLLM family", views.Semconv, views.WithBuckets(e2e, 1)},
+		{"Semconv: attributes of a vLLM family", views.Semconv, views.WithAttributes("vllm:generation_tokens_total", "model_name")},
+		{"Semconv: negative infinity", views.Semconv, views.WithBuckets(views.GenAIServerTimeToFirstToken, math.Inf(-1), 1)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			vs, err := c.call()
+			vs, err := c.fn(c.opt)
 			if vs != nil || !errors.Is(err, views.ErrOption) {
 				t.Errorf("got %d views, error %v; want none and ErrOption", len(vs), err)
 			}
@@ -111,10 +100,11 @@ func TestOptionErrors(t *testing.T) {
 	}
 }
 
-// call is a views constructor with its options, for the option tests.
-type call struct {
+// option is one option given to VLLM or Semconv, for the option tests.
+type option struct {
 	name string
-	call func() ([]sdkmetric.View, error)
+	fn   func(...views.Option) ([]sdkmetric.View, error)
+	opt  views.Option
 }
 
 // Options name a family exactly as views.Families and the exposition do:
@@ -146,33 +136,19 @@ func TestOptionsTakeExposedNames(t *testing.T) {
 // name, the Prometheus name of a GenAI family) are refused with the name to use.
 func TestOptionsRefuseOtherNamesSayingTheRightOne(t *testing.T) {
 	for _, c := range []struct {
-		call
+		option
 		want string
 	}{
-		{call{"counter without _total", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:generation_tokens", "model_name"))
-		}}, `"vllm:generation_tokens_total"`},
-		{call{"by source without _total", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes(views.PromptTokensBySource, "model_name"))
-		}}, `"vllm:prompt_tokens_by_source_total"`},
-		{call{"instrument name", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithBuckets("vllm.time_to_first_token", 1))
-		}}, `"vllm:time_to_first_token_seconds"`},
-		{call{"histogram without _total", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithBuckets("vllm:iteration_tokens", 1))
-		}}, `"vllm:iteration_tokens_total"`},
-		{call{"Prometheus name of a GenAI family", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithBuckets("gen_ai_server_request_duration_seconds", 1))
-		}}, `"gen_ai.server.request.duration"`},
-		{call{"GenAI family given to VLLM", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithBuckets(views.GenAIServerTimeToFirstToken, 1))
-		}}, "views.Semconv"},
-		{call{"vLLM family given to Semconv", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithBuckets("vllm:e2e_request_latency_seconds", 1))
-		}}, "views.VLLM"},
+		{option{"counter without _total", views.VLLM, views.WithAttributes("vllm:generation_tokens", "model_name")}, `"vllm:generation_tokens_total"`},
+		{option{"by source without _total", views.VLLM, views.WithAttributes(views.PromptTokensBySource, "model_name")}, `"vllm:prompt_tokens_by_source_total"`},
+		{option{"instrument name", views.VLLM, views.WithBuckets("vllm.time_to_first_token", 1)}, `"vllm:time_to_first_token_seconds"`},
+		{option{"histogram without _total", views.VLLM, views.WithBuckets("vllm:iteration_tokens", 1)}, `"vllm:iteration_tokens_total"`},
+		{option{"Prometheus name of a GenAI family", views.Semconv, views.WithBuckets("gen_ai_server_request_duration_seconds", 1)}, `"gen_ai.server.request.duration"`},
+		{option{"GenAI family given to VLLM", views.VLLM, views.WithBuckets(views.GenAIServerTimeToFirstToken, 1)}, "views.Semconv"},
+		{option{"vLLM family given to Semconv", views.Semconv, views.WithBuckets("vllm:e2e_request_latency_seconds", 1)}, "views.VLLM"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			vs, err := c.call.call()
+			vs, err := c.fn(c.opt)
 			if vs != nil || !errors.Is(err, views.ErrOption) || !strings.Contains(fmt.Sprint(err), c.want) {
 				t.Errorf("got %d views, error %v; want ErrOption naming %s", len(vs), err, c.want)
 			}
@@ -198,42 +174,22 @@ func TestOptionsRefuseCountersWithoutTotal(t *testing.T) {
 // histograms, whose merged series are sums, take one.
 func TestWithAttributesRules(t *testing.T) {
 	for _, c := range []struct {
-		call
+		option
 		want string // in the error; "" when the option is accepted
 	}{
-		{call{"no keys", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:generation_tokens_total"))
-		}}, "model_name"},
-		{call{"no model_name", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:request_success_total", "engine", "finished_reason"))
-		}}, "model_name"},
-		{call{"histogram without model_name", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:time_to_first_token_seconds", "engine"))
-		}}, "model_name"},
-		{call{"gauge", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:num_requests_running", "model_name", "engine"))
-		}}, "gauge"},
-		{call{"info gauge", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:lora_requests_info", "max_lora"))
-		}}, "gauge"},
-		{call{"Semconv: no keys", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithAttributes(views.GenAIServerRequestDuration))
-		}}, "gen_ai.request.model"},
-		{call{"Semconv: no model", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithAttributes(views.GenAIServerRequestDuration, "error.type"))
-		}}, "gen_ai.request.model"},
-		{call{"counter without engine", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:request_success_total", "model_name"))
-		}}, ""},
-		{call{"histogram without engine", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithAttributes("vllm:e2e_request_latency_seconds", "model_name", "role"))
-		}}, ""},
-		{call{"Semconv: model only", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithAttributes(views.GenAIServerRequestDuration, "gen_ai.request.model"))
-		}}, ""},
+		{option{"no keys", views.VLLM, views.WithAttributes("vllm:generation_tokens_total")}, "model_name"},
+		{option{"no model_name", views.VLLM, views.WithAttributes("vllm:request_success_total", "engine", "finished_reason")}, "model_name"},
+		{option{"histogram without model_name", views.VLLM, views.WithAttributes("vllm:time_to_first_token_seconds", "engine")}, "model_name"},
+		{option{"gauge", views.VLLM, views.WithAttributes("vllm:num_requests_running", "model_name", "engine")}, "gauge"},
+		{option{"info gauge", views.VLLM, views.WithAttributes("vllm:lora_requests_info", "max_lora")}, "gauge"},
+		{option{"Semconv: no keys", views.Semconv, views.WithAttributes(views.GenAIServerRequestDuration)}, "gen_ai.request.model"},
+		{option{"Semconv: no model", views.Semconv, views.WithAttributes(views.GenAIServerRequestDuration, "error.type")}, "gen_ai.request.model"},
+		{option{"counter without engine", views.VLLM, views.WithAttributes("vllm:request_success_total", "model_name")}, ""},
+		{option{"histogram without engine", views.VLLM, views.WithAttributes("vllm:e2e_request_latency_seconds", "model_name", "role")}, ""},
+		{option{"Semconv: model only", views.Semconv, views.WithAttributes(views.GenAIServerRequestDuration, "gen_ai.request.model")}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			vs, err := c.call.call()
+			vs, err := c.fn(c.opt)
 			if c.want == "" {
 				if err != nil || vs == nil {
 					t.Errorf("got %d views, error %v; want the option accepted", len(vs), err)
@@ -250,16 +206,12 @@ func TestWithAttributesRules(t *testing.T) {
 // An empty bucket list would make a single +Inf bucket: refused, saying how
 // to keep the default.
 func TestWithBucketsEmpty(t *testing.T) {
-	for _, c := range []call{
-		{"VLLM", func() ([]sdkmetric.View, error) {
-			return views.VLLM(views.WithBuckets("vllm:e2e_request_latency_seconds"))
-		}},
-		{"Semconv", func() ([]sdkmetric.View, error) {
-			return views.Semconv(views.WithBuckets(views.GenAIServerRequestDuration))
-		}},
+	for _, c := range []option{
+		{"VLLM", views.VLLM, views.WithBuckets("vllm:e2e_request_latency_seconds")},
+		{"Semconv", views.Semconv, views.WithBuckets(views.GenAIServerRequestDuration)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			vs, err := c.call()
+			vs, err := c.fn(c.opt)
 			if vs != nil || !errors.Is(err, views.ErrOption) || !strings.Contains(fmt.Sprint(err), "omit") {
 				t.Errorf("got %d views, error %v; want ErrOption saying to omit the option", len(vs), err)
 			}

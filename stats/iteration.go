@@ -8,7 +8,9 @@ import (
 // Iteration is what one engine step produced: the per-iteration families are
 // recorded from it once per step. Fill it with one call per request event,
 // Output, Preempt and Finish, each driving the request's Timeline; Reset it
-// for the next step.
+// for the next step. Under chunked prefill a request's computed prompt counts
+// in the step of its first output, not in the steps that computed its chunks
+// (see TokensDone).
 type Iteration struct {
 	// PromptTokens sums, by source, the prompts of the requests that produced
 	// their first output in this step. A request counts its prompt once, in

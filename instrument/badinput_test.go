@@ -267,7 +267,7 @@ var badInputs = []badInput{
 	finishedCase("negative n", stats.ErrNegative, func(f *stats.FinishedRequest) { f.N = -1 }),
 	finishedCase("computed exceeds prompt", stats.ErrOutOfRange, func(f *stats.FinishedRequest) { f.PrefillComputedTokens = 101 }),
 	finishedCase("parent max below own tokens", stats.ErrOutOfRange, func(f *stats.FinishedRequest) { f.MaxGenerationTokens = 9 }),
-	finishedCase("parent max without n", stats.ErrOutOfRange, func(f *stats.FinishedRequest) { f.N = 0 }),
+	finishedCase("parent max of an n = 1 request above its own tokens", stats.ErrOutOfRange, func(f *stats.FinishedRequest) { f.N, f.MaxGenerationTokens = 0, 11 }),
 	finishedCase("NaN e2e latency", stats.ErrNotFinite, func(f *stats.FinishedRequest) { f.E2ELatency = math.NaN() }),
 	finishedCase("-Inf queue time", stats.ErrNotFinite, func(f *stats.FinishedRequest) { f.QueueTime = math.Inf(-1) }),
 	finishedCase("+Inf inference time", stats.ErrNotFinite, func(f *stats.FinishedRequest) { f.InferenceTime = math.Inf(1) }),
@@ -424,14 +424,14 @@ var badInputs = []badInput{
 		return it.PromptTokens.Add(stats.PromptTokens{Computed: 2})
 	}),
 	statsCase("AddOutput prompt tokens on a later output", stats.ErrOutOfOrder, func(it *stats.Iteration) error {
-		return it.AddOutput(stats.Output{PromptTokens: stats.PromptTokens{Computed: 5}, GenerationTokens: 1, Latency: 0.1})
+		return it.AddOutput(stats.Output{PromptTokens: stats.PromptTokens{Computed: 5}, GenerationTokens: 1, ITL: 0.1})
 	}),
 	statsCase("AddOutput NaN latency", stats.ErrNotFinite, func(it *stats.Iteration) error {
-		return it.AddOutput(stats.Output{First: true, GenerationTokens: 1, Latency: math.NaN()})
+		return it.AddOutput(stats.Output{First: true, GenerationTokens: 1, TTFT: math.NaN()})
 	}),
 	statsCase("AddOutput generation overflows", stats.ErrOverflow, func(it *stats.Iteration) error {
 		it.GenerationTokens = maxInt
-		return it.AddOutput(stats.Output{GenerationTokens: 1, Latency: 0.01})
+		return it.AddOutput(stats.Output{GenerationTokens: 1, ITL: 0.01})
 	}),
 	statsCase("AddFinished unknown reason", stats.ErrUnknownFinishReason, func(it *stats.Iteration) error {
 		return it.AddFinished(stats.FinishedRequest{Reason: 200})
@@ -455,12 +455,12 @@ var badInputs = []badInput{
 	stepCase("queued twice", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
 		return request(t, 10, 0, 5, 0, 0).Queued(ms(6))
 	}),
-	stepCase("scheduled before queued", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
+	stepCase("queued after scheduled", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
 		tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return errors.Join(tl.Scheduled(ms(1), 0, 0), output(it, tl, 2, 1))
+		return errors.Join(tl.Scheduled(ms(1), 0, 0), tl.Queued(ms(2)))
 	}),
 	stepCase("output before scheduled", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
 		tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
@@ -645,4 +645,93 @@ func TestRecordAtLimits(t *testing.T) {
 		t.Errorf("one more token: %v, want ErrOverflow", err)
 	}
 	checkCounter(t, h.collect(), float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
+}
+
+// More bad inputs: durations above stats.MaxSeconds and the accounting
+// guarantees of speculative decoding, KV eviction and LoRA states.
+func init() {
+	badInputs = append(badInputs,
+		finishedCase("absurd e2e latency", stats.ErrOutOfRange, func(f *stats.FinishedRequest) { f.E2ELatency = 1e308 }),
+		finishedCase("TPOT above MaxSeconds", stats.ErrOutOfRange, func(f *stats.FinishedRequest) { f.TimePerOutputToken = 2e9 }),
+		finishedCase("parent pending on an n = 1 request", stats.ErrOutOfRange, func(f *stats.FinishedRequest) {
+			f.N, f.MaxGenerationTokens, f.ParentPending = 1, 0, true
+		}),
+		iterationCase("absurd TTFT", stats.ErrOutOfRange, func(it *stats.Iteration) { it.TTFT = append(it.TTFT, 1e300) }),
+		schedulerCase("accepted more tokens than drafted", stats.ErrOutOfRange, func(s *stats.Scheduler) { s.SpecDecoding.AcceptedTokens = 5 }),
+		schedulerCase("a position accepted more than the drafts", stats.ErrOutOfRange, func(s *stats.Scheduler) {
+			s.SpecDecoding.AcceptedPerPosition = []int64{3, 0}
+		}),
+		schedulerCase("positions not summing to accepted tokens", stats.ErrOutOfRange, func(s *stats.Scheduler) {
+			s.SpecDecoding.AcceptedPerPosition = []int64{2, 2}
+		}),
+		schedulerCase("idle before evict above lifetime", stats.ErrOutOfRange, func(s *stats.Scheduler) { s.Evictions[0].IdleBeforeEvict = 3 }),
+		schedulerCase("reuse gap above lifetime", stats.ErrOutOfRange, func(s *stats.Scheduler) { s.Evictions[0].ReuseGaps[0] = 2.5 }),
+		schedulerCase("absurd KV block lifetime", stats.ErrOutOfRange, func(s *stats.Scheduler) { s.Evictions[0].Lifetime = 1e308 }),
+		schedulerCase("duplicate running LoRA", stats.ErrInvalidLabel, func(s *stats.Scheduler) { s.LoRA.Running = []string{"a", "a"} }),
+		schedulerCase("running LoRAs above max_lora", stats.ErrOutOfRange, func(s *stats.Scheduler) { s.LoRA.Running = []string{"a", "b", "c"} }),
+		schedulerCase("10,000 waiting LoRAs", stats.ErrOutOfRange, func(s *stats.Scheduler) {
+			s.LoRA.Waiting = make([]string, 10000)
+			for i := range s.LoRA.Waiting {
+				s.LoRA.Waiting[i] = fmt.Sprintf("adapter-%05d", i)
+			}
+		}),
+		schedulerCase("LoRA label above MaxLoRALabelBytes", stats.ErrInvalidLabel, func(s *stats.Scheduler) {
+			s.LoRA.Waiting = []string{strings.Repeat("w", stats.MaxLoRALabelBytes+1)}
+		}),
+		stepCase("event more than MaxSeconds after arrival", stats.ErrOutOfRange, func(t testing.TB, it *stats.Iteration) error {
+			tl := request(t, 10, 0, 5, 0, 0)
+			return it.Output(tl, t0.Add(time.Duration(stats.MaxSeconds+1)*time.Second), 1)
+		}),
+		stepCase("preempt before the previous event", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
+			return it.Preempt(running(t), ms(15))
+		}),
+	)
+}
+
+// A FinishedRequest with zero N and MaxGenerationTokens is an n = 1 request:
+// request_params_n observes 1 and request_max_num_generation_tokens its own
+// generation tokens. A child marked ParentPending observes neither.
+func TestFinishedZeroNObservesParams(t *testing.T) {
+	h := newHarness(t, instrument.WithEngines(0))
+	e := h.engine(0)
+	if err := e.RecordFinished(t.Context(), &stats.FinishedRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RecordFinished(t.Context(), &stats.FinishedRequest{GenerationTokens: 7}); err != nil {
+		t.Fatal(err)
+	}
+	pending := stats.FinishedRequest{GenerationTokens: 3, N: 2, ParentPending: true}
+	if err := e.RecordFinished(t.Context(), &pending); err != nil {
+		t.Fatal(err)
+	}
+	s := h.collect()
+	checkHistogram(t, s, 2, 2, map[int]uint64{0: 2}, "vllm:request_params_n", engineLabels("0")...)
+	got := s.get(t, "vllm:request_max_num_generation_tokens", engineLabels("0")...)
+	if got.count != 2 || got.sum != 7 {
+		t.Errorf("request_max_num_generation_tokens = %v, want count 2 sum 7", got)
+	}
+	if got := s.get(t, "vllm:request_generation_tokens", engineLabels("0")...); got.count != 3 {
+		t.Errorf("request_generation_tokens count = %d, want 3 (every child)", got.count)
+	}
+}
+
+// Finite but absurd durations are refused: two E2E latencies of 1e308 would
+// make the histogram's float64 sum +Inf forever.
+func TestAbsurdDurationKeepsSumsFinite(t *testing.T) {
+	h := newHarness(t, instrument.WithEngines(0))
+	e := h.engine(0)
+	ok := stats.FinishedRequest{E2ELatency: 2}
+	if err := e.RecordFinished(t.Context(), &ok); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		f := stats.FinishedRequest{E2ELatency: 1e308}
+		if err := e.RecordFinished(t.Context(), &f); !errors.Is(err, stats.ErrOutOfRange) {
+			t.Errorf("E2ELatency 1e308: %v, want ErrOutOfRange", err)
+		}
+	}
+	got := h.collect().get(t, "vllm:e2e_request_latency_seconds", engineLabels("0")...)
+	if got.count != 1 || got.sum != 2 || math.IsInf(got.sum, 0) {
+		t.Errorf("e2e latency = %v, want count 1 sum 2", got)
+	}
 }

@@ -292,9 +292,11 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	if f.MaxTokens > 0 {
 		in.paramsMaxTokens.Record(ctx, f.MaxTokens, rec...)
 	}
-	if f.N > 0 {
-		in.paramsN.Record(ctx, f.N, rec...)
-		in.maxGeneration.Record(ctx, f.MaxGenerationTokens, rec...)
+	// Once per parent: n (1 when N is 0) and the most tokens a child
+	// generated, unless another child of the parent will report them.
+	if n, maxGen, observe := f.Parent(); observe {
+		in.paramsN.Record(ctx, n, rec...)
+		in.maxGeneration.Record(ctx, maxGen, rec...)
 	}
 	latency := e.latencyReason[f.Reason].rec
 	in.e2e.Record(ctx, f.E2ELatency, latency...)

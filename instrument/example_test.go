@@ -37,7 +37,7 @@ func ExampleNewRecorder() {
 		if err != nil {
 			panic(err)
 		}
-		if err := step.AddOutput(stats.Output{First: true, PromptTokens: split, GenerationTokens: 1, Latency: 0.05}); err != nil {
+		if err := step.AddOutput(stats.Output{First: true, PromptTokens: split, GenerationTokens: 1, TTFT: 0.05}); err != nil {
 			panic(err)
 		}
 	}

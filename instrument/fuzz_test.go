@@ -221,12 +221,13 @@ func FuzzRecordFinished(f *testing.F) {
 				once = 1
 			}
 			grew(t, before, after, maxTokens*int64(once), once, "vllm:request_params_max_tokens", r...)
-			once = 0
-			if n > 0 {
-				once = 1
+			// Not ParentPending: observed once, n = 0 as 1, max 0 as gen.
+			wantMax := maxGen
+			if wantMax == 0 {
+				wantMax = gen
 			}
-			grew(t, before, after, n, once, "vllm:request_params_n", r...)
-			grew(t, before, after, maxGen, once, "vllm:request_max_num_generation_tokens", r...)
+			grew(t, before, after, max(n, 1), 1, "vllm:request_params_n", r...)
+			grew(t, before, after, wantMax, 1, "vllm:request_max_num_generation_tokens", r...)
 			for _, name := range []string{"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds",
 				"vllm:request_decode_time_seconds", "vllm:request_time_per_output_token_seconds"} {
 				if c := after.get(name, r...).count - before.get(name, r...).count; c != 1 {

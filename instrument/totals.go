@@ -88,8 +88,10 @@ func (in *increments) finished(f *stats.FinishedRequest) {
 	in.add(totRequestPrompt, f.PromptTokens)
 	in.add(totRequestGeneration, f.GenerationTokens)
 	in.add(totParamsMaxTokens, f.MaxTokens)
-	in.add(totParamsN, f.N)
-	in.add(totMaxGeneration, f.MaxGenerationTokens)
+	if n, maxGen, observe := f.Parent(); observe {
+		in.add(totParamsN, n)
+		in.add(totMaxGeneration, maxGen)
+	}
 }
 
 func (in *increments) scheduler(s *stats.Scheduler) {

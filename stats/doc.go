@@ -2,8 +2,11 @@
 // about its work: where every prompt token came from, what one engine step did,
 // how a finished request went, and what the scheduler looks like at a step.
 //
-// It imports no OpenTelemetry: an engine fills these values (directly, or by
-// driving a [Timeline] per request), and package instrument records them.
+// It imports no OpenTelemetry: an engine fills these values, directly or by
+// driving a [Timeline] per request with one call per event ([Timeline.Queued]
+// and [Timeline.Scheduled], then [Iteration.Output], [Iteration.Preempt] and
+// [Iteration.Finish], which add each event's contribution to the step), and
+// package instrument records them.
 //
 // Every prompt token is satisfied by exactly one [Source]: computed here
 // ([LocalCompute]), taken from this instance's prefix cache ([LocalCacheHit]),

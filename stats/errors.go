@@ -4,7 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"time"
 )
+
+// MaxSeconds bounds every duration this package accepts (about 31.7 years).
+// Histograms add durations into float64 sums that never reset: with values of
+// at most 1e9 s, no realistic number of observations can take a sum to +Inf,
+// where one absurd but finite value (1e308) would leave it forever.
+const MaxSeconds = 1e9
 
 // Sentinel errors; every error returned by this package matches one of them
 // with errors.Is.
@@ -14,7 +22,7 @@ var (
 	// ErrNotFinite reports a NaN or infinite duration or ratio.
 	ErrNotFinite = errors.New("must be a finite number")
 	// ErrOutOfRange reports a value outside its allowed range (for example a
-	// KV cache usage above 1).
+	// KV cache usage above 1, or a duration above MaxSeconds).
 	ErrOutOfRange = errors.New("out of range")
 	// ErrOverflow reports a sum that does not fit in an int64.
 	ErrOverflow = errors.New("overflows int64")
@@ -78,6 +86,9 @@ func checkSeconds(field string, v float64) error {
 	if v < 0 {
 		return fieldErr(field, v, ErrNegative)
 	}
+	if v > MaxSeconds {
+		return fieldErr(field, v, ErrOutOfRange)
+	}
 	return nil
 }
 
@@ -106,4 +117,50 @@ func addChecked(field string, a, b int64) (int64, error) {
 		return 0, fieldErr(field, b, ErrOverflow)
 	}
 	return s, nil
+}
+
+// EventError is the error for a Timeline event the request's state does not
+// allow. It names the event and the previous one with their absolute times,
+// so that a log line shows which clock reading is wrong, and wraps
+// ErrOutOfOrder (the event is earlier than the previous one, or cannot
+// follow it), ErrFinished (the request has finished) or ErrOutOfRange (the
+// event is more than MaxSeconds after the arrival; Previous is then
+// "Arrival").
+type EventError struct {
+	Event      string // "Queued", "Scheduled", "Output", "Preempted" or "Finish"
+	At         time.Time
+	Previous   string // the previous event, or "Arrival"
+	PreviousAt time.Time
+	Err        error
+}
+
+func (e *EventError) Error() string {
+	problem := "cannot follow the previous event"
+	switch {
+	case errors.Is(e.Err, ErrFinished):
+		problem = "comes after the request finished"
+	case errors.Is(e.Err, ErrOutOfRange):
+		problem = "is more than MaxSeconds after the arrival"
+	case e.At.Before(e.PreviousAt):
+		problem = "is before the previous event"
+	}
+	return fmt.Sprintf("stats: %s at %s %s (%s at %s): %v",
+		e.Event, formatTime(e.At), problem, e.Previous, formatTime(e.PreviousAt), e.Err)
+}
+
+func (e *EventError) Unwrap() error { return e.Err }
+
+// formatTime writes t in UTC as RFC 3339 with milliseconds, or with micro-
+// or nanoseconds when they are not zero (two events 0.1 ms apart must not
+// print the same time).
+func formatTime(t time.Time) string {
+	s := t.UTC().Format("2006-01-02T15:04:05.000000000Z07:00")
+	// Trim the fraction's trailing zeros three digits at a time, keeping three.
+	frac := strings.IndexByte(s, '.') + 1
+	end := strings.IndexByte(s[frac:], 'Z') + frac
+	digits := s[frac:end]
+	for len(digits) > 3 && strings.HasSuffix(digits, "000") {
+		digits = digits[:len(digits)-3]
+	}
+	return s[:frac] + digits + s[end:]
 }

@@ -32,19 +32,17 @@ func Example_decodeNode() {
 	// the KV connector.
 	must(tl.Scheduled(at(5), 0, 512))
 
-	// Three engine steps, each emitting one token of this request. An engine
-	// adds the outputs of all its requests to the step's Iteration. The first
-	// output carries the prompt split and the time to first token (arrival to
-	// first token, reported in Iteration.TTFT). Step 1 prints tokens_done=1,
-	// not 513: transferred KV is not work done on this node.
+	// Three engine steps, each emitting one token of this request: one call
+	// per output adds it to the step's Iteration. The first output adds the
+	// prompt split and the time to first token (arrival to first token, in
+	// Iteration.TTFT). Step 1 prints tokens_done=1, not 513: transferred KV is
+	// not work done on this node. In step 3 the last token was a stop token.
 	var it stats.Iteration
 	var ttft float64
 	for step, ms := range []int{45, 70, 95} {
 		it.Reset()
-		out, err := tl.Output(at(ms), 1)
-		must(err)
-		must(it.AddOutput(out))
-		if out.First {
+		must(it.Output(tl, at(ms), 1))
+		if step == 0 {
 			ttft = it.TTFT[0]
 		}
 		fmt.Printf("step %d:", step+1)
@@ -53,10 +51,9 @@ func Example_decodeNode() {
 		}
 		fmt.Printf(" generation=%d tokens_done=%d\n", it.GenerationTokens, it.TokensDone())
 	}
+	must(it.Finish(tl, at(95), stats.FinishStop))
 
-	// The last token was a stop token.
-	f, err := tl.Finish(at(95), stats.FinishStop)
-	must(err)
+	f := it.Finished[0]
 	fmt.Printf("finished: reason=%s prompt=%d generation=%d prefill_computed=%d\n",
 		f.Reason, f.PromptTokens, f.GenerationTokens, f.PrefillComputedTokens)
 	// TTFT: 45 ms after arrival. TPOT: the decode time (first token at 45 ms

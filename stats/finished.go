@@ -56,13 +56,16 @@ type FinishedRequest struct {
 	// MaxTokens is the max_tokens parameter; 0 means it was not set.
 	MaxTokens int64
 
-	// N is the sampling parameter n of the request's parent and
-	// MaxGenerationTokens the most tokens any of its n children generated.
-	// Both are set only on the child whose finish completes the parent (every
-	// request when n = 1) and are 0 on the others, so that they are observed
-	// once per parent.
-	N                   int64
+	// N is the sampling parameter n of the request's parent; 0 means 1.
+	N int64
+	// MaxGenerationTokens is the most tokens any of the parent's children
+	// generated; 0 means GenerationTokens, right for n = 1.
 	MaxGenerationTokens int64
+	// ParentPending marks a child of an n > 1 request that is not the last
+	// to finish: request_params_n and request_max_num_generation_tokens are
+	// observed once per parent, on its last child, so not on this one. The
+	// Timeline sets it; the zero value (every n = 1 request) observes them.
+	ParentPending bool
 
 	E2ELatency    float64 // arrival to finish
 	QueueTime     float64 // queued to first scheduled
@@ -74,9 +77,26 @@ type FinishedRequest struct {
 	TimePerOutputToken float64
 }
 
+// Parent returns what request_params_n and request_max_num_generation_tokens
+// observe for f, with their defaults applied (n 1, the request's own
+// generation tokens), and false when ParentPending says another child of the
+// parent will.
+func (f FinishedRequest) Parent() (n, maxGenerationTokens int64, observe bool) {
+	if f.ParentPending {
+		return 0, 0, false
+	}
+	n, maxGenerationTokens = max(f.N, 1), f.MaxGenerationTokens
+	if maxGenerationTokens == 0 {
+		maxGenerationTokens = f.GenerationTokens
+	}
+	return n, maxGenerationTokens, true
+}
+
 // Validate reports the first bad field: an unknown reason, a negative count, a
-// NaN, infinite or negative duration, more computed tokens than the prompt, or
-// a parent maximum below the request's own generation tokens.
+// NaN, infinite, negative or above-MaxSeconds duration, more computed tokens
+// than the prompt, a parent maximum below the request's own generation
+// tokens (or other than them for n = 1), or ParentPending on an n = 1
+// request or with a parent maximum.
 func (f FinishedRequest) Validate() error {
 	if err := f.Reason.Validate(); err != nil {
 		return err
@@ -99,11 +119,8 @@ func (f FinishedRequest) Validate() error {
 	if f.PrefillComputedTokens > f.PromptTokens {
 		return fieldErr("PrefillComputedTokens", f.PrefillComputedTokens, ErrOutOfRange)
 	}
-	if f.N > 0 && f.MaxGenerationTokens < f.GenerationTokens {
-		return fieldErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange)
-	}
-	if f.N == 0 && f.MaxGenerationTokens != 0 {
-		return fieldErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange)
+	if err := f.checkParent(); err != nil {
+		return err
 	}
 	for _, d := range [...]struct {
 		name string
@@ -119,6 +136,24 @@ func (f FinishedRequest) Validate() error {
 		if err := checkSeconds(d.name, d.v); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkParent reports N, MaxGenerationTokens and ParentPending that
+// contradict each other or the request's own generation tokens.
+func (f FinishedRequest) checkParent() error {
+	switch n := max(f.N, 1); {
+	case f.ParentPending && n == 1:
+		// A request with n = 1 has no other child to report its parent.
+		return fieldErr("N", f.N, ErrOutOfRange)
+	case f.ParentPending && f.MaxGenerationTokens != 0:
+		// Only the last child knows the parent's maximum.
+		return fieldErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange)
+	case f.ParentPending || f.MaxGenerationTokens == 0:
+		return nil
+	case f.MaxGenerationTokens < f.GenerationTokens, n == 1 && f.MaxGenerationTokens != f.GenerationTokens:
+		return fieldErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange)
 	}
 	return nil
 }

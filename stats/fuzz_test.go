@@ -267,8 +267,10 @@ func checkFuzzOutput(t *testing.T, o stats.Output, tokens, prompt int64, hadFirs
 	if o.GenerationTokens != tokens || tokens < 1 {
 		t.Fatalf("output %+v for %d tokens", o, tokens)
 	}
-	if math.IsNaN(o.Latency) || math.IsInf(o.Latency, 0) || o.Latency < 0 {
-		t.Fatalf("output latency %v", o.Latency)
+	for _, v := range [...]float64{o.TTFT, o.ITL} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > stats.MaxSeconds {
+			t.Fatalf("output latency %v", v)
+		}
 	}
 	if o.First == hadFirst {
 		t.Fatalf("output First = %v after a first output: %v", o.First, hadFirst)
@@ -307,7 +309,7 @@ func checkFuzzFinished(t *testing.T, f stats.FinishedRequest, prompt, generated 
 	if err := f.Validate(); err != nil {
 		t.Fatalf("finished %+v: Validate: %v", f, err)
 	}
-	if f.PromptTokens != prompt || f.GenerationTokens != generated || f.N != 1 || f.MaxGenerationTokens != generated {
+	if f.PromptTokens != prompt || f.GenerationTokens != generated || f.N != 1 || f.MaxGenerationTokens != generated || f.ParentPending {
 		t.Fatalf("finished %+v, want prompt %d, generation %d, N 1", f, prompt, generated)
 	}
 	if first != nil && f.PrefillComputedTokens != first.PromptTokens.Computed {

@@ -1,9 +1,16 @@
 package stats
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Iteration is what one engine step produced: the per-iteration families are
-// recorded from it once per step.
+// recorded from it once per step. Fill it with one call per request event,
+// Output, Preempt and Finish, each driving the request's Timeline; Reset it
+// for the next step. Under chunked prefill a request's computed prompt counts
+// in the step of its first output, not in the steps that computed its chunks
+// (see TokensDone).
 type Iteration struct {
 	// PromptTokens sums, by source, the prompts of the requests that produced
 	// their first output in this step. A request counts its prompt once, in
@@ -30,6 +37,13 @@ type Iteration struct {
 // TokensDone returns the work done in this step: prompt tokens computed here
 // plus generation tokens. This is the one definition behind
 // vllm:iteration_tokens_total.
+//
+// Under chunked prefill a request's computed prompt counts in the step of its
+// first output, all of it, not spread over the steps that computed its
+// chunks: a 1000-token prompt prefilled in two 500-token steps adds 0 to the
+// first step and 1000 plus its first token(s) to the second. This is vLLM's
+// rule (its iteration stats add a request's prompt when it leaves
+// prefilling); the per-step histogram is right over time, not step by step.
 //
 // Prompt tokens served from the local prefix cache or received as KV from
 // another node are not work done in the step, so they are left out: counting
@@ -59,10 +73,60 @@ func (it *Iteration) AddOutput(o Output) error {
 	}
 	it.PromptTokens, it.GenerationTokens = prompt, gen
 	if o.First {
-		it.TTFT = append(it.TTFT, o.Latency)
+		it.TTFT = append(it.TTFT, o.TTFT)
 	} else {
-		it.ITL = append(it.ITL, o.Latency)
+		it.ITL = append(it.ITL, o.ITL)
 	}
+	return nil
+}
+
+// Output records an output of tokens new tokens (at least one, several with
+// speculative decoding) of tl's request at time at, and adds it to the step:
+// Timeline.Output and AddOutput in one call. On an error neither the
+// Timeline nor the iteration changes.
+func (it *Iteration) Output(tl *Timeline, at time.Time, tokens int64) error {
+	next, o, err := tl.output(at, tokens)
+	if err != nil {
+		return err
+	}
+	if err := it.AddOutput(o); err != nil {
+		return err
+	}
+	*tl = next
+	return nil
+}
+
+// Preempt records that the scheduler preempted tl's running request at time
+// at and counts it in Preemptions: Timeline.Preempted and the count in one
+// call. On an error neither the Timeline nor the iteration changes.
+func (it *Iteration) Preempt(tl *Timeline, at time.Time) error {
+	next, err := tl.preempted(at)
+	if err != nil {
+		return err
+	}
+	n, err := addChecked("Preemptions", it.Preemptions, 1)
+	if err != nil {
+		return err
+	}
+	*tl = next
+	it.Preemptions = n
+	return nil
+}
+
+// Finish ends tl's request at time at for reason and adds it to Finished:
+// Timeline.Finish and AddFinished in one call. On an error neither the
+// Timeline nor the iteration changes.
+func (it *Iteration) Finish(tl *Timeline, at time.Time, reason FinishReason) error {
+	next, f, err := tl.finish(at, reason)
+	if err != nil {
+		return err
+	}
+	// The parent's part, set by endChild, keeps f valid.
+	if err := f.Validate(); err != nil {
+		return prefixed("Finished", err)
+	}
+	tl.endChild(next, &f)
+	it.Finished = append(it.Finished, f)
 	return nil
 }
 
@@ -116,21 +180,25 @@ func (it *Iteration) Validate() error {
 // Output is what one output of one request adds to its step. Timeline.Output
 // returns it; Iteration.AddOutput sums it.
 type Output struct {
-	// First is true for the request's first output: PromptTokens then holds
-	// its prompt split by source and Latency its time to first token.
+	// First is true for the request's first output: PromptTokens and TTFT
+	// are set on it, ITL on the others.
 	First bool
-	// PromptTokens is zero except on the first output.
+	// PromptTokens is the prompt split by source; zero except on the first
+	// output.
 	PromptTokens PromptTokens
 	// GenerationTokens is the number of tokens in this output (more than one
 	// with speculative decoding).
 	GenerationTokens int64
-	// Latency is the time to first token on the first output, the
-	// inter-token latency otherwise, in seconds.
-	Latency float64
+	// TTFT is the time to first token, arrival to this output, in seconds;
+	// zero except on the first output.
+	TTFT float64
+	// ITL is the inter-token latency, the previous output of the request to
+	// this one, in seconds; zero on the first output.
+	ITL float64
 }
 
-// Validate reports a bad count or latency, or prompt tokens on an output that
-// is not the first.
+// Validate reports a bad count or latency, or prompt tokens or a TTFT on an
+// output that is not the first, or an ITL on the first.
 func (o Output) Validate() error {
 	if err := o.PromptTokens.Validate(); err != nil {
 		return prefixed("PromptTokens", err)
@@ -141,5 +209,17 @@ func (o Output) Validate() error {
 	if err := checkCount("GenerationTokens", o.GenerationTokens); err != nil {
 		return err
 	}
-	return checkSeconds("Latency", o.Latency)
+	if err := checkSeconds("TTFT", o.TTFT); err != nil {
+		return err
+	}
+	if err := checkSeconds("ITL", o.ITL); err != nil {
+		return err
+	}
+	if !o.First && o.TTFT != 0 {
+		return fieldErr("TTFT", o.TTFT, ErrOutOfOrder)
+	}
+	if o.First && o.ITL != 0 {
+		return fieldErr("ITL", o.ITL, ErrOutOfOrder)
+	}
+	return nil
 }

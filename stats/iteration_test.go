@@ -15,13 +15,13 @@ func first(computed, localHit, external int64, tokens int64, ttft float64) stats
 		First:            true,
 		PromptTokens:     stats.PromptTokens{Computed: computed, LocalCacheHit: localHit, ExternalKVTransfer: external},
 		GenerationTokens: tokens,
-		Latency:          ttft,
+		TTFT:             ttft,
 	}
 }
 
 // decode is a later output of a request.
 func decode(tokens int64, itl float64) stats.Output {
-	return stats.Output{GenerationTokens: tokens, Latency: itl}
+	return stats.Output{GenerationTokens: tokens, ITL: itl}
 }
 
 // TestIterationTokensDoneTheRule is THE RULE (vLLM PR #43346):
@@ -127,7 +127,7 @@ func TestIterationAddOutputErrors(t *testing.T) {
 		{
 			name:     "prompt tokens on a non-first output",
 			start:    []stats.Output{first(10, 0, 0, 1, 0.1)},
-			bad:      stats.Output{PromptTokens: stats.PromptTokens{Computed: 5}, GenerationTokens: 1, Latency: 0.1},
+			bad:      stats.Output{PromptTokens: stats.PromptTokens{Computed: 5}, GenerationTokens: 1, ITL: 0.1},
 			sentinel: stats.ErrOutOfOrder, mention: "PromptTokens",
 		},
 		{
@@ -143,12 +143,12 @@ func TestIterationAddOutputErrors(t *testing.T) {
 		{
 			name:     "NaN latency",
 			bad:      decode(1, math.NaN()),
-			sentinel: stats.ErrNotFinite, mention: "Latency = NaN",
+			sentinel: stats.ErrNotFinite, mention: "ITL = NaN",
 		},
 		{
 			name:     "negative latency",
 			bad:      decode(1, -0.5),
-			sentinel: stats.ErrNegative, mention: "Latency = -0.5",
+			sentinel: stats.ErrNegative, mention: "ITL = -0.5",
 		},
 		{
 			name:     "generation tokens overflow",
@@ -300,7 +300,10 @@ func TestOutputValidate(t *testing.T) {
 		{"prompt on a later output", stats.Output{PromptTokens: stats.PromptTokens{ExternalKVTransfer: 1}, GenerationTokens: 1}, stats.ErrOutOfOrder, "PromptTokens"},
 		{"negative prompt", first(0, -1, 0, 1, 0.5), stats.ErrNegative, "PromptTokens.LocalCacheHit = -1"},
 		{"negative tokens", decode(-1, 0.5), stats.ErrNegative, "GenerationTokens = -1"},
-		{"infinite latency", decode(1, math.Inf(1)), stats.ErrNotFinite, "Latency = +Inf"},
+		{"infinite latency", decode(1, math.Inf(1)), stats.ErrNotFinite, "ITL = +Inf"},
+		{"absurd TTFT", first(1, 0, 0, 1, 1e308), stats.ErrOutOfRange, "TTFT = 1e+308"},
+		{"TTFT on a later output", stats.Output{GenerationTokens: 1, TTFT: 0.5}, stats.ErrOutOfOrder, "TTFT = 0.5"},
+		{"ITL on the first output", stats.Output{First: true, GenerationTokens: 1, TTFT: 0.5, ITL: 0.1}, stats.ErrOutOfOrder, "ITL = 0.1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -67,11 +68,16 @@ type SpecDecoding struct {
 	Drafts         int64
 	DraftTokens    int64
 	AcceptedTokens int64
-	// AcceptedPerPosition[i] is the tokens accepted at draft position i.
+	// AcceptedPerPosition[i] is the tokens accepted at draft position i: at
+	// most one per draft, summing to AcceptedTokens. Empty when the engine
+	// does not count positions.
 	AcceptedPerPosition []int64
 }
 
-// Validate reports negative counts.
+// Validate reports negative counts and what vLLM's accounting rules out
+// (vllm/v1/spec_decode/metrics.py, SpecDecodingStats.observe_draft): more
+// tokens accepted than drafted, a position accepting more tokens than there
+// were drafts, and positions that do not sum to AcceptedTokens.
 func (s *SpecDecoding) Validate() error {
 	for _, c := range [...]struct {
 		name string
@@ -81,18 +87,59 @@ func (s *SpecDecoding) Validate() error {
 			return err
 		}
 	}
-	return checkCounts("AcceptedPerPosition", s.AcceptedPerPosition)
+	if s.AcceptedTokens > s.DraftTokens {
+		return fieldErr("AcceptedTokens", s.AcceptedTokens, ErrOutOfRange)
+	}
+	if err := checkCounts("AcceptedPerPosition", s.AcceptedPerPosition); err != nil {
+		return err
+	}
+	if len(s.AcceptedPerPosition) == 0 {
+		return nil
+	}
+	var sum int64
+	for i, v := range s.AcceptedPerPosition {
+		if v > s.Drafts {
+			return fieldErr(fmt.Sprintf("AcceptedPerPosition[%d]", i), v, ErrOutOfRange)
+		}
+		var err error
+		if sum, err = addChecked("AcceptedPerPosition", sum, v); err != nil {
+			return err
+		}
+	}
+	if sum != s.AcceptedTokens {
+		return fieldErr("AcceptedPerPosition sum", sum, ErrOutOfRange)
+	}
+	return nil
 }
 
-// LoRA is the adapter state at one step (vllm:lora_requests_info).
+// Limits of a LoRA state. vllm:lora_requests_info carries each list of
+// adapter names, joined with commas, as a label value on every scrape and
+// export: unbounded lists (10,000 names made a 649 KB label value) would
+// make every scrape that large.
+const (
+	// MaxLoRAAdapters is the most adapter names in each list.
+	MaxLoRAAdapters = 256
+	// MaxLoRALabelBytes is the longest each list may be once joined with
+	// commas, in bytes.
+	MaxLoRALabelBytes = 8192
+)
+
+// LoRA is the adapter state at one step (vllm:lora_requests_info): the
+// adapters with running requests and those with waiting requests (an
+// adapter may be in both).
 type LoRA struct {
+	// MaxLoRA is the most adapters in one batch (vLLM's max_loras); 0 when
+	// not known.
 	MaxLoRA int64
 	Running []string
 	Waiting []string
 }
 
-// Validate reports a negative MaxLoRA and adapter names that are empty, not
-// valid UTF-8, or contain a comma (the info gauge joins the names with commas).
+// Validate reports a negative MaxLoRA; adapter names that are empty, not
+// valid UTF-8, contain a comma (the info gauge joins the names with commas)
+// or repeat in one list; a list longer than MaxLoRAAdapters names or
+// MaxLoRALabelBytes joined; and, when MaxLoRA is set, more running adapters
+// than MaxLoRA (vLLM's scheduler never batches more).
 func (l *LoRA) Validate() error {
 	if err := checkCount("MaxLoRA", l.MaxLoRA); err != nil {
 		return err
@@ -101,11 +148,30 @@ func (l *LoRA) Validate() error {
 		field string
 		list  []string
 	}{{"Running", l.Running}, {"Waiting", l.Waiting}} {
-		for i, n := range names.list {
-			if checkLabel(names.field, n, true) != nil || strings.Contains(n, ",") {
-				return fieldErr(fmt.Sprintf("%s[%d]", names.field, i), n, ErrInvalidLabel)
-			}
+		if err := checkLoRANames(names.field, names.list); err != nil {
+			return err
 		}
+	}
+	if l.MaxLoRA > 0 && int64(len(l.Running)) > l.MaxLoRA {
+		return fieldErr("Running", fmt.Sprintf("%d adapters, MaxLoRA %d", len(l.Running), l.MaxLoRA), ErrOutOfRange)
+	}
+	return nil
+}
+
+// checkLoRANames reports a bad list of adapter names.
+func checkLoRANames(field string, names []string) error {
+	if len(names) > MaxLoRAAdapters {
+		return fieldErr(field, fmt.Sprintf("%d names, at most %d", len(names), MaxLoRAAdapters), ErrOutOfRange)
+	}
+	joined := max(len(names)-1, 0) // the commas
+	for i, n := range names {
+		if checkLabel(field, n, true) != nil || strings.Contains(n, ",") || slices.Contains(names[:i], n) {
+			return fieldErr(fmt.Sprintf("%s[%d]", field, i), n, ErrInvalidLabel)
+		}
+		joined += len(n)
+	}
+	if joined > MaxLoRALabelBytes {
+		return fieldErr(field, fmt.Sprintf("%d bytes joined, at most %d", joined, MaxLoRALabelBytes), ErrInvalidLabel)
 	}
 	return nil
 }
@@ -114,10 +180,13 @@ func (l *LoRA) Validate() error {
 type KVEviction struct {
 	Lifetime        float64 // allocation to eviction
 	IdleBeforeEvict float64 // last access to eviction
-	ReuseGaps       []float64
+	// ReuseGaps are the times between consecutive accesses of the block.
+	ReuseGaps []float64
 }
 
-// Validate reports NaN, infinite or negative durations.
+// Validate reports NaN, infinite, negative or above-MaxSeconds durations,
+// and an idle time or a reuse gap longer than the block's lifetime (both lie
+// within it).
 func (e *KVEviction) Validate() error {
 	if err := checkSeconds("Lifetime", e.Lifetime); err != nil {
 		return err
@@ -125,7 +194,18 @@ func (e *KVEviction) Validate() error {
 	if err := checkSeconds("IdleBeforeEvict", e.IdleBeforeEvict); err != nil {
 		return err
 	}
-	return checkSecondsList("ReuseGaps", e.ReuseGaps)
+	if e.IdleBeforeEvict > e.Lifetime {
+		return fieldErr("IdleBeforeEvict", e.IdleBeforeEvict, ErrOutOfRange)
+	}
+	if err := checkSecondsList("ReuseGaps", e.ReuseGaps); err != nil {
+		return err
+	}
+	for i, g := range e.ReuseGaps {
+		if g > e.Lifetime {
+			return fieldErr(fmt.Sprintf("ReuseGaps[%d]", i), g, ErrOutOfRange)
+		}
+	}
+	return nil
 }
 
 // KVTransfer is what a KV connector (NIXL family names) did in one step.

@@ -1,8 +1,10 @@
 package stats_test
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/infermetrics/infermetrics/stats"
@@ -20,7 +22,7 @@ func validScheduler() stats.Scheduler {
 		SleepState:           stats.Awake,
 		ConnectorPrefixCache: &stats.CacheQueries{Queries: 400, Hits: 400},
 		SpecDecoding:         &stats.SpecDecoding{Drafts: 10, DraftTokens: 30, AcceptedTokens: 18, AcceptedPerPosition: []int64{9, 6, 3}},
-		LoRA:                 &stats.LoRA{MaxLoRA: 4, Running: []string{"sql-adapter"}, Waiting: []string{"chat", "sql-adapter"}},
+		LoRA:                 &stats.LoRA{MaxLoRA: MaxLoRA, Running: []string{"sql-adapter"}, Waiting: []string{"chat", "sql-adapter"}},
 		KVTransfer: &stats.KVTransfer{
 			XferTime: []float64{0.02}, PostTime: []float64{0.001},
 			BytesTransferred: []int64{1 << 20}, NumDescriptors: []int64{64},
@@ -42,6 +44,18 @@ func TestSchedulerWaiting(t *testing.T) {
 	if err := zero.Validate(); err != nil {
 		t.Errorf("zero Scheduler Validate() = %v, want nil", err)
 	}
+}
+
+// MaxLoRA is validScheduler's LoRA.MaxLoRA.
+const MaxLoRA = 4
+
+// names returns n distinct adapter names.
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("adapter-%d", i)
+	}
+	return out
 }
 
 func TestSchedulerValidate(t *testing.T) {
@@ -70,10 +84,35 @@ func TestSchedulerValidate(t *testing.T) {
 		{"unknown sleep state", func(s *stats.Scheduler) { s.SleepState = 3 }, stats.ErrUnknownSleepState, "SleepState = 3"},
 		{"spec decoding negative drafts", func(s *stats.Scheduler) { s.SpecDecoding.Drafts = -1 }, stats.ErrNegative, "SpecDecoding.Drafts = -1"},
 		{"spec decoding negative per position", func(s *stats.Scheduler) { s.SpecDecoding.AcceptedPerPosition[1] = -6 }, stats.ErrNegative, "SpecDecoding.AcceptedPerPosition[1] = -6"},
+		{"spec decoding all drafts accepted", func(s *stats.Scheduler) {
+			*s.SpecDecoding = stats.SpecDecoding{Drafts: 10, DraftTokens: 30, AcceptedTokens: 30, AcceptedPerPosition: []int64{10, 10, 10}}
+		}, nil, ""},
+		{"spec decoding without positions", func(s *stats.Scheduler) { s.SpecDecoding.AcceptedPerPosition = nil }, nil, ""},
+		{"spec decoding accepted > drafted", func(s *stats.Scheduler) { s.SpecDecoding.AcceptedTokens = 31 }, stats.ErrOutOfRange, "SpecDecoding.AcceptedTokens = 31"},
+		{"spec decoding position above drafts", func(s *stats.Scheduler) {
+			s.SpecDecoding.AcceptedPerPosition = []int64{11, 4, 3}
+		}, stats.ErrOutOfRange, "SpecDecoding.AcceptedPerPosition[0] = 11"},
+		{"spec decoding positions do not sum to accepted", func(s *stats.Scheduler) {
+			s.SpecDecoding.AcceptedPerPosition = []int64{9, 6, 2}
+		}, stats.ErrOutOfRange, "SpecDecoding.AcceptedPerPosition sum = 17"},
 		{"LoRA negative max", func(s *stats.Scheduler) { s.LoRA.MaxLoRA = -1 }, stats.ErrNegative, "LoRA.MaxLoRA = -1"},
 		{"LoRA invalid UTF-8 name", func(s *stats.Scheduler) { s.LoRA.Running[0] = "\xff" }, stats.ErrInvalidLabel, "LoRA.Running[0]"},
 		{"LoRA name with a comma", func(s *stats.Scheduler) { s.LoRA.Waiting = []string{"a", "b,c"} }, stats.ErrInvalidLabel, "LoRA.Waiting[1]"},
 		{"LoRA empty name", func(s *stats.Scheduler) { s.LoRA.Waiting[1] = "" }, stats.ErrInvalidLabel, "LoRA.Waiting[1]"},
+		{"LoRA duplicate running name", func(s *stats.Scheduler) { s.LoRA.Running = []string{"a", "b", "a"} }, stats.ErrInvalidLabel, "LoRA.Running[2] = a"},
+		{"LoRA duplicate waiting name", func(s *stats.Scheduler) { s.LoRA.Waiting = []string{"chat", "chat"} }, stats.ErrInvalidLabel, "LoRA.Waiting[1] = chat"},
+		{"LoRA running exactly MaxLoRA", func(s *stats.Scheduler) { s.LoRA.Running = []string{"a", "b", "c", "d"} }, nil, ""},
+		{"LoRA running above MaxLoRA", func(s *stats.Scheduler) { s.LoRA.Running = []string{"a", "b", "c", "d", "e"} }, stats.ErrOutOfRange, "LoRA.Running = 5 adapters, MaxLoRA 4"},
+		{"LoRA running without MaxLoRA", func(s *stats.Scheduler) { s.LoRA.MaxLoRA, s.LoRA.Running = 0, names(MaxLoRA+5) }, nil, ""},
+		{"LoRA list of MaxLoRAAdapters", func(s *stats.Scheduler) { s.LoRA.Waiting = names(stats.MaxLoRAAdapters) }, nil, ""},
+		{"LoRA list above MaxLoRAAdapters", func(s *stats.Scheduler) { s.LoRA.Waiting = names(stats.MaxLoRAAdapters + 1) }, stats.ErrOutOfRange, "LoRA.Waiting = 257 names, at most 256"},
+		{"LoRA 10,000 names", func(s *stats.Scheduler) { s.LoRA.Waiting = names(10000) }, stats.ErrOutOfRange, "LoRA.Waiting = 10000 names"},
+		{"LoRA label of MaxLoRALabelBytes", func(s *stats.Scheduler) {
+			s.LoRA.Waiting = []string{strings.Repeat("x", stats.MaxLoRALabelBytes-2), "y"} // plus one comma
+		}, nil, ""},
+		{"LoRA label above MaxLoRALabelBytes", func(s *stats.Scheduler) {
+			s.LoRA.Waiting = []string{strings.Repeat("x", stats.MaxLoRALabelBytes-1), "y"}
+		}, stats.ErrInvalidLabel, "LoRA.Waiting = 8193 bytes joined, at most 8192"},
 		{"KV transfer negative bytes", func(s *stats.Scheduler) { s.KVTransfer.BytesTransferred[0] = -1 }, stats.ErrNegative, "KVTransfer.BytesTransferred[0] = -1"},
 		{"KV transfer negative descriptors", func(s *stats.Scheduler) { s.KVTransfer.NumDescriptors[0] = -64 }, stats.ErrNegative, "KVTransfer.NumDescriptors[0] = -64"},
 		{"KV transfer NaN time", func(s *stats.Scheduler) { s.KVTransfer.XferTime[0] = nan }, stats.ErrNotFinite, "KVTransfer.XferTime[0] = NaN"},
@@ -82,6 +121,11 @@ func TestSchedulerValidate(t *testing.T) {
 		{"KV transfer negative expired", func(s *stats.Scheduler) { s.KVTransfer.ExpiredRequests = -1 }, stats.ErrNegative, "KVTransfer.ExpiredRequests = -1"},
 		{"eviction NaN lifetime", func(s *stats.Scheduler) { s.Evictions[0].Lifetime = nan }, stats.ErrNotFinite, "Evictions[0].Lifetime = NaN"},
 		{"eviction negative idle", func(s *stats.Scheduler) { s.Evictions[0].IdleBeforeEvict = -3 }, stats.ErrNegative, "Evictions[0].IdleBeforeEvict = -3"},
+		{"eviction idle equal to lifetime", func(s *stats.Scheduler) { s.Evictions[0].IdleBeforeEvict = 12 }, nil, ""},
+		{"eviction idle above lifetime", func(s *stats.Scheduler) { s.Evictions[0].IdleBeforeEvict = 12.5 }, stats.ErrOutOfRange, "Evictions[0].IdleBeforeEvict = 12.5"},
+		{"eviction reuse gap above lifetime", func(s *stats.Scheduler) { s.Evictions[0].ReuseGaps[1] = 13 }, stats.ErrOutOfRange, "Evictions[0].ReuseGaps[1] = 13"},
+		{"eviction absurd lifetime", func(s *stats.Scheduler) { s.Evictions[0].Lifetime = 1e308 }, stats.ErrOutOfRange, "Evictions[0].Lifetime = 1e+308"},
+		{"KV transfer absurd time", func(s *stats.Scheduler) { s.KVTransfer.XferTime[0] = 2e9 }, stats.ErrOutOfRange, "KVTransfer.XferTime[0] = 2e+09"},
 		{"eviction infinite reuse gap", func(s *stats.Scheduler) { s.Evictions[0].ReuseGaps[1] = math.Inf(-1) }, stats.ErrNotFinite, "Evictions[0].ReuseGaps[1] = -Inf"},
 	}
 	for _, tt := range tests {

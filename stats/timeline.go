@@ -2,6 +2,7 @@ package stats
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"time"
 )
@@ -35,14 +36,27 @@ func (r Request) Validate() error {
 type phase uint8
 
 const (
-	arrived   phase = iota // waiting for the engine core to queue it
+	arrived   phase = iota // waiting for the engine to queue or schedule it
 	queued                 // waiting to be scheduled
 	scheduled              // running
 	preempted              // back in the queue after a preemption
 	finished
 )
 
-var phaseNames = [...]string{"arrived", "queued", "scheduled", "preempted", "finished"}
+// Event names, as errors print them.
+const (
+	evArrival   = "Arrival"
+	evQueued    = "Queued"
+	evScheduled = "Scheduled"
+	evOutput    = "Output"
+	evPreempted = "Preempted"
+	evFinish    = "Finish"
+)
+
+// maxAge is MaxSeconds as a time.Duration: no event may come later than
+// that after the arrival, so that every duration a Timeline derives is
+// valid.
+const maxAge = time.Duration(MaxSeconds * float64(time.Second))
 
 // Timeline follows one request through the engine, event by event, and turns
 // the timestamps into the per-step contributions (Output) and the
@@ -52,12 +66,20 @@ var phaseNames = [...]string{"arrived", "queued", "scheduled", "preempted", "fin
 // NewTimeline or NewTimelines: every event of a zero or nil Timeline returns
 // ErrOutOfOrder.
 //
+// The usual calls are Queued (optional) and Scheduled on the Timeline, and
+// Iteration.Output, Iteration.Preempt and Iteration.Finish, which drive the
+// Timeline and add the result to the step in one call. Output, Preempted
+// and Finish on the Timeline itself return the result for the caller to
+// add (Iteration.AddOutput, Iteration.Preemptions, Iteration.AddFinished),
+// for an engine that assembles the step elsewhere.
+//
 // A Timeline is not safe for concurrent use; the children of one request
 // (NewTimelines) may be driven from different goroutines.
 type Timeline struct {
 	req   Request
 	phase phase
 	last  time.Time // the latest event's time
+	event string    // the latest event's name
 
 	queued, scheduled, firstOutput, lastOutput time.Time
 
@@ -71,7 +93,7 @@ type Timeline struct {
 }
 
 // parent tracks the n children of one request so that the child finishing
-// last reports N and MaxGenerationTokens.
+// last reports MaxGenerationTokens and the others are marked ParentPending.
 type parent struct {
 	mu        sync.Mutex
 	n         int64
@@ -108,9 +130,10 @@ func NewTimelines(r Request) ([]*Timeline, error) {
 	return children, nil
 }
 
+// newChild starts a child as queued at its arrival: Queued is optional.
 func newChild(r Request, p *parent) *Timeline {
 	r.N = p.n
-	return &Timeline{req: r, phase: arrived, last: r.Arrival, parent: p}
+	return &Timeline{req: r, phase: arrived, last: r.Arrival, event: evArrival, queued: r.Arrival, parent: p}
 }
 
 // check validates an event's time and that the current phase allows it. A
@@ -121,28 +144,30 @@ func (t *Timeline) check(event string, at time.Time, allowed ...phase) error {
 		return fieldErr(event, "a Timeline not made by NewTimeline", ErrOutOfOrder)
 	}
 	if t.phase == finished {
-		return fieldErr(event, phaseNames[t.phase], ErrFinished)
+		return &EventError{event, at, t.event, t.last, ErrFinished}
 	}
 	if at.Before(t.last) {
-		return fieldErr(event+" time", at.Sub(t.last), ErrOutOfOrder)
+		return &EventError{event, at, t.event, t.last, ErrOutOfOrder}
 	}
-	for _, p := range allowed {
-		if t.phase == p {
-			return nil
-		}
+	if at.Sub(t.req.Arrival) > maxAge {
+		return &EventError{event, at, evArrival, t.req.Arrival, ErrOutOfRange}
 	}
-	if len(allowed) == 0 {
+	if len(allowed) == 0 || slices.Contains(allowed, t.phase) {
 		return nil
 	}
-	return fieldErr(event+" in phase", phaseNames[t.phase], ErrOutOfOrder)
+	return &EventError{event, at, t.event, t.last, ErrOutOfOrder}
 }
 
-// Queued records that the engine queued the request.
+// Queued records that the engine queued the request. It is optional: an
+// engine without a queue, or one that does not see the moment it enqueues,
+// calls Scheduled directly, and the queue time then runs from the arrival.
+// vLLM's runs from the engine core's QUEUED event, which follows the arrival
+// by the front end's processing (tokenization, transfer to the engine core).
 func (t *Timeline) Queued(at time.Time) error {
-	if err := t.check("Queued", at, arrived); err != nil {
+	if err := t.check(evQueued, at, arrived); err != nil {
 		return err
 	}
-	t.phase, t.last, t.queued = queued, at, at
+	t.phase, t.last, t.event, t.queued = queued, at, evQueued, at
 	return nil
 }
 
@@ -153,7 +178,7 @@ func (t *Timeline) Queued(at time.Time) error {
 // and the cached tokens may cover generated tokens too: they must not exceed
 // the prompt plus the tokens generated so far.
 func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) error {
-	if err := t.check("Scheduled", at, queued, preempted); err != nil {
+	if err := t.check(evScheduled, at, arrived, queued, preempted); err != nil {
 		return err
 	}
 	tokens := t.req.PromptTokens
@@ -174,66 +199,102 @@ func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) er
 	if !t.hasOutput {
 		t.prompt, t.hasSnapshot = split, true
 	}
-	t.phase, t.last = scheduled, at
+	t.phase, t.last, t.event = scheduled, at, evScheduled
 	return nil
 }
 
 // Output records an output of tokens new tokens (at least one) and returns
 // what it adds to the step: on the first output the prompt split and the time
-// to first token, later the inter-token latency.
+// to first token, later the inter-token latency. Iteration.Output does this
+// and adds the result to the step in one call.
 func (t *Timeline) Output(at time.Time, tokens int64) (Output, error) {
-	if err := t.check("Output", at, scheduled); err != nil {
-		return Output{}, err
-	}
-	if tokens < 1 {
-		return Output{}, fieldErr("tokens", tokens, ErrOutOfRange)
-	}
-	generated, err := addChecked("tokens", t.generated, tokens)
+	next, o, err := t.output(at, tokens)
 	if err != nil {
 		return Output{}, err
 	}
-	o := Output{GenerationTokens: tokens}
-	if !t.hasOutput {
-		o.First, o.PromptTokens, o.Latency = true, t.prompt, at.Sub(t.req.Arrival).Seconds()
-		t.firstOutput, t.hasOutput = at, true
-	} else {
-		o.Latency = at.Sub(t.lastOutput).Seconds()
-	}
-	t.generated, t.lastOutput, t.last = generated, at, at
+	*t = next
 	return o, nil
 }
 
+// output returns the Timeline after an output and what the output adds to
+// the step, leaving t unchanged.
+func (t *Timeline) output(at time.Time, tokens int64) (Timeline, Output, error) {
+	if err := t.check(evOutput, at, scheduled); err != nil {
+		return Timeline{}, Output{}, err
+	}
+	if tokens < 1 {
+		return Timeline{}, Output{}, fieldErr("tokens", tokens, ErrOutOfRange)
+	}
+	generated, err := addChecked("tokens", t.generated, tokens)
+	if err != nil {
+		return Timeline{}, Output{}, err
+	}
+	next := *t
+	o := Output{GenerationTokens: tokens}
+	if !t.hasOutput {
+		o.First, o.PromptTokens, o.TTFT = true, t.prompt, at.Sub(t.req.Arrival).Seconds()
+		next.firstOutput, next.hasOutput = at, true
+	} else {
+		o.ITL = at.Sub(t.lastOutput).Seconds()
+	}
+	next.generated, next.lastOutput, next.last, next.event = generated, at, at, evOutput
+	return next, o, nil
+}
+
 // Preempted records that the scheduler preempted the running request; count
-// it in the step's Iteration.Preemptions. It must be Scheduled again before
-// its next output.
+// it in the step's Iteration.Preemptions (Iteration.Preempt does both). It
+// must be Scheduled again before its next output.
 func (t *Timeline) Preempted(at time.Time) error {
-	if err := t.check("Preempted", at, scheduled); err != nil {
+	next, err := t.preempted(at)
+	if err != nil {
 		return err
 	}
-	t.phase, t.last = preempted, at
+	*t = next
 	return nil
 }
 
+// preempted returns the Timeline after a preemption, leaving t unchanged.
+func (t *Timeline) preempted(at time.Time) (Timeline, error) {
+	if err := t.check(evPreempted, at, scheduled); err != nil {
+		return Timeline{}, err
+	}
+	next := *t
+	next.phase, next.last, next.event = preempted, at, evPreempted
+	return next, nil
+}
+
 // Finish ends the request in any phase (an abort may come before any output)
-// and returns its FinishedRequest.
+// and returns its FinishedRequest. Iteration.Finish does this and adds the
+// request to the step in one call.
 func (t *Timeline) Finish(at time.Time, reason FinishReason) (FinishedRequest, error) {
-	if err := t.check("Finish", at); err != nil {
+	next, f, err := t.finish(at, reason)
+	if err != nil {
 		return FinishedRequest{}, err
 	}
+	t.endChild(next, &f)
+	return f, nil
+}
+
+// finish returns the Timeline after the finish and the FinishedRequest
+// without the parent's part (see endChild), leaving t and its parent
+// unchanged.
+func (t *Timeline) finish(at time.Time, reason FinishReason) (Timeline, FinishedRequest, error) {
+	if err := t.check(evFinish, at); err != nil {
+		return Timeline{}, FinishedRequest{}, err
+	}
 	if err := reason.Validate(); err != nil {
-		return FinishedRequest{}, err
+		return Timeline{}, FinishedRequest{}, err
 	}
 	f := FinishedRequest{
 		Reason:           reason,
 		PromptTokens:     t.req.PromptTokens,
 		GenerationTokens: t.generated,
 		MaxTokens:        t.req.MaxTokens,
+		N:                t.parent.n,
 		E2ELatency:       at.Sub(t.req.Arrival).Seconds(),
 	}
 	if t.hasSnapshot {
 		f.PrefillComputedTokens = t.prompt.Computed
-	}
-	if t.hasSnapshot {
 		f.QueueTime = t.scheduled.Sub(t.queued).Seconds()
 	}
 	if t.hasOutput {
@@ -244,22 +305,32 @@ func (t *Timeline) Finish(at time.Time, reason FinishReason) (FinishedRequest, e
 	if t.generated > 1 {
 		f.TimePerOutputToken = f.DecodeTime / float64(t.generated-1)
 	}
-	f.N, f.MaxGenerationTokens = t.parent.childFinished(t.generated)
-	t.phase, t.last = finished, at
-	return f, nil
+	next := *t
+	next.phase, next.last, next.event = finished, at, evFinish
+	return next, f, nil
 }
 
-// childFinished returns the parent's n and the most tokens any child
-// generated when the last child finishes, and zeros before.
-func (p *parent) childFinished(generated int64) (n, maxGen int64) {
+// endChild commits a finish: t becomes next and f gets the parent's part,
+// MaxGenerationTokens on the last child to finish and ParentPending on the
+// others.
+func (t *Timeline) endChild(next Timeline, f *FinishedRequest) {
+	maxGen, last := t.parent.childFinished(t.generated)
+	if last {
+		f.MaxGenerationTokens = maxGen
+	} else {
+		f.ParentPending = true
+	}
+	*t = next
+}
+
+// childFinished counts a child's finish and returns the most tokens any
+// child generated and whether this child was the last.
+func (p *parent) childFinished(generated int64) (maxGen int64, last bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.remaining--
 	p.maxGen = max(p.maxGen, generated)
-	if p.remaining > 0 {
-		return 0, 0
-	}
-	return p.n, p.maxGen
+	return p.maxGen, p.remaining == 0
 }
 
 // Generated returns the tokens the request has emitted so far (0 for a nil

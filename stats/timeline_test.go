@@ -48,9 +48,12 @@ func finish(at int64, r stats.FinishReason) event {
 	return event{kind: evFinish, at: ms(at), reason: r}
 }
 
+func (e event) name() string {
+	return [...]string{"Queued", "Scheduled", "Output", "Preempted", "Finish"}[e.kind]
+}
+
 func (e event) String() string {
-	name := [...]string{"Queued", "Scheduled", "Output", "Preempted", "Finish"}[e.kind]
-	return fmt.Sprintf("%s(%s, %d, %d, %d)", name, e.at.Sub(t0), e.a, e.b, e.reason)
+	return fmt.Sprintf("%s(%s, %d, %d, %d)", e.name(), e.at.Sub(t0), e.a, e.b, e.reason)
 }
 
 // apply calls e on tl and returns what the call returned.
@@ -99,7 +102,7 @@ func checkOutputs(t *testing.T, got, want []stats.Output) {
 	}
 	for i := range want {
 		g, w := got[i], want[i]
-		if g.First != w.First || g.PromptTokens != w.PromptTokens || g.GenerationTokens != w.GenerationTokens || !near(g.Latency, w.Latency) {
+		if g.First != w.First || g.PromptTokens != w.PromptTokens || g.GenerationTokens != w.GenerationTokens || !near(g.TTFT, w.TTFT) || !near(g.ITL, w.ITL) {
 			t.Errorf("output %d = %+v, want %+v", i, g, w)
 		}
 	}
@@ -110,7 +113,7 @@ func checkFinished(t *testing.T, got, want stats.FinishedRequest) {
 	g, w := got, want
 	ints := g.Reason == w.Reason && g.PromptTokens == w.PromptTokens && g.GenerationTokens == w.GenerationTokens &&
 		g.PrefillComputedTokens == w.PrefillComputedTokens && g.MaxTokens == w.MaxTokens &&
-		g.N == w.N && g.MaxGenerationTokens == w.MaxGenerationTokens
+		g.N == w.N && g.MaxGenerationTokens == w.MaxGenerationTokens && g.ParentPending == w.ParentPending
 	floats := near(g.E2ELatency, w.E2ELatency) && near(g.QueueTime, w.QueueTime) &&
 		near(g.PrefillTime, w.PrefillTime) && near(g.InferenceTime, w.InferenceTime) &&
 		near(g.DecodeTime, w.DecodeTime) && near(g.TimePerOutputToken, w.TimePerOutputToken)
@@ -141,9 +144,9 @@ func TestTimelineScenarios(t *testing.T) {
 				finish(400, stats.FinishStop),
 			},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{ExternalKVTransfer: 1000}, GenerationTokens: 1, Latency: 0.25},
-				{GenerationTokens: 1, Latency: 0.05},
-				{GenerationTokens: 1, Latency: 0.1},
+				{First: true, PromptTokens: stats.PromptTokens{ExternalKVTransfer: 1000}, GenerationTokens: 1, TTFT: 0.25},
+				{GenerationTokens: 1, ITL: 0.05},
+				{GenerationTokens: 1, ITL: 0.1},
 			},
 			want: stats.FinishedRequest{
 				Reason: stats.FinishStop, PromptTokens: 1000, GenerationTokens: 3, PrefillComputedTokens: 0,
@@ -161,8 +164,8 @@ func TestTimelineScenarios(t *testing.T) {
 				finish(250, stats.FinishStop),
 			},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{LocalCacheHit: 512}, GenerationTokens: 1, Latency: 0.1},
-				{GenerationTokens: 1, Latency: 0.1},
+				{First: true, PromptTokens: stats.PromptTokens{LocalCacheHit: 512}, GenerationTokens: 1, TTFT: 0.1},
+				{GenerationTokens: 1, ITL: 0.1},
 			},
 			want: stats.FinishedRequest{
 				Reason: stats.FinishStop, PromptTokens: 512, GenerationTokens: 2, PrefillComputedTokens: 0,
@@ -183,8 +186,8 @@ func TestTimelineScenarios(t *testing.T) {
 				finish(600, stats.FinishStop),
 			},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{Computed: 288, LocalCacheHit: 512}, GenerationTokens: 1, Latency: 0.5},
-				{GenerationTokens: 1, Latency: 0.1},
+				{First: true, PromptTokens: stats.PromptTokens{Computed: 288, LocalCacheHit: 512}, GenerationTokens: 1, TTFT: 0.5},
+				{GenerationTokens: 1, ITL: 0.1},
 			},
 			want: stats.FinishedRequest{
 				Reason: stats.FinishStop, PromptTokens: 800, GenerationTokens: 2, PrefillComputedTokens: 288,
@@ -207,10 +210,10 @@ func TestTimelineScenarios(t *testing.T) {
 				finish(500, stats.FinishLength),
 			},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{Computed: 36, LocalCacheHit: 64}, GenerationTokens: 1, Latency: 0.1},
-				{GenerationTokens: 1, Latency: 0.05},
-				{GenerationTokens: 1, Latency: 0.3},
-				{GenerationTokens: 2, Latency: 0.05},
+				{First: true, PromptTokens: stats.PromptTokens{Computed: 36, LocalCacheHit: 64}, GenerationTokens: 1, TTFT: 0.1},
+				{GenerationTokens: 1, ITL: 0.05},
+				{GenerationTokens: 1, ITL: 0.3},
+				{GenerationTokens: 2, ITL: 0.05},
 			},
 			want: stats.FinishedRequest{
 				Reason: stats.FinishLength, PromptTokens: 100, GenerationTokens: 5, PrefillComputedTokens: 36,
@@ -232,10 +235,10 @@ func TestTimelineScenarios(t *testing.T) {
 				finish(120, stats.FinishStop),
 			},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{Computed: 100}, GenerationTokens: 1, Latency: 0.05},
-				{GenerationTokens: 4, Latency: 0.01},
-				{GenerationTokens: 4, Latency: 0.01},
-				{GenerationTokens: 1, Latency: 0.05},
+				{First: true, PromptTokens: stats.PromptTokens{Computed: 100}, GenerationTokens: 1, TTFT: 0.05},
+				{GenerationTokens: 4, ITL: 0.01},
+				{GenerationTokens: 4, ITL: 0.01},
+				{GenerationTokens: 1, ITL: 0.05},
 			},
 			want: stats.FinishedRequest{
 				Reason: stats.FinishStop, PromptTokens: 100, GenerationTokens: 10, PrefillComputedTokens: 100,
@@ -276,7 +279,7 @@ func TestTimelineScenarios(t *testing.T) {
 			req:    stats.Request{Arrival: t0, PromptTokens: 10},
 			events: []event{queued(0), scheduled(0, 0, 0), output(30, 1), finish(30, stats.FinishStop)},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{Computed: 10}, GenerationTokens: 1, Latency: 0.03},
+				{First: true, PromptTokens: stats.PromptTokens{Computed: 10}, GenerationTokens: 1, TTFT: 0.03},
 			},
 			want: stats.FinishedRequest{
 				Reason: stats.FinishStop, PromptTokens: 10, GenerationTokens: 1, PrefillComputedTokens: 10,
@@ -291,8 +294,8 @@ func TestTimelineScenarios(t *testing.T) {
 			req:    stats.Request{Arrival: t0, PromptTokens: 64},
 			events: []event{queued(0), scheduled(10, 0, 0), output(40, 3), output(100, 3), finish(100, stats.FinishStop)},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{Computed: 64}, GenerationTokens: 3, Latency: 0.04},
-				{GenerationTokens: 3, Latency: 0.06},
+				{First: true, PromptTokens: stats.PromptTokens{Computed: 64}, GenerationTokens: 3, TTFT: 0.04},
+				{GenerationTokens: 3, ITL: 0.06},
 			},
 			want: stats.FinishedRequest{
 				Reason: stats.FinishStop, PromptTokens: 64, GenerationTokens: 6, PrefillComputedTokens: 64,
@@ -306,7 +309,7 @@ func TestTimelineScenarios(t *testing.T) {
 			req:    stats.Request{Arrival: t0, PromptTokens: 4},
 			events: []event{queued(0), scheduled(0, 0, 4), output(10, 1), finish(20, stats.FinishRepetition)},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{ExternalKVTransfer: 4}, GenerationTokens: 1, Latency: 0.01},
+				{First: true, PromptTokens: stats.PromptTokens{ExternalKVTransfer: 4}, GenerationTokens: 1, TTFT: 0.01},
 			},
 			want: stats.FinishedRequest{
 				Reason: stats.FinishRepetition, PromptTokens: 4, GenerationTokens: 1, N: 1, MaxGenerationTokens: 1,
@@ -343,8 +346,8 @@ func TestTimelineExactSeconds(t *testing.T) {
 	outs, fin := run(t, tl, []event{
 		queued(10), scheduled(50, 0, 1000), output(250, 1), output(750, 1), finish(750, stats.FinishStop),
 	})
-	if outs[0].Latency != 0.25 || outs[1].Latency != 0.5 {
-		t.Errorf("latencies = %v, %v; want exactly 0.25, 0.5", outs[0].Latency, outs[1].Latency)
+	if outs[0].TTFT != 0.25 || outs[1].ITL != 0.5 {
+		t.Errorf("latencies = %v, %v; want exactly 0.25, 0.5", outs[0].TTFT, outs[1].ITL)
 	}
 	if fin.E2ELatency != 0.75 || fin.PrefillTime != 0.2 || fin.DecodeTime != 0.5 || fin.TimePerOutputToken != 0.5 {
 		t.Errorf("finished = %+v; want E2E 0.75, prefill 0.2, decode 0.5, TPOT 0.5 exactly", fin)
@@ -375,8 +378,8 @@ func TestTimelineZeroTimeIsAValue(t *testing.T) {
 	fin, err := tl.Finish(at(500), stats.FinishStop)
 	must(err)
 	checkOutputs(t, []stats.Output{o1, o2}, []stats.Output{
-		{First: true, PromptTokens: stats.PromptTokens{Computed: 6, LocalCacheHit: 4}, GenerationTokens: 1, Latency: 2},
-		{GenerationTokens: 1, Latency: 0.5},
+		{First: true, PromptTokens: stats.PromptTokens{Computed: 6, LocalCacheHit: 4}, GenerationTokens: 1, TTFT: 2},
+		{GenerationTokens: 1, ITL: 0.5},
 	})
 	checkFinished(t, fin, stats.FinishedRequest{
 		Reason: stats.FinishStop, PromptTokens: 10, GenerationTokens: 2, PrefillComputedTokens: 6,
@@ -399,8 +402,8 @@ func TestTimelinesN2(t *testing.T) {
 	// tokens in the prefix cache (its sibling's prompt).
 	outsA, _ := run(t, a, []event{queued(0), scheduled(10, 0, 0), output(100, 1), output(200, 1), output(300, 1)})
 	outsB, _ := run(t, b, []event{queued(0), scheduled(10, 32, 0), output(120, 1), output(220, 1), output(320, 1), output(420, 1), output(520, 1)})
-	checkOutputs(t, outsA[:1], []stats.Output{{First: true, PromptTokens: stats.PromptTokens{Computed: 50}, GenerationTokens: 1, Latency: 0.1}})
-	checkOutputs(t, outsB[:1], []stats.Output{{First: true, PromptTokens: stats.PromptTokens{Computed: 18, LocalCacheHit: 32}, GenerationTokens: 1, Latency: 0.12}})
+	checkOutputs(t, outsA[:1], []stats.Output{{First: true, PromptTokens: stats.PromptTokens{Computed: 50}, GenerationTokens: 1, TTFT: 0.1}})
+	checkOutputs(t, outsB[:1], []stats.Output{{First: true, PromptTokens: stats.PromptTokens{Computed: 18, LocalCacheHit: 32}, GenerationTokens: 1, TTFT: 0.12}})
 
 	var it stats.Iteration
 	for _, o := range []stats.Output{outsA[0], outsB[0]} {
@@ -412,14 +415,15 @@ func TestTimelinesN2(t *testing.T) {
 		t.Errorf("prompt tokens of both children = %d, want 100", it.PromptTokens.Total())
 	}
 
-	// b (5 tokens) finishes first: it gets N = 0 and MaxGenerationTokens = 0.
+	// b (5 tokens) finishes first: it is marked ParentPending, without
+	// MaxGenerationTokens.
 	finB, err := b.Finish(ms(520), stats.FinishLength)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkFinished(t, finB, stats.FinishedRequest{
 		Reason: stats.FinishLength, PromptTokens: 50, GenerationTokens: 5, PrefillComputedTokens: 18,
-		N: 0, MaxGenerationTokens: 0,
+		N: 2, ParentPending: true,
 		E2ELatency: 0.52, QueueTime: 0.01, PrefillTime: 0.11, InferenceTime: 0.51, DecodeTime: 0.4, TimePerOutputToken: 0.1,
 	})
 	// A second Finish of b is refused and does not count as a child finishing.
@@ -440,8 +444,8 @@ func TestTimelinesN2(t *testing.T) {
 }
 
 // TestTimelinesConcurrentChildren drives the 4 children of one request from 4
-// goroutines (run with -race): exactly one finish reports N = 4 and the
-// maximum, 4 tokens.
+// goroutines (run with -race): exactly one finish reports the maximum, 4
+// tokens; the others are marked ParentPending.
 func TestTimelinesConcurrentChildren(t *testing.T) {
 	children, err := stats.NewTimelines(stats.Request{Arrival: t0, PromptTokens: 8, N: 4})
 	if err != nil {
@@ -472,10 +476,11 @@ func TestTimelinesConcurrentChildren(t *testing.T) {
 			t.Fatalf("child %d: %v", i, errs[i])
 		}
 		switch {
-		case f.N == 4 && f.MaxGenerationTokens == 4:
+		case f.N == 4 && f.MaxGenerationTokens == 4 && !f.ParentPending:
 			reporters++
-		case f.N != 0 || f.MaxGenerationTokens != 0:
-			t.Errorf("child %d: N = %d, MaxGenerationTokens = %d; want 0, 0 or 4, 4", i, f.N, f.MaxGenerationTokens)
+		case f.N != 4 || f.MaxGenerationTokens != 0 || !f.ParentPending:
+			t.Errorf("child %d: N = %d, MaxGenerationTokens = %d, ParentPending %v; want 4, 0, true or 4, 4, false",
+				i, f.N, f.MaxGenerationTokens, f.ParentPending)
 		}
 	}
 	if reporters != 1 {
@@ -577,8 +582,8 @@ func TestTimelineErrorsLeaveStateUnchanged(t *testing.T) {
 	}
 	refOuts, refFin := run(t, ref, base)
 	checkOutputs(t, refOuts, []stats.Output{
-		{First: true, PromptTokens: stats.PromptTokens{Computed: 60, LocalCacheHit: 30, ExternalKVTransfer: 10}, GenerationTokens: 1, Latency: 0.1},
-		{GenerationTokens: 2, Latency: 0.15},
+		{First: true, PromptTokens: stats.PromptTokens{Computed: 60, LocalCacheHit: 30, ExternalKVTransfer: 10}, GenerationTokens: 1, TTFT: 0.1},
+		{GenerationTokens: 2, ITL: 0.15},
 	})
 	checkFinished(t, refFin, stats.FinishedRequest{
 		Reason: stats.FinishStop, PromptTokens: 100, GenerationTokens: 3, PrefillComputedTokens: 60, MaxTokens: 10,
@@ -593,7 +598,6 @@ func TestTimelineErrorsLeaveStateUnchanged(t *testing.T) {
 		sentinel error
 	}{
 		{"Output before Queued", 0, output(5, 1), stats.ErrOutOfOrder},
-		{"Scheduled before Queued", 0, scheduled(5, 0, 0), stats.ErrOutOfOrder},
 		{"Preempted before Queued", 0, preempted(5), stats.ErrOutOfOrder},
 		{"Queued twice", 1, queued(15), stats.ErrOutOfOrder},
 		{"timestamp before the previous event", 1, scheduled(5, 0, 0), stats.ErrOutOfOrder},
@@ -633,8 +637,9 @@ func TestTimelineErrorsLeaveStateUnchanged(t *testing.T) {
 			o, f, err := apply(tl, tt.bad)
 			wantErr(t, err, tt.sentinel)
 			var fe *stats.FieldError
-			if !errors.As(err, &fe) || fe.Field == "" {
-				t.Errorf("error %v is not a *FieldError naming a field", err)
+			var ee *stats.EventError
+			if !(errors.As(err, &fe) && fe.Field != "") && !(errors.As(err, &ee) && ee.Event == tt.bad.name()) {
+				t.Errorf("error %v is neither a *FieldError naming a field nor an *EventError naming the event", err)
 			}
 			if o != (stats.Output{}) || f != (stats.FinishedRequest{}) {
 				t.Errorf("results on error = %+v, %+v; want zero values", o, f)

@@ -45,14 +45,15 @@ func run() error {
 	model := flag.String("model", "meta-llama/Llama-3.1-8B-Instruct", "served model name")
 	rate := flag.Float64("rate", 8, "requests per second")
 	duration := flag.Duration("duration", 0, "how long to send requests (0: until interrupted); afterwards the instances drain and keep serving /metrics until interrupted")
+	idle := flag.Duration("idle", 0, "how long to serve /metrics before sending the first request, to scrape freshly started instances")
 	seed := flag.Uint64("seed", 1, "random seed of the workload")
 	decodeEngines := flag.Int("decode-engines", 2, "data-parallel engines of the decode instance")
 	logInterval := flag.Duration("log-interval", 10*time.Second, "interval of the stats log line")
 	otlpEndpoint := flag.String("otlp-endpoint", "", "OTLP/gRPC collector host:port, insecure (default: from OTEL_EXPORTER_OTLP_ENDPOINT)")
 	otlpInterval := flag.Duration("otlp-interval", 0, "OTLP export interval (default: OTEL_METRIC_EXPORT_INTERVAL or 60s)")
 	flag.Parse()
-	if *rate <= 0 || *decodeEngines < 1 {
-		return errors.New("-rate must be positive and -decode-engines at least 1")
+	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
+		return errors.New("-rate must be positive, -decode-engines at least 1 and -idle not negative")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -107,7 +108,11 @@ func run() error {
 		}
 	}
 
-	generate(ctx, newWorkload(*seed, maxModelLen), *rate, *duration, prefill, logger)
+	select {
+	case <-ctx.Done():
+	case <-time.After(*idle):
+		generate(ctx, newWorkload(*seed, maxModelLen), *rate, *duration, prefill, logger)
+	}
 	if ctx.Err() == nil {
 		logger.Info("load finished; serving /metrics until interrupted", "after", duration.String())
 	}

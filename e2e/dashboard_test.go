@@ -32,6 +32,44 @@ type dashboard struct {
 
 var labelValues = regexp.MustCompile(`^label_values\((.+),\s*(\w+)\)$`)
 
+// labelValuesQuery turns a Grafana label_values(selector, label) variable
+// definition into the query that gives its values.
+func labelValuesQuery(def string) (string, bool) {
+	m := labelValues.FindStringSubmatch(def)
+	if m == nil {
+		return "", false
+	}
+	return fmt.Sprintf("count by (%s) (%s)", m[2], m[1]), true
+}
+
+// dashboardVars substitutes the Grafana template variables of our dashboard
+// and of vLLM's: every selector variable matches everything, the time
+// variables become a window covering the whole run, and vLLM's SLO
+// variables take their defaults (ttft_slo 1.0 s, tpot_slo 0.1 s), written
+// as vLLM's dashboards write them into le="...".
+func dashboardVars(windowSeconds int) *strings.Replacer {
+	window := fmt.Sprintf("%ds", windowSeconds)
+	return strings.NewReplacer(
+		"$__rate_interval", window,
+		"$__range", window,
+		"$job", ".*",
+		"$instance", ".*",
+		"$model_name", ".*",
+		"$engine", ".*",
+		"$ttft_slo", "1.0",
+		"$tpot_slo", "0.1",
+	)
+}
+
+// dashboardQuery runs one substituted dashboard expression at time at and
+// returns its series; an unsubstituted variable is an error.
+func (e *env) dashboardQuery(expr string, at time.Time) ([]series, error) {
+	if strings.Contains(expr, "$") {
+		return nil, fmt.Errorf("unsubstituted variable in %s", expr)
+	}
+	return e.prom.query(expr, at)
+}
+
 // checkDashboard runs every PromQL expression of the dashboard, template
 // variables substituted, against Prometheus holding the example's data, and
 // fails on any error or empty result. $__rate_interval becomes a window that
@@ -45,21 +83,13 @@ func (e *env) checkDashboard(t *testing.T, at time.Time, windowSeconds int) {
 	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
-	substitute := strings.NewReplacer(
-		"$__rate_interval", fmt.Sprintf("%ds", windowSeconds),
-		"$model_name", ".*",
-		"$engine", ".*",
-	)
+	substitute := dashboardVars(windowSeconds)
 	run := func(what, expr string) {
 		t.Helper()
-		if strings.Contains(expr, "$") {
-			t.Errorf("%s: unsubstituted variable in %s", what, expr)
-			return
-		}
-		result, err := e.prom.query(expr, at)
+		result, err := e.dashboardQuery(substitute.Replace(expr), at)
 		switch {
 		case err != nil:
-			t.Errorf("%s: %s: %v", what, expr, err)
+			t.Errorf("%s: %v", what, err)
 		case len(result) == 0:
 			t.Errorf("%s: %s: empty result", what, expr)
 		}
@@ -69,12 +99,12 @@ func (e *env) checkDashboard(t *testing.T, at time.Time, windowSeconds int) {
 		if v.Type != "query" {
 			continue
 		}
-		m := labelValues.FindStringSubmatch(v.Definition)
-		if m == nil {
+		q, ok := labelValuesQuery(v.Definition)
+		if !ok {
 			t.Errorf("variable %s: unsupported query %q", v.Name, v.Definition)
 			continue
 		}
-		run("variable "+v.Name, substitute.Replace(fmt.Sprintf("count by (%s) (%s)", m[2], m[1])))
+		run("variable "+v.Name, q)
 		queries++
 	}
 	for _, p := range d.Panels {
@@ -82,7 +112,7 @@ func (e *env) checkDashboard(t *testing.T, at time.Time, windowSeconds int) {
 			t.Errorf("panel %q has no query", p.Title)
 		}
 		for _, target := range p.Targets {
-			run("panel "+p.Title, substitute.Replace(target.Expr))
+			run("panel "+p.Title, target.Expr)
 			queries++
 		}
 	}

@@ -22,8 +22,11 @@ import (
 // The load the example runs: enough requests for every family to see data,
 // short enough for the whole suite to stay well under five minutes.
 const (
-	loadRate       = 20 // requests per second
-	loadDuration   = 8 * time.Second
+	loadRate     = 20 // requests per second
+	loadDuration = 8 * time.Second
+	// startupIdle is how long the example serves /metrics before its first
+	// request: Prometheus scrapes the freshly started instances meanwhile.
+	startupIdle    = 3 * time.Second
 	decodeEngines  = 2
 	otlpInterval   = time.Second
 	scrapeInterval = time.Second
@@ -75,9 +78,24 @@ func TestEndToEnd(t *testing.T) {
 
 	e.startPrometheus(t, promPort, prefillAddr, decodeAddr)
 	mark("prometheus ready")
+	// Prometheus applies its targets a few seconds after start-up: wait for
+	// its first attempt (up == 0, nothing listens yet), so that it scrapes
+	// the example as soon as it serves, well within startupIdle.
+	poll(t, 30*time.Second, "prometheus trying to scrape both targets", func() (bool, string) {
+		up, err := e.prom.query(`up{path="direct"}`, time.Now())
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(up) == 2, fmt.Sprintf("%d of 2 targets tried", len(up))
+	})
+	mark("prometheus scraping its targets")
 	e.startCollector(t, otlpPort, promPort)
 	mark("collector ready")
 	exampleStart := time.Now()
+	// Every scrape up to idleAt is one of the freshly started instances,
+	// before the first request: the example waits startupIdle after its own
+	// start, which is after exampleStart.
+	idleAt := exampleStart.Add(startupIdle - 200*time.Millisecond)
 	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort))
 	mark("example serving")
 
@@ -95,7 +113,7 @@ func TestEndToEnd(t *testing.T) {
 	// Load ends after loadDuration; then both instances drain. Over is
 	// when several consecutive direct scrapes show nothing running or
 	// waiting and no counter moving.
-	final := e.waitQuiet(t, exampleStart.Add(loadDuration), loadDuration+2*time.Minute)
+	final := e.waitQuiet(t, exampleStart.Add(startupIdle+loadDuration), startupIdle+loadDuration+2*time.Minute)
 	quietAt := time.Now()
 	mark("load over, both instances idle and counters still")
 
@@ -128,6 +146,10 @@ func TestEndToEnd(t *testing.T) {
 		}
 	})
 	t.Run("dashboard", func(t *testing.T) { e.checkDashboard(t, evalAt, runSeconds) })
+	t.Run("zero series before the first request", func(t *testing.T) { e.checkStartupZero(t, idleAt, final) })
+	t.Run("le as vllm writes it", func(t *testing.T) { e.checkLeText(t, evalAt, runSeconds) })
+	t.Run("new families", func(t *testing.T) { e.checkNewFamilies(t, evalAt, final) })
+	t.Run("vllm dashboards", func(t *testing.T) { e.checkVLLMDashboards(t, evalAt, runSeconds) })
 	mark("direct-path assertions")
 
 	// What the direct path holds, per series identity, before the example
@@ -288,6 +310,7 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 		"-decode-listen", decodeAddr,
 		"-rate", strconv.Itoa(loadRate),
 		"-duration", loadDuration.String(),
+		"-idle", startupIdle.String(),
 		"-decode-engines", strconv.Itoa(decodeEngines),
 		"-log-interval", "1s",
 		"-otlp-endpoint", otlp,
@@ -678,7 +701,9 @@ func (e *env) checkOTLPAgrees(t *testing.T, direct map[string]float64, final map
 			}
 		}
 	}
-	var agreed int
+	// Histogram series the handler completed at zero have no OTLP twin.
+	zero := zeroHistogramSamples(final)
+	var agreed, directOnly int
 	poll(t, 60*time.Second, "OTLP path equal to the direct scrape on every counter and histogram series", func() (bool, string) {
 		res, err := e.prom.query(`{__name__=~"vllm:.+", path="otlp"}`, time.Now())
 		if err != nil {
@@ -699,9 +724,12 @@ func (e *env) checkOTLPAgrees(t *testing.T, direct map[string]float64, final map
 				problems = append(problems, fmt.Sprintf("%s: otlp %g, absent from the direct scrape", id, s.value))
 			}
 		}
+		directOnly = 0
 		for id, want := range direct {
 			got, ok := otlp[id]
 			switch {
+			case !ok && zero[id]:
+				directOnly++
 			case !ok:
 				problems = append(problems, fmt.Sprintf("%s: direct %g, absent from the otlp path", id, want))
 			case !sameValue(got, want):
@@ -719,7 +747,8 @@ func (e *env) checkOTLPAgrees(t *testing.T, direct map[string]float64, final map
 		agreed = len(otlp)
 		return true, ""
 	})
-	t.Logf("%d counter and histogram series (%d sample names) identical on the direct and the OTLP path", agreed, len(names))
+	t.Logf("%d counter and histogram series (%d sample names) identical on the direct and the OTLP path; %d samples of zero histograms on the direct path only",
+		agreed, len(names), directOnly)
 }
 
 // reportExportWarnings logs the OTLP export errors the example reported.

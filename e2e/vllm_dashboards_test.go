@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vllmDashboardsFile holds the PromQL of vLLM's own Grafana dashboards
+// (source and commits in its header).
+const vllmDashboardsFile = "testdata/vllm_dashboards.txt"
+
+// notApplicable are the families vLLM's dashboards read that do not apply to
+// a Go engine instrumented with infermetrics, or to this deployment, each
+// with its reason. An expression naming one may be empty (it must still run
+// without a PromQL error); one that returns data anyway is reported, so that
+// the list stays true.
+var notApplicable = []struct{ family, reason string }{
+	// prometheus-fastapi-instrumentator in vLLM's Python API server counts
+	// HTTP requests; infermetrics instruments engines, not an HTTP front end.
+	{"http_requests_total", "HTTP metrics of vLLM's Python API server"},
+	{"http_request_duration_seconds", "HTTP metrics of vLLM's Python API server"},
+	// Timed by the API server's /sleep, /wake_up and weight-update
+	// endpoints around the engine calls; the engine-side state is
+	// vllm:engine_sleep_state, which the library exports.
+	{"vllm:sleep_mode_operation_duration_seconds", "sleep mode operations of vLLM's API server"},
+	{"vllm:rl_weight_update_operation_duration_seconds", "RL weight update operations of vLLM's API server"},
+	// The SimpleCPUOffloadConnector's own families: a connector the library
+	// does not model (its KV offloading families are vllm:kv_offload_*).
+	{"vllm:simple_kv_offload_", "families of vLLM's SimpleCPUOffloadConnector, which the library does not model"},
+	// The example serves a text-only model: mm_cache_queries stays 0, so the
+	// hit-rate panel's "> 0" guard leaves it empty, as on a text-only vLLM.
+	{"vllm:mm_cache_", "multimodal cache of a text-only model: queries stay 0"},
+}
+
+// vllmExpr is one expression of vLLM's dashboards.
+type vllmExpr struct {
+	file, expr string
+	line       int
+}
+
+// readVLLMDashboards reads the expressions of vllmDashboardsFile; a
+// label_values(...) variable definition becomes the query behind it.
+func readVLLMDashboards(t *testing.T) []vllmExpr {
+	t.Helper()
+	f, err := os.Open(vllmDashboardsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []vllmExpr
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		file, expr, ok := strings.Cut(line, " | ")
+		if !ok {
+			t.Fatalf("%s:%d: no \" | \" between file and expression", vllmDashboardsFile, n)
+		}
+		if q, ok := labelValuesQuery(expr); ok {
+			expr = q
+		} else if strings.HasPrefix(expr, "label_values(") {
+			t.Fatalf("%s:%d: unsupported variable query %q", vllmDashboardsFile, n, expr)
+		}
+		out = append(out, vllmExpr{file: file, expr: expr, line: n})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// notApplicableReason returns why expr does not apply, if it names a family
+// of notApplicable.
+func notApplicableReason(expr string) (string, bool) {
+	for _, na := range notApplicable {
+		if strings.Contains(expr, na.family) {
+			return na.reason, true
+		}
+	}
+	return "", false
+}
+
+// checkVLLMDashboards runs every expression of vLLM's shipped dashboards,
+// template variables substituted (dashboardVars), against Prometheus after
+// the load, and fails on a PromQL error and on a result without a number
+// (empty, or NaN only) of every expression that applies to this deployment.
+func (e *env) checkVLLMDashboards(t *testing.T, at time.Time, windowSeconds int) {
+	substitute := dashboardVars(windowSeconds)
+	var total, empty, skipped, skippedEmpty int
+	perFile := map[string][2]int{} // file -> {expressions, empty}
+	for _, x := range readVLLMDashboards(t) {
+		total++
+		where := fmt.Sprintf("%s:%d (%s)", vllmDashboardsFile, x.line, x.file)
+		result, err := e.dashboardQuery(substitute.Replace(x.expr), at)
+		if err != nil {
+			t.Errorf("%s: %v", where, err)
+			continue
+		}
+		// A panel whose every value is NaN (a quantile or a ratio of
+		// histograms that saw nothing) shows no data either.
+		n := 0
+		for _, s := range result {
+			if !math.IsNaN(s.value) {
+				n++
+			}
+		}
+		c := perFile[x.file]
+		c[0]++
+		reason, na := notApplicableReason(x.expr)
+		switch {
+		case na && n == 0:
+			skipped++
+			skippedEmpty++
+		case na:
+			skipped++
+			t.Errorf("%s: listed as not applicable (%s) but returns %d series: %s", where, reason, n, x.expr)
+		case n == 0:
+			empty++
+			c[1]++
+			t.Errorf("%s: no data (%d series, all NaN): %s", where, len(result), x.expr)
+		}
+		perFile[x.file] = c
+	}
+	for file, c := range perFile {
+		t.Logf("%s: %d expressions, %d applicable ones empty", file, c[0], c[1])
+	}
+	t.Logf("vLLM's dashboards: %d expressions, %d not applicable (%d of them empty), %d applicable ones empty (%d of %d expressions empty in all)",
+		total, skipped, skippedEmpty, empty, empty+skippedEmpty, total)
+}

@@ -159,8 +159,13 @@ func (e *Engine) usable(nilStats bool) error {
 	return nil
 }
 
-// Rank returns the engine's data-parallel rank.
-func (e *Engine) Rank() int { return e.rank }
+// Rank returns the engine's data-parallel rank; -1 for a nil or zero Engine.
+func (e *Engine) Rank() int {
+	if e == nil || e.engineState == nil {
+		return -1
+	}
+	return e.rank
+}
 
 // start records the engine's cache configuration info series. Its counter
 // and gauge series exist at zero from the first collection, as in vLLM:

@@ -1,7 +1,11 @@
 package exporters
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -128,5 +132,86 @@ func TestPrometheusOpenMetricsExemplars(t *testing.T) {
 	body, ctype = promScrape(t, ctx, openMetricsAccept) // not negotiated by default
 	if !strings.HasPrefix(ctype, "text/plain") || strings.Contains(body, traceID.String()) {
 		t.Errorf("default handler: Content-Type %q, exemplar shown: %v", ctype, strings.Contains(body, traceID.String()))
+	}
+}
+
+// serve sends one request to h with the given method and headers.
+func serve(h http.Handler, method string, header ...string) *http.Response {
+	req := httptest.NewRequest(method, "/metrics", nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Result()
+}
+
+// Accept-Encoding with q=0 refuses that coding: the scrape is served
+// uncompressed, and no error is reported (one per scrape before).
+func TestPrometheusAcceptEncoding(t *testing.T) {
+	cleanEnv(t)
+	var sink errorSink
+	p, err := Setup(t.Context(), WithErrorHandler(sink.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, p)
+	rec := newRecorder(t, p)
+	recordGeneration(t, rec, 3)
+	for _, tc := range []struct {
+		accept string
+		gzip   bool
+	}{
+		{"", false},
+		{"gzip", true},
+		{"gzip;q=0", false},
+		{"gzip; q=0.0, identity", false},
+		{"identity;q=0.5, gzip;q=0.001", false},
+		{"identity;q=0.5, gzip;q=0.6", true},
+		{"*", true},
+		{"*;q=0", false},
+		{"br, *;q=0.1", true},
+		{"gzip;q=0, *", false},
+		{"deflate", false},
+	} {
+		resp := serve(p.Handler(), http.MethodGet, "Accept-Encoding", tc.accept)
+		var body io.Reader = resp.Body
+		if enc := resp.Header.Get("Content-Encoding"); (enc == "gzip") != tc.gzip {
+			t.Errorf("Accept-Encoding %q: Content-Encoding %q, want gzip %v", tc.accept, enc, tc.gzip)
+		} else if tc.gzip {
+			zr, err := gzip.NewReader(resp.Body)
+			if err != nil {
+				t.Fatalf("Accept-Encoding %q: %v", tc.accept, err)
+			}
+			body = zr
+		}
+		b, _ := io.ReadAll(body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), generationSeries+" 3") {
+			t.Errorf("Accept-Encoding %q: HTTP %d, body:\n%.300s", tc.accept, resp.StatusCode, b)
+		}
+	}
+	if errs := sink.get(); len(errs) != 0 {
+		t.Errorf("errors reported while scraping: %v", errs)
+	}
+}
+
+// Only GET and HEAD are served: other methods get 405 with an Allow header.
+func TestPrometheusMethods(t *testing.T) {
+	prom, err := NewPrometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	for _, m := range []string{http.MethodPost, http.MethodDelete, http.MethodPut, http.MethodPatch, http.MethodOptions} {
+		resp := serve(prom.Handler, m)
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+			t.Errorf("%s: HTTP %d, Allow %q; want 405 and GET, HEAD", m, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		if resp := serve(prom.Handler, m); resp.StatusCode != 200 {
+			t.Errorf("%s: HTTP %d", m, resp.StatusCode)
+		}
 	}
 }

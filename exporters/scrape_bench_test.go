@@ -183,7 +183,9 @@ func TestScrapeVariantsAgree(t *testing.T) {
 		t.Error(d)
 	}
 	// Byte for byte, HELP and TYPE lines included, but for the LoRA info
-	// gauge's value (the time of each variant's update).
+	// gauge's value (the time of each variant's update) and whole-number
+	// bucket bounds, which ours writes as vLLM does (le="1.0").
+	nativeText = wholeLe.ReplaceAllString(nativeText, `$1.0"`)
 	if a, b := loraTime.ReplaceAllString(oursText, "$1 <time>"), loraTime.ReplaceAllString(nativeText, "$1 <time>"); a != b {
 		t.Errorf("the scrapes differ beyond values:\n--- infermetrics\n%s\n--- client_golang\n%s", a, b)
 	}
@@ -209,6 +211,9 @@ func TestScrapeVariantsAgree(t *testing.T) {
 		t.Errorf("engine 3 has only %d series", series)
 	}
 }
+
+// wholeLe matches a whole-number bucket bound as client_golang writes it.
+var wholeLe = regexp.MustCompile(`([{,]le="[0-9]+)"`)
 
 // loraTime matches the value of vllm:lora_requests_info.
 var loraTime = regexp.MustCompile(`(?m)^(vllm:lora_requests_info\{[^}]*\}) \S+$`)

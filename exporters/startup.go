@@ -45,64 +45,83 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries)
 		return mfs
 	}
 	histograms, anchors := startupFamilies()
-	gathered := len(mfs)
-	// find returns the family of a name, and whether it was gathered (not
-	// added for an earlier engine).
-	find := func(name string) (*dto.MetricFamily, bool) {
-		if i, ok := slices.BinarySearchFunc(mfs[:gathered], name, func(mf *dto.MetricFamily, n string) int {
+	gathered := mfs
+	find := func(name string) *dto.MetricFamily {
+		i, ok := slices.BinarySearchFunc(gathered, name, func(mf *dto.MetricFamily, n string) int {
 			return strings.Compare(mf.GetName(), n)
-		}); ok {
-			return mfs[i], true
+		})
+		if !ok {
+			return nil
 		}
-		for _, mf := range mfs[gathered:] {
-			if mf.GetName() == name {
-				return mf, false
-			}
-		}
-		return nil, false
+		return gathered[i]
 	}
+	// What the gathered series of each histogram family show of its views.
+	type family struct {
+		mf *dto.MetricFamily
+		// observed: the family has gathered series; then bounds are those
+		// of its first (views.WithBuckets overrides show there), and
+		// model_name or engine are kept only if one of them has it
+		// (views.WithAttributes may drop them).
+		observed              bool
+		bounds                []float64
+		keepModel, keepEngine bool
+	}
+	fams := make([]family, len(histograms))
+	for i, f := range histograms {
+		mf := find(f.Name)
+		fams[i] = family{mf: mf, keepModel: true, keepEngine: true}
+		if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM || len(mf.Metric) == 0 {
+			continue
+		}
+		fams[i] = family{mf: mf, observed: true, bounds: bucketBounds(mf.Metric[0].GetHistogram()),
+			keepModel: hasLabel(mf, instrument.KeyModelName), keepEngine: hasLabel(mf, instrument.KeyEngine)}
+	}
+	added := false
 	for _, e := range engines {
 		var template []*dto.LabelPair
 		for _, name := range anchors {
-			if mf, _ := find(name); mf != nil {
-				template = engineSeries(mf, e.Labels)
-			}
-			if template != nil {
+			if template = engineSeries(find(name), e.Labels); template != nil {
 				break
 			}
 		}
 		if template == nil {
-			continue // not exported here under vLLM's names (no views, another registry)
+			continue // not exported here under vLLM's names (no views, or another registry)
 		}
-		for _, f := range histograms {
-			if !e.Has(f.Instrument.Feature) {
+		for i, f := range histograms {
+			fam := &fams[i]
+			if !e.Has(f.Instrument.Feature) || (fam.mf != nil && fam.mf.GetType() != dto.MetricType_HISTOGRAM) {
 				continue
 			}
-			mf, gatheredFamily := find(f.Name)
-			if mf == nil {
-				mf = &dto.MetricFamily{Name: &f.Name, Help: &f.Instrument.Description, Type: dto.MetricType_HISTOGRAM.Enum()}
-				mfs = append(mfs, mf)
-			}
-			if mf.GetType() != dto.MetricType_HISTOGRAM {
+			labels := slices.DeleteFunc(slices.Clone(template), func(l *dto.LabelPair) bool {
+				return !fam.keepModel && l.GetName() == instrument.KeyModelName ||
+					!fam.keepEngine && l.GetName() == instrument.KeyEngine
+			})
+			if fam.mf != nil && hasSeries(fam.mf, labels) {
 				continue
 			}
-			labels, bounds := template, e.Bounds(f.Instrument)
-			if len(mf.Metric) > 0 {
-				// Label names as the family's views export them.
-				if labels = project(template, mf.Metric[0].Label); labels == nil || hasSeries(mf, labels) {
-					continue
-				}
-				if gatheredFamily { // views.WithBuckets overrides show there
-					bounds = bucketBounds(mf.Metric[0].GetHistogram())
-				}
+			bounds := fam.bounds
+			if !fam.observed {
+				bounds = e.Bounds(f.Instrument)
 			}
-			mf.Metric = append(mf.Metric, zeroHistogram(labels, bounds))
+			if fam.mf == nil {
+				fam.mf = &dto.MetricFamily{Name: &f.Name, Help: &f.Instrument.Description, Type: dto.MetricType_HISTOGRAM.Enum()}
+				mfs = append(mfs, fam.mf)
+			}
+			fam.mf.Metric = append(fam.mf.Metric, zeroHistogram(labels, bounds))
+			added = true
 		}
 	}
-	if len(mfs) > gathered {
+	if added && len(mfs) > len(gathered) {
 		slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	}
 	return mfs
+}
+
+// hasLabel reports whether a series of mf has the label name.
+func hasLabel(mf *dto.MetricFamily, name string) bool {
+	return slices.ContainsFunc(mf.Metric, func(m *dto.Metric) bool {
+		return slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == name })
+	})
 }
 
 // engineSeries returns the labels of the series of mf that belongs to the
@@ -130,21 +149,6 @@ func engineSeries(mf *dto.MetricFamily, want []instrument.Label) []*dto.LabelPai
 		}
 	}
 	return best
-}
-
-// project returns the template's labels with the names of like, in like's
-// order; nil when like has a label the template lacks (a label of the family
-// the completion cannot know the value of).
-func project(template, like []*dto.LabelPair) []*dto.LabelPair {
-	out := make([]*dto.LabelPair, 0, len(like))
-	for _, l := range like {
-		i := slices.IndexFunc(template, func(p *dto.LabelPair) bool { return p.GetName() == l.GetName() })
-		if i < 0 {
-			return nil
-		}
-		out = append(out, template[i])
-	}
-	return out
 }
 
 // hasSeries reports whether mf has a series with exactly these labels.

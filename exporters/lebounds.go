@@ -73,12 +73,34 @@ func pythonBound(dst, goText []byte) []byte {
 		return append(append(dst, goText...), ".0"...)
 	case positional && len(digits) > 0:
 		return append(dst, goText...)
+	case sameExponent(goText):
+		return append(dst, goText...)
 	}
 	f, err := strconv.ParseFloat(string(goText), 64)
 	if err != nil { // "+Inf" is the same in both; keep anything unexpected
 		return append(dst, goText...)
 	}
 	return appendPythonFloat(dst, f)
+}
+
+// sameExponent reports an exponent form that Python writes the same way:
+// any negative exponent (both below 1e-4), a positive value from 1e6 to
+// below 1e10, and anything from 1e16.
+func sameExponent(goText []byte) bool {
+	i := bytes.IndexByte(goText, 'e')
+	if i < 0 || i+4 != len(goText) && i+5 != len(goText) {
+		return false
+	}
+	sign, exp := goText[i+1], goText[i+2:]
+	switch {
+	case sign == '-':
+		return true
+	case sign != '+':
+		return false
+	case len(exp) == 3 || exp[0] > '1' || exp[0] == '1' && exp[1] >= '6':
+		return true // 16 and up
+	}
+	return goText[0] != '-' && exp[0] == '0' && exp[1] >= '6'
 }
 
 // lePrefix starts the le label of a bucket line in the text format.

@@ -92,10 +92,13 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries)
 			if !e.Has(f.Instrument.Feature) || (fam.mf != nil && fam.mf.GetType() != dto.MetricType_HISTOGRAM) {
 				continue
 			}
-			labels := slices.DeleteFunc(slices.Clone(template), func(l *dto.LabelPair) bool {
-				return !fam.keepModel && l.GetName() == instrument.KeyModelName ||
-					!fam.keepEngine && l.GetName() == instrument.KeyEngine
-			})
+			labels := template
+			if !fam.keepModel || !fam.keepEngine {
+				labels = slices.DeleteFunc(slices.Clone(template), func(l *dto.LabelPair) bool {
+					return !fam.keepModel && l.GetName() == instrument.KeyModelName ||
+						!fam.keepEngine && l.GetName() == instrument.KeyEngine
+				})
+			}
 			if fam.mf != nil && hasSeries(fam.mf, labels) {
 				continue
 			}

@@ -36,7 +36,8 @@ type SeriesSet struct {
 
 type seriesClaim struct {
 	holder   weak.Pointer[engineState]
-	provider string // identity of the holder's MeterProvider
+	provider string        // identity of the holder's MeterProvider
+	engine   *EngineSeries // the claiming engine (nil for an info series): see Engines
 }
 
 // NewSeriesSet returns an empty set.
@@ -258,7 +259,7 @@ func claimSeries(cfg *config, meter metric.Meter, global bool, engines []*Engine
 		for _, k := range p.keys {
 			st := k.engine.engineState
 			wp := weak.Make(st)
-			p.set.claims[p.prefix+k.key] = seriesClaim{holder: wp, provider: provider}
+			p.set.claims[p.prefix+k.key] = seriesClaim{holder: wp, provider: provider, engine: engineSeriesOf(cfg, k)}
 			held[st] = append(held[st], release{p.set, p.prefix + k.key, wp})
 		}
 	}

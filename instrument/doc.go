@@ -66,8 +66,11 @@
 // step plus generation tokens, never cache hits or transferred KV.
 //
 // Counter and gauge series exist at zero from construction for every engine,
-// source and finish reason, as in vLLM. Histograms appear with their first
-// observation: OpenTelemetry cannot create a histogram series without one.
+// source and finish reason, as in vLLM. OpenTelemetry cannot create a
+// histogram series without an observation, so the Recorder exports none at
+// zero; package exporters' Prometheus handler adds every absent histogram
+// series of each live engine at zero (see SeriesSet.Engines), while OTLP
+// keeps OpenTelemetry's semantics.
 // Descriptors lists every instrument with its name, unit, description and
 // advisory buckets; docs/metrics.md is generated from it.
 package instrument

@@ -25,7 +25,8 @@ func TestSeriesSetEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := newOn(mp, "b")
+	// Another provider of the same registry: one provider refuses two lengths.
+	b, err := newOn(&sharedProvider{MeterProvider: sdkProvider(t), set: set}, "b")
 	if err != nil {
 		t.Fatal(err)
 	}

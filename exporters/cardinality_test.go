@@ -117,17 +117,26 @@ func loraEngine(t *testing.T, opts ...Option) (*Provider, *instrument.Engine) {
 }
 
 // Without WithCardinalityLimit a stream keeps DefaultCardinalityLimit
-// series, the overflow series included.
+// series, the overflow series included: here one engine rank too many.
 func TestCardinalityDefaultLimit(t *testing.T) {
 	cleanEnv(t)
-	p, e := loraEngine(t)
-	for i := range DefaultCardinalityLimit + 500 {
-		recordLoRA(t, e, i)
+	p, err := Setup(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	lora := familySeries(scrapeSamples(t, p), "vllm:lora_requests_info")
-	if _, ok := lora["vllm:lora_requests_info{"+overflowLabel+"}"]; len(lora) != DefaultCardinalityLimit || !ok {
-		t.Errorf("vllm:lora_requests_info has %d series (overflow: %v), want %d with the overflow",
-			len(lora), ok, DefaultCardinalityLimit)
+	defer shutdown(t, p)
+	ranks := make([]int, DefaultCardinalityLimit+500)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	if _, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()), instrument.WithModelName("m"),
+		instrument.WithEngines(ranks...)); err != nil {
+		t.Fatal(err)
+	}
+	gen := familySeries(scrapeSamples(t, p), "vllm:generation_tokens_total")
+	if _, ok := gen["vllm:generation_tokens_total{"+overflowLabel+"}"]; len(gen) != DefaultCardinalityLimit || !ok {
+		t.Errorf("vllm:generation_tokens_total has %d series (overflow: %v), want %d with the overflow",
+			len(gen), ok, DefaultCardinalityLimit)
 	}
 }
 
@@ -148,8 +157,9 @@ func TestCardinalityMemoryBounded(t *testing.T) {
 			recordLoRA(t, e, i)
 		}
 		end := heapInuse()
+		// Only the engine's current state is reported: one series.
 		lora := familySeries(scrapeSamples(t, p), "vllm:lora_requests_info")
-		checkBounded(t, "LoRA states", attempts, start, atTenth, end, len(lora), DefaultCardinalityLimit)
+		checkBounded(t, "LoRA states", attempts, start, atTenth, end, len(lora), 1)
 	})
 	t.Run("model names", func(t *testing.T) {
 		cleanEnv(t)

@@ -4,9 +4,12 @@
 //
 //   - NewPrometheus: a pull reader and its /metrics handler. By default the
 //     scrape is what vLLM serves: vLLM's family names (with views.VLLM), no
-//     otel_scope_* labels and no target_info; options turn them on, copy
-//     resource attributes onto the series, or negotiate OpenMetrics (the
-//     format that shows exemplars).
+//     otel_scope_* labels and no target_info, bucket bounds written as vLLM
+//     writes them (le="1.0"), and every histogram family of each live engine
+//     present at zero from start-up (OTLP has no point without a
+//     measurement); options turn them on or off, copy resource attributes
+//     onto the series, or negotiate OpenMetrics (the format that shows
+//     exemplars).
 //   - NewOTLP: a periodic reader that pushes to an OpenTelemetry collector
 //     over gRPC, configured from the standard environment variables, options
 //     winning over them. It connects lazily, so start-up never depends on the

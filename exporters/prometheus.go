@@ -4,16 +4,19 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"slices"
 	"sync"
 	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/infermetrics/infermetrics/instrument"
 )
@@ -25,13 +28,18 @@ type Prometheus struct {
 	// sdkmetric.WithReader. It is always cumulative.
 	Reader sdkmetric.Reader
 	// Handler serves the scrape of Registry in the Prometheus text format
-	// (and OpenMetrics when WithOpenMetrics was given).
+	// (and OpenMetrics when WithOpenMetrics was given) to GET and HEAD
+	// requests, gzipped when the scraper accepts gzip. Histogram families of
+	// live engines recorded on a provider wrapped by Wrap are present at zero
+	// before their first observation, and bucket bounds are written as vLLM
+	// writes them (le="1.0"; see WithGoBucketText).
 	Handler http.Handler
 	// Registry holds the reader's collector; register other collectors on
 	// it to serve them from the same Handler.
 	Registry *prometheus.Registry
 
-	series *instrument.SeriesSet // shared by every Prometheus of Registry
+	series   *instrument.SeriesSet // shared by every Prometheus of Registry
+	reserved []string              // label names the reader adds to every series
 }
 
 // Wrap returns mp (the MeterProvider that Reader is registered on) as an
@@ -41,42 +49,73 @@ type Prometheus struct {
 // the registry already exports the same series, instead of every scrape
 // failing with HTTP 500. Setup wraps its provider this way. Call Wrap once
 // per provider and record on what it returns.
+//
+// The provider it returns also has a method ReservedLabels() []string, the
+// label names this reader adds to every series (see WithScopeInfo and
+// WithResourceAsLabels), which a Recorder's attributes must not take.
+// Recording on it also lets Handler show each engine's histogram families at
+// zero from start-up, as vLLM does.
 func (p *Prometheus) Wrap(mp metric.MeterProvider) metric.MeterProvider {
-	return &registryProvider{MeterProvider: mp, series: p.series}
+	return &registryProvider{MeterProvider: mp, series: p.series, reserved: p.reserved}
 }
 
 // registryProvider is a MeterProvider read into a Prometheus registry, with
-// the registry's series set.
+// the registry's series set and the labels its reader adds.
 type registryProvider struct {
 	metric.MeterProvider
-	series *instrument.SeriesSet
+	series   *instrument.SeriesSet
+	reserved []string
 }
 
 func (r *registryProvider) SeriesSet() *instrument.SeriesSet { return r.series }
 func (r *registryProvider) Unwrap() metric.MeterProvider     { return r.MeterProvider }
 
-// registrySeries maps each registry to the series set of its providers. It
-// holds registries weakly and forgets them when they are collected.
-var registrySeries = struct {
-	sync.Mutex
-	m map[weak.Pointer[prometheus.Registry]]*instrument.SeriesSet
-}{m: map[weak.Pointer[prometheus.Registry]]*instrument.SeriesSet{}}
+// ReservedLabels returns the Prometheus label names the reader adds to every
+// series: otel_scope_name, otel_scope_version and otel_scope_schema_url with
+// WithScopeInfo (the Recorder's meter has no scope attributes, which would
+// add otel_scope_<key>), and the translated names of the resource attributes
+// that WithResourceAsLabels copies, when the reader knows the resource (Setup
+// tells it). An attribute exported under one of these names would make every
+// scrape fail with HTTP 500.
+func (r *registryProvider) ReservedLabels() []string { return slices.Clone(r.reserved) }
 
-func seriesSetOf(reg *prometheus.Registry) *instrument.SeriesSet {
+// registryState is what the readers of one registry share: the series set
+// of their providers, and whether one of them serves target_info.
+type registryState struct {
+	series     *instrument.SeriesSet
+	targetInfo bool
+}
+
+// registries maps each registry to its state. It holds registries weakly
+// and forgets them when they are collected.
+var registries = struct {
+	sync.Mutex
+	m map[weak.Pointer[prometheus.Registry]]*registryState
+}{m: map[weak.Pointer[prometheus.Registry]]*registryState{}}
+
+// joinRegistry returns the state of reg for a new reader of it, refusing a
+// second reader with target_info (ErrConfig).
+func joinRegistry(reg *prometheus.Registry, targetInfo bool) (*registryState, error) {
 	wp := weak.Make(reg)
-	registrySeries.Lock()
-	defer registrySeries.Unlock()
-	if s, ok := registrySeries.m[wp]; ok {
-		return s
+	registries.Lock()
+	defer registries.Unlock()
+	st, ok := registries.m[wp]
+	if !ok {
+		st = &registryState{series: instrument.NewSeriesSet()}
+		registries.m[wp] = st
+		runtime.AddCleanup(reg, func(wp weak.Pointer[prometheus.Registry]) {
+			registries.Lock()
+			defer registries.Unlock()
+			delete(registries.m, wp)
+		}, wp)
 	}
-	s := instrument.NewSeriesSet()
-	registrySeries.m[wp] = s
-	runtime.AddCleanup(reg, func(wp weak.Pointer[prometheus.Registry]) {
-		registrySeries.Lock()
-		defer registrySeries.Unlock()
-		delete(registrySeries.m, wp)
-	}, wp)
-	return s
+	if targetInfo && st.targetInfo {
+		return nil, fmt.Errorf("%w: prometheus: another reader of this registry already serves target_info: "+
+			"with two, every scrape fails with HTTP 500 when their resources are equal, and target_info "+
+			"joins match two series when they differ; give WithTargetInfo to one reader of a registry", ErrConfig)
+	}
+	st.targetInfo = st.targetInfo || targetInfo
+	return st, nil
 }
 
 type promConfig struct {
@@ -85,6 +124,9 @@ type promConfig struct {
 	targetInfo    bool
 	resourceAttrs attribute.Filter
 	openMetrics   bool
+	goBuckets     bool
+	resource      *resource.Resource // the provider's, when known: withResource
+	handle        func(error)        // scrape errors; otel.Handle by default
 }
 
 // PrometheusOption configures NewPrometheus.
@@ -126,17 +168,77 @@ func WithOpenMetrics() PrometheusOption {
 	return promOptionFunc(func(c *promConfig) { c.openMetrics = true })
 }
 
+// WithGoBucketText writes bucket bounds in the text format as
+// client_golang does (le="1", le="2560") instead of as vLLM does (le="1.0",
+// le="2560.0", with Python's prometheus_client). Prometheus 2 stores le as
+// written, so queries must use the form the target writes; Prometheus 3
+// normalises it at scrape. OpenMetrics (le="1.0" either way) and protobuf
+// scrapes are not affected.
+func WithGoBucketText() PrometheusOption {
+	return promOptionFunc(func(c *promConfig) { c.goBuckets = true })
+}
+
+// withResource tells the reader the resource of the provider it is
+// registered on, so that ReservedLabels knows the labels of
+// WithResourceAsLabels. Setup passes it.
+func withResource(res *resource.Resource) PrometheusOption {
+	return promOptionFunc(func(c *promConfig) { c.resource = res })
+}
+
+// withScrapeErrors sends the handler's gathering and writing errors to f
+// instead of otel.Handle.
+func withScrapeErrors(f func(error)) PrometheusOption {
+	return promOptionFunc(func(c *promConfig) { c.handle = f })
+}
+
+// scopeLabels are the labels the OpenTelemetry exporter adds with scope info.
+var scopeLabels = []string{"otel_scope_name", "otel_scope_version", "otel_scope_schema_url"}
+
+// reservedLabels returns the label names the reader configured by c adds
+// to every series.
+func (c *promConfig) reservedLabels() []string {
+	var out []string
+	if c.scopeInfo {
+		out = append(out, scopeLabels...)
+	}
+	if c.resourceAttrs != nil && c.resource != nil {
+		var namer otlptranslator.LabelNamer // the exporter's default translation
+		for _, kv := range c.resource.Attributes() {
+			if !c.resourceAttrs(kv) {
+				continue
+			}
+			if name, err := namer.Build(string(kv.Key)); err == nil && !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
 // NewPrometheus creates a Prometheus reader and its handler. By default the
 // scrape is vLLM-identical: no otel_scope_* labels and no target_info.
 // Scrape errors (for example two streams with one name) make the handler
 // answer HTTP 500 and are reported to otel.Handle.
+//
+// Several readers may share one registry (WithRegistry), each registered on
+// its own MeterProvider; record on each provider through Wrap so that two
+// Recorders exporting the same series are refused. At most one of them may
+// serve target_info: NewPrometheus returns an error matching ErrConfig for a
+// second one.
 func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
-	var c promConfig
+	c := promConfig{handle: otel.Handle}
 	for _, o := range opts {
 		o.applyPrometheus(&c)
 	}
 	if c.registry == nil {
 		c.registry = prometheus.NewRegistry()
+	}
+	if c.handle == nil {
+		c.handle = otel.Handle
+	}
+	st, err := joinRegistry(c.registry, c.targetInfo)
+	if err != nil {
+		return nil, err
 	}
 	popts := []otelprom.Option{otelprom.WithRegisterer(c.registry)}
 	if !c.scopeInfo {
@@ -150,19 +252,17 @@ func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
 	}
 	exp, err := otelprom.New(popts...)
 	if err != nil {
+		if c.targetInfo {
+			registries.Lock()
+			st.targetInfo = false
+			registries.Unlock()
+		}
 		return nil, fmt.Errorf("exporters: prometheus: %w", err)
 	}
-	h := promhttp.HandlerFor(c.registry, promhttp.HandlerOpts{
-		ErrorLog:          errorLog{},
-		ErrorHandling:     promhttp.HTTPErrorOnError,
-		EnableOpenMetrics: c.openMetrics,
-	})
-	return &Prometheus{Reader: exp, Handler: h, Registry: c.registry, series: seriesSetOf(c.registry)}, nil
-}
-
-// errorLog passes the handler's gathering errors to otel.Handle.
-type errorLog struct{}
-
-func (errorLog) Println(v ...any) {
-	otel.Handle(fmt.Errorf("exporters: prometheus scrape: %s", fmt.Sprint(v...)))
+	formats := expfmt.DefaultAcceptedFormats()
+	if c.openMetrics {
+		formats = expfmt.DefaultOpenMetricsAcceptedFormats()
+	}
+	h := &scrapeHandler{gatherer: c.registry, series: st.series, formats: formats, goBuckets: c.goBuckets, handle: c.handle}
+	return &Prometheus{Reader: exp, Handler: h, Registry: c.registry, series: st.series, reserved: c.reservedLabels()}, nil
 }

@@ -1,7 +1,14 @@
 package exporters
 
 import (
+	"compress/gzip"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,5 +135,222 @@ func TestPrometheusOpenMetricsExemplars(t *testing.T) {
 	body, ctype = promScrape(t, ctx, openMetricsAccept) // not negotiated by default
 	if !strings.HasPrefix(ctype, "text/plain") || strings.Contains(body, traceID.String()) {
 		t.Errorf("default handler: Content-Type %q, exemplar shown: %v", ctype, strings.Contains(body, traceID.String()))
+	}
+}
+
+// serve sends one request to h with the given method and headers.
+func serve(h http.Handler, method string, header ...string) *http.Response {
+	req := httptest.NewRequest(method, "/metrics", nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w.Result()
+}
+
+// Accept-Encoding with q=0 refuses that coding: the scrape is served
+// uncompressed, and no error is reported (one per scrape before).
+func TestPrometheusAcceptEncoding(t *testing.T) {
+	cleanEnv(t)
+	var sink errorSink
+	p, err := Setup(t.Context(), WithErrorHandler(sink.handle))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, p)
+	rec := newRecorder(t, p)
+	recordGeneration(t, rec, 3)
+	for _, tc := range []struct {
+		accept string
+		gzip   bool
+	}{
+		{"", false},
+		{"gzip", true},
+		{"gzip;q=0", false},
+		{"gzip; q=0.0, identity", false},
+		{"identity;q=0.5, gzip;q=0.001", false},
+		{"identity;q=0.5, gzip;q=0.6", true},
+		{"*", true},
+		{"*;q=0", false},
+		{"br, *;q=0.1", true},
+		{"gzip;q=0, *", false},
+		{"deflate", false},
+	} {
+		resp := serve(p.Handler(), http.MethodGet, "Accept-Encoding", tc.accept)
+		var body io.Reader = resp.Body
+		if enc := resp.Header.Get("Content-Encoding"); (enc == "gzip") != tc.gzip {
+			t.Errorf("Accept-Encoding %q: Content-Encoding %q, want gzip %v", tc.accept, enc, tc.gzip)
+		} else if tc.gzip {
+			zr, err := gzip.NewReader(resp.Body)
+			if err != nil {
+				t.Fatalf("Accept-Encoding %q: %v", tc.accept, err)
+			}
+			body = zr
+		}
+		b, _ := io.ReadAll(body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), generationSeries+" 3") {
+			t.Errorf("Accept-Encoding %q: HTTP %d, body:\n%.300s", tc.accept, resp.StatusCode, b)
+		}
+	}
+	if errs := sink.get(); len(errs) != 0 {
+		t.Errorf("errors reported while scraping: %v", errs)
+	}
+}
+
+// Only GET and HEAD are served: other methods get 405 with an Allow header.
+func TestPrometheusMethods(t *testing.T) {
+	prom, err := NewPrometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	for _, m := range []string{http.MethodPost, http.MethodDelete, http.MethodPut, http.MethodPatch, http.MethodOptions} {
+		resp := serve(prom.Handler, m)
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+			t.Errorf("%s: HTTP %d, Allow %q; want 405 and GET, HEAD", m, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		if resp := serve(prom.Handler, m); resp.StatusCode != 200 {
+			t.Errorf("%s: HTTP %d", m, resp.StatusCode)
+		}
+	}
+}
+
+// ReservedLabels lists the labels the reader adds to every series: a
+// Recorder attribute exported under any of them makes every scrape fail,
+// which instrument.NewRecorder refuses with it; other names scrape fine.
+func TestPrometheusReservedLabels(t *testing.T) {
+	res := resource.NewSchemaless(attribute.String("service.name", "svc"), attribute.String("k8s.pod.name", "pod-1"),
+		attribute.String("host.name", "h"))
+	keep := func(kv attribute.KeyValue) bool { return kv.Key != "host.name" }
+	for _, tc := range []struct {
+		name string
+		opts []PrometheusOption
+		want []string
+	}{
+		{"default", nil, nil},
+		{"scope info", []PrometheusOption{WithScopeInfo()}, scopeLabels},
+		{"resource as labels, resource unknown", []PrometheusOption{WithResourceAsLabels(keep)}, nil},
+		{"resource as labels", []PrometheusOption{WithResourceAsLabels(keep), withResource(res)},
+			[]string{"k8s_pod_name", "service_name"}},
+		{"both", []PrometheusOption{WithScopeInfo(), WithResourceAsLabels(keep), withResource(res)},
+			append(slices.Clone(scopeLabels), "k8s_pod_name", "service_name")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prom, err := NewPrometheus(tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vs, err := views.VLLM()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader), sdkmetric.WithView(vs...), sdkmetric.WithResource(res))
+			t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			wrapped := prom.Wrap(mp)
+			rp, ok := wrapped.(interface{ ReservedLabels() []string })
+			if !ok {
+				t.Fatal("Wrap's provider has no ReservedLabels")
+			}
+			got, want := rp.ReservedLabels(), slices.Clone(tc.want)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("ReservedLabels() = %q, want %q", got, want)
+			}
+			if len(got) > 0 {
+				got[0] = "changed"
+				if rp.ReservedLabels()[0] == "changed" {
+					t.Error("ReservedLabels returns the provider's own slice")
+				}
+			}
+			// Each reserved name, as a Recorder attribute, fails the scrape.
+			for i, label := range append(rp.ReservedLabels(), "role") {
+				rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName(fmt.Sprint("m", i)),
+					instrument.WithAttributes(attribute.String(label, "x")))
+				if err != nil {
+					continue // refused at construction: what ReservedLabels is for
+				}
+				code, body, _ := scrape(t, prom.Handler, "")
+				if reserved := label != "role"; reserved != (code == 500) {
+					t.Errorf("attribute %q: HTTP %d (reserved %v)\n%.300s", label, code, reserved, body)
+				}
+				_ = rec.Close()
+			}
+		})
+	}
+}
+
+// A registry serves one target_info: a second reader with it is refused
+// (with equal resources every scrape failed); readers without it share the
+// registry.
+func TestPrometheusOneTargetInfoPerRegistry(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := NewPrometheus(WithRegistry(reg), WithTargetInfo()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPrometheus(WithRegistry(reg), WithTargetInfo()); !errors.Is(err, ErrConfig) {
+		t.Errorf("second reader with target_info: %v, want ErrConfig", err)
+	} else {
+		t.Logf("error: %v", err)
+	}
+	if _, err := NewPrometheus(WithRegistry(reg)); err != nil {
+		t.Errorf("second reader without target_info: %v", err)
+	}
+	if _, err := NewPrometheus(WithRegistry(prometheus.NewRegistry()), WithTargetInfo()); err != nil {
+		t.Errorf("another registry: %v", err)
+	}
+}
+
+// The text format writes bucket bounds as vLLM (Python's prometheus_client)
+// does, unless WithGoBucketText; OpenMetrics writes 1.0 anyway; protobuf
+// carries floats. Over gzip too.
+func TestPrometheusBucketText(t *testing.T) {
+	const ttft = `vllm:time_to_first_token_seconds_bucket{engine="0",model_name="m",le=`
+	body, _ := promScrape(t, context.Background(), "")
+	for _, le := range []string{`"0.001"`, `"1.0"`, `"10.0"`, `"2560.0"`, `"+Inf"`} {
+		if !strings.Contains(body, ttft+le+"}") {
+			t.Errorf("default text: no le=%s", le)
+		}
+	}
+	if strings.Contains(body, ttft+`"1"}`) || strings.Contains(body, `le="1"`) {
+		t.Error(`default text has le="1"`)
+	}
+	parseScrape(t, body)
+
+	body, _ = promScrape(t, context.Background(), "", WithGoBucketText())
+	if !strings.Contains(body, ttft+`"1"}`) || strings.Contains(body, `.0"}`) {
+		t.Errorf("WithGoBucketText: want client_golang's le=\"1\":\n%.2000s", body)
+	}
+
+	body, ctype := promScrape(t, context.Background(), openMetricsAccept, WithOpenMetrics())
+	if !strings.HasPrefix(ctype, "application/openmetrics-text") || !strings.Contains(body, ttft+`"1.0"}`) {
+		t.Errorf("OpenMetrics (%s): no le=\"1.0\"", ctype)
+	}
+	body, _ = promScrape(t, context.Background(), openMetricsAccept, WithOpenMetrics(), WithGoBucketText())
+	if !strings.Contains(body, ttft+`"1.0"}`) {
+		t.Error(`OpenMetrics with WithGoBucketText: no le="1.0"`)
+	}
+}
+
+// Gzipped text has the same le rewriting.
+func TestPrometheusBucketTextGzip(t *testing.T) {
+	prom, mp := startupProvider(t, nil)
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	resp := serve(prom.Handler, http.MethodGet, "Accept-Encoding", "gzip")
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(zr)
+	if !strings.Contains(string(b), `vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="m",le="1.0"} 0`) {
+		t.Errorf("gzipped scrape:\n%.1000s", b)
 	}
 }

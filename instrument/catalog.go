@@ -110,8 +110,9 @@ func (k Kind) String() string {
 type Feature uint8
 
 const (
-	// Always: pre-created at zero for every engine (histograms appear with
-	// their first observation: OpenTelemetry cannot create one without it).
+	// Always: pre-created at zero for every engine. OpenTelemetry cannot
+	// create a histogram point without a measurement: package exporters'
+	// Prometheus handler completes absent histogram series at zero.
 	Always Feature = iota
 	// KVConnector: with WithKVConnector, or when a step reports connector data.
 	KVConnector

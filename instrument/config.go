@@ -80,21 +80,27 @@ func WithEngines(ranks ...int) Option {
 // WithAttributes adds constant attributes to every series but the info
 // gauges (for example a role=decode attribute in a P/D deployment). A key must
 // keep a Prometheus label of its own: NewRecorder returns ErrConfig for a key
-// starting with "__", one exported as "le" or "quantile", and one exported as
-// the same label name as a key the Recorder sets or another constant key
-// ("model.name" would merge into model_name).
+// starting with "__", one exported as "le" or "quantile", one exported as a
+// label the Prometheus exporter adds (otel_scope_*, otel_metric_overflow, and
+// those of a ReservedLabelsProvider), and one exported as the same label name
+// as a key the Recorder sets or another constant key ("model.name" would
+// merge into model_name).
 func WithAttributes(kv ...attribute.KeyValue) Option {
 	return optionFunc(func(c *config) { c.attributes = append(c.attributes, kv...) })
 }
 
 // WithMaxModelLen sets the model's context length, from which the token-count
-// histograms get their 1-2-5 boundaries (LengthBuckets). Default 8192.
+// histograms get their 1-2-5 boundaries (LengthBuckets). Default 8192. The
+// SDK keeps the boundaries a provider's histograms were first created with,
+// so every Recorder of one MeterProvider needs the same boundaries:
+// NewRecorder returns ErrConfig for a length whose boundaries differ.
 func WithMaxModelLen(n int) Option {
 	return optionFunc(func(c *config) { c.maxModelLen = n })
 }
 
 // WithCacheConfig exports the KV cache configuration as the labels of
-// vllm:cache_config_info, once per engine.
+// vllm:cache_config_info, once per engine. Its keys follow the rules of
+// WithAttributes' keys, engine being the label the Recorder sets.
 func WithCacheConfig(cfg stats.CacheConfig) Option {
 	return optionFunc(func(c *config) { c.cacheConfig = cfg })
 }

@@ -37,26 +37,27 @@
 // as long as they are reported: until Close (or until the MeterProvider
 // itself is garbage).
 //
-// Counters and gauges (all but the two info gauges) are observable
+// Counters and gauges (all but vllm.cache_config_info) are observable
 // instruments: each Engine keeps their values in atomics, and one callback
 // per Recorder, registered on the MeterProvider, reports them at each
 // collection, so recording them costs an atomic add. Histograms (there is no
-// asynchronous histogram in OpenTelemetry) and the info gauges
-// vllm.lora_requests_info and vllm.cache_config_info are synchronous. The
-// observable series are reported only while the callback is registered,
-// that is until Recorder.Close: a Recorder should live as long as its
-// MeterProvider. Like the SDK's synchronous series, they keep being reported
-// (with their last values) after the Recorder and its Engines are no longer
-// reachable, and so stay claimed. Close unregisters the callback and releases
-// the claims at once; Record methods then return an error matching ErrClosed.
-// A service that unloads a model closes its Recorder.
+// asynchronous histogram in OpenTelemetry) and vllm.cache_config_info are
+// synchronous. The observable series are reported only while the callback
+// is registered, that is until Recorder.Close: a Recorder should live as
+// long as its MeterProvider. Like the SDK's synchronous series, they keep
+// being reported (with their last values) after the Recorder and its Engines
+// are no longer reachable, and so stay claimed. Close flushes the
+// MeterProvider, then unregisters the callback and releases the claims;
+// Record methods then return an error matching ErrClosed. So closing before
+// the provider's Shutdown loses nothing. A service that unloads a model
+// closes its Recorder.
 //
 // Series cardinality is bounded by the SDK: each stream keeps at most its
 // provider's cardinality limit (2000 by default, see
 // exporters.WithCardinalityLimit) and adds the rest into one overflow
-// series. The Recorder itself keeps, per engine, only the attribute set of
-// the last LoRA state reported, so memory stays bounded however many
-// distinct adapter lists vllm:lora_requests_info sees.
+// series. vllm:lora_requests_info reports each engine's current LoRA state
+// only (adapter names sorted), so it has at most one series per engine
+// however many distinct adapter lists it sees.
 //
 // Prompt tokens are one counter (vllm.prompt_tokens) measured with a source
 // attribute; package views derives both vllm:prompt_tokens (the total) and
@@ -65,8 +66,11 @@
 // step plus generation tokens, never cache hits or transferred KV.
 //
 // Counter and gauge series exist at zero from construction for every engine,
-// source and finish reason, as in vLLM. Histograms appear with their first
-// observation: OpenTelemetry cannot create a histogram series without one.
+// source and finish reason, as in vLLM. OpenTelemetry cannot create a
+// histogram series without an observation, so the Recorder exports none at
+// zero; package exporters' Prometheus handler adds every absent histogram
+// series of each live engine at zero (see SeriesSet.Engines), while OTLP
+// keeps OpenTelemetry's semantics.
 // Descriptors lists every instrument with its name, unit, description and
 // advisory buckets; docs/metrics.md is generated from it.
 package instrument

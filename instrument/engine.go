@@ -60,9 +60,9 @@ type Engine struct {
 	*engineState
 	life *lifetime // shared with the Recorder: Close
 
-	loraMu   sync.Mutex
-	loraLast *stats.LoRA
-	lora     measure
+	loraMu      sync.Mutex
+	loraLast    *stats.LoRA // the current LoRA state, names sorted
+	loraScratch [2][]string // running and waiting names, sorted in place
 
 	totalsMu sync.Mutex
 	totals   [numTotals]int64 // see total
@@ -90,6 +90,9 @@ type engineState struct {
 
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
+
+	lora     atomic.Pointer[measure] // the current LoRA state; nil until one is reported
+	loraTime atomic.Uint64           // float64 bits: Unix time of its last update
 
 	// kvConnector and specPositions are the optional families configured:
 	// their series exist from construction; otherwise from their first
@@ -156,8 +159,13 @@ func (e *Engine) usable(nilStats bool) error {
 	return nil
 }
 
-// Rank returns the engine's data-parallel rank.
-func (e *Engine) Rank() int { return e.rank }
+// Rank returns the engine's data-parallel rank; -1 for a nil or zero Engine.
+func (e *Engine) Rank() int {
+	if e == nil || e.engineState == nil {
+		return -1
+	}
+	return e.rank
+}
 
 // start records the engine's cache configuration info series. Its counter
 // and gauge series exist at zero from the first collection, as in vLLM:
@@ -210,6 +218,9 @@ func (e *engineState) observe(o metric.Observer) {
 	o.ObserveInt64(in.waitingByReason, c.waitingBy[0].Load(), e.waitingBy[0].obs...)
 	o.ObserveInt64(in.waitingByReason, c.waitingBy[1].Load(), e.waitingBy[1].obs...)
 	o.ObserveFloat64(in.kvCacheUsage, math.Float64frombits(c.kvUsage.Load()), plain...)
+	if m := e.lora.Load(); m != nil {
+		o.ObserveFloat64(in.loraInfo, math.Float64frombits(e.loraTime.Load()), m.obs...)
+	}
 	state := c.sleepState.Load()
 	for s := range e.sleep {
 		var v int64
@@ -360,7 +371,7 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 		}
 	}
 	if s.LoRA != nil {
-		in.loraInfo.Record(ctx, float64(time.Now().UnixNano())/1e9, e.loraMeasure(s.LoRA).rec...)
+		e.setLoRA(s.LoRA)
 	}
 	if k := s.KVTransfer; k != nil {
 		for _, v := range k.XferTime {
@@ -410,23 +421,31 @@ func (e *engineState) positionMeasures(n int) []measure {
 	return grown
 }
 
-// loraMeasure returns the attribute set of a LoRA state, rebuilt only when
-// the adapters change. Like vLLM's, the series carries only its three labels.
-func (e *Engine) loraMeasure(l *stats.LoRA) measure {
+// setLoRA makes l the engine's current LoRA state, which the callback
+// reports with the time of this update: a state no longer current leaves the
+// exports, so cardinality stays at one series per engine. Names are sorted,
+// so the same adapters in another order are the same state; the attribute
+// set is rebuilt only when the state changes. Like vLLM's, the series
+// carries only its three labels.
+func (e *Engine) setLoRA(l *stats.LoRA) {
 	e.loraMu.Lock()
 	defer e.loraMu.Unlock()
-	if last := e.loraLast; last != nil && last.MaxLoRA == l.MaxLoRA &&
-		slices.Equal(last.Running, l.Running) && slices.Equal(last.Waiting, l.Waiting) {
-		return e.lora
+	running := append(e.loraScratch[0][:0], l.Running...)
+	waiting := append(e.loraScratch[1][:0], l.Waiting...)
+	slices.Sort(running)
+	slices.Sort(waiting)
+	e.loraScratch = [2][]string{running, waiting}
+	if last := e.loraLast; last == nil || last.MaxLoRA != l.MaxLoRA ||
+		!slices.Equal(last.Running, running) || !slices.Equal(last.Waiting, waiting) {
+		m := newMeasure(
+			attribute.String(KeyMaxLoRA, strconv.FormatInt(l.MaxLoRA, 10)),
+			attribute.String(KeyWaitingLoRA, strings.Join(waiting, ",")),
+			attribute.String(KeyRunningLoRA, strings.Join(running, ",")),
+		)
+		e.lora.Store(&m)
+		e.loraLast = &stats.LoRA{MaxLoRA: l.MaxLoRA, Running: slices.Clone(running), Waiting: slices.Clone(waiting)}
 	}
-	e.lora = newMeasure(
-		attribute.String(KeyMaxLoRA, strconv.FormatInt(l.MaxLoRA, 10)),
-		attribute.String(KeyWaitingLoRA, strings.Join(l.Waiting, ",")),
-		attribute.String(KeyRunningLoRA, strings.Join(l.Running, ",")),
-	)
-	e.loraLast = &stats.LoRA{MaxLoRA: l.MaxLoRA,
-		Running: append([]string(nil), l.Running...), Waiting: append([]string(nil), l.Waiting...)}
-	return e.lora
+	e.loraTime.Store(math.Float64bits(float64(time.Now().UnixNano()) / 1e9))
 }
 
 // addPositive adds v to a counter's cell when it is above zero (a value the

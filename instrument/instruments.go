@@ -31,12 +31,13 @@ type instruments struct {
 	nixlBytes, nixlDescriptors                           metric.Int64Histogram
 	nixlFailedTransfers, nixlFailedNotifs, nixlKVExpired metric.Int64ObservableCounter
 
-	// The info gauges stay synchronous: the LoRA series is keyed by changing
-	// adapter lists, the cache configuration is recorded once.
-	loraInfo        metric.Float64Gauge
+	// The LoRA info gauge is observable too: only each engine's current
+	// state is reported. The cache configuration is recorded once.
+	loraInfo        metric.Float64ObservableGauge
 	cacheConfigInfo metric.Int64Gauge
 
 	observed []metric.Observable // every observable instrument above
+	meter    metric.Meter        // kept reachable: its address identifies claims (see scopeMeter)
 }
 
 // builder creates instruments from their descriptors and collects errors.
@@ -95,13 +96,6 @@ func (b *builder) float64ObservableGauge(name string) metric.Float64ObservableGa
 func (b *builder) int64Gauge(name string) metric.Int64Gauge {
 	d, _ := b.describe(name)
 	g, err := b.meter.Int64Gauge(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
-	b.note(err)
-	return g
-}
-
-func (b *builder) float64Gauge(name string) metric.Float64Gauge {
-	d, _ := b.describe(name)
-	g, err := b.meter.Float64Gauge(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 	b.note(err)
 	return g
 }
@@ -176,12 +170,12 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		nixlFailedNotifs:    b.int64ObservableCounter(NameNIXLNumFailedNotifs),
 		nixlKVExpired:       b.int64ObservableCounter(NameNIXLNumKVExpiredReqs),
 
-		loraInfo:        b.float64Gauge(NameLoRARequestsInfo),
+		loraInfo:        b.float64ObservableGauge(NameLoRARequestsInfo),
 		cacheConfigInfo: b.int64Gauge(NameCacheConfigInfo),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)
 	}
-	i.observed = b.observed
+	i.observed, i.meter = b.observed, meter
 	return i, nil
 }

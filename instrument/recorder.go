@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/infermetrics/infermetrics/stats"
@@ -47,27 +48,79 @@ type Recorder struct {
 }
 
 // lifetime is what a Recorder and its Engines share: the callback's
-// registration and the series claims.
+// registration, the series claims and the provider's flush.
 type lifetime struct {
 	closed  atomic.Bool
 	once    sync.Once
 	reg     metric.Registration
-	release func() // releases every claim of the Recorder
+	release func()                          // releases every claim of the Recorder
+	flush   func(ctx context.Context) error // the provider's ForceFlush; nil if it has none
 }
 
-// close unregisters the callback and releases the claims, once.
-func (l *lifetime) close() error {
+// close flushes the provider, then unregisters the callback and releases the
+// claims, once. Record methods fail from the start: what the flush exports
+// is final.
+func (l *lifetime) close(ctx context.Context) error {
 	var err error
 	l.once.Do(func() {
 		l.closed.Store(true)
+		if l.flush != nil {
+			if ferr := l.flush(ctx); ferr != nil && !shutDown(ferr) {
+				err = fmt.Errorf("instrument: flushing the MeterProvider before Close: %w", ferr)
+			}
+		}
 		if l.reg != nil {
-			err = l.reg.Unregister()
+			if uerr := l.reg.Unregister(); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
 		}
 		if l.release != nil {
 			l.release()
 		}
 	})
 	return err
+}
+
+// flusher is a MeterProvider that exports what it holds on demand, such as
+// the SDK's (its periodic readers export).
+type flusher interface {
+	ForceFlush(ctx context.Context) error
+}
+
+// flushOf returns the flush of mp or of a provider it wraps; for the global
+// provider, that of the provider set by otel.SetMeterProvider, to which it
+// forwards, as found at Close; nil if there is none.
+func flushOf(mp metric.MeterProvider) func(ctx context.Context) error {
+	if f, ok := find[flusher](mp); ok {
+		return f.ForceFlush
+	}
+	if global := pointerIdentity(globalProvider); global != "" && providerIdentity(mp) == global {
+		return func(ctx context.Context) error {
+			if f, ok := find[flusher](otel.GetMeterProvider()); ok {
+				return f.ForceFlush(ctx)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// shutDown reports a flush error that only says the provider's readers are
+// shut down (the SDK's ErrReaderShutdown, which this package cannot import):
+// their final export is done, so there is nothing left to flush.
+func shutDown(err error) bool {
+	if err == nil {
+		return true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !shutDown(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return err.Error() == "reader is shutdown"
 }
 
 // NewRecorder creates the instruments on the configured MeterProvider and the
@@ -82,23 +135,25 @@ func (l *lifetime) close() error {
 //
 // The Recorder registers one callback on the provider, which reports its
 // counters and gauges until Close: keep the Recorder as long as the
-// provider, and Close it when its engines or model go away.
+// provider, and Close it when its engines or model go away (Close flushes
+// the provider first, so nothing recorded is lost).
 func NewRecorder(opts ...Option) (*Recorder, error) {
 	cfg := newConfig(opts)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	meter := cfg.meterProvider.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
-	inst, err := newInstruments(meter, cfg.maxModelLen)
+	meter := scopeMeter(cfg.meterProvider)
+	global := viaGlobal(cfg.meterProvider, meter)
+	inst, err := newSharedInstruments(meter, cfg.maxModelLen, global)
 	if err != nil {
 		return nil, err
 	}
-	life := &lifetime{}
+	life := &lifetime{flush: flushOf(cfg.meterProvider)}
 	r := &Recorder{inst: inst, life: life}
 	for _, rank := range cfg.engines {
 		r.engines = append(r.engines, newEngine(inst, life, &cfg, rank))
 	}
-	release, err := claimSeries(&cfg, r.engines)
+	release, err := claimSeries(&cfg, meter, global, r.engines)
 	if err != nil {
 		return nil, err
 	}
@@ -127,20 +182,34 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	return r, nil
 }
 
-// Close unregisters the callback that reports the Recorder's counters and
-// gauges, so they leave the MeterProvider's exports, and releases the
-// Recorder's series claims (see ErrDuplicateSeries). After Close, every
-// Record method of the Recorder and its Engines returns an error matching
-// ErrClosed and records nothing. Histogram and info gauge series already
-// recorded stay in the MeterProvider (the API cannot remove them). Close is
-// idempotent: later calls return nil. At the end of a program, shut the
-// MeterProvider down (its final flush) before closing the Recorder, or the
-// flush will not carry its counters and gauges.
-func (r *Recorder) Close() error {
+// Close ends the Recorder: it flushes the MeterProvider (when the provider,
+// or one it wraps, has a ForceFlush method, as the SDK's has), so that what
+// was recorded since the last export is delivered, then unregisters the
+// callback that reports the Recorder's counters and gauges, so they leave
+// the provider's exports, and releases the Recorder's series claims (see
+// ErrDuplicateSeries). So both orders work at the end of a program,
+// "defer mp.Shutdown(ctx)" then "defer rec.Close()" included, and so does
+// unloading a model while the provider keeps running. A pull reader
+// (Prometheus) cannot be flushed: a scrape after Close no longer has the
+// counters.
+//
+// After Close, every Record method of the Recorder and its Engines returns
+// an error matching ErrClosed and records nothing. Histogram series and
+// vllm:cache_config_info already recorded stay in the MeterProvider (the API
+// cannot remove them). The flush is bounded by the provider's export timeout; use
+// CloseContext to bound it yourself. An error says the flush or the
+// unregistering failed; the Recorder is closed all the same. Close is
+// idempotent: later calls return nil.
+func (r *Recorder) Close() error { return r.CloseContext(context.Background()) }
+
+// CloseContext is Close with a context bounding the provider's flush, an
+// export that can take up to the exporter's timeout when the collector does
+// not answer.
+func (r *Recorder) CloseContext(ctx context.Context) error {
 	if r == nil || r.life == nil {
 		return nil
 	}
-	return r.life.close()
+	return r.life.close(ctx)
 }
 
 // validate reports an invalid option with an error matching ErrConfig and,
@@ -168,6 +237,7 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: speculative tokens %d must be 0 to %d: %w",
 			ErrConfig, c.specPositions, maxSpecPositions, stats.ErrOutOfRange)
 	}
+	exporter := exporterLabels(c.meterProvider)
 	keys := make([]string, 0, len(c.attributes))
 	for _, kv := range c.attributes {
 		key := string(kv.Key)
@@ -176,7 +246,7 @@ func (c *config) validate() error {
 		}
 		keys = append(keys, key)
 	}
-	if err := checkLabelNames(reservedKeys, keys); err != nil {
+	if err := checkLabelNames(reservedKeys, exporter, keys); err != nil {
 		return fmt.Errorf("%w: attribute %w: %w", ErrConfig, err, stats.ErrInvalidLabel)
 	}
 	for _, s := range []string{c.genAIOperation, c.genAIProvider} {
@@ -188,31 +258,71 @@ func (c *config) validate() error {
 		if err := c.cacheConfig.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		if err := checkLabelNames([]string{KeyEngine}, c.cacheConfig.Keys()); err != nil {
+		if err := checkLabelNames([]string{KeyEngine}, exporter, c.cacheConfig.Keys()); err != nil {
 			return fmt.Errorf("%w: cache config key %w: %w", ErrConfig, err, stats.ErrInvalidLabel)
 		}
 	}
 	return nil
 }
 
+// ReservedLabelsProvider is implemented by a MeterProvider whose exporter adds labels of its own
+// (for example resource attributes copied onto every series): ReservedLabels
+// returns their Prometheus label names, already translated. NewRecorder
+// refuses, with ErrConfig, a constant attribute key or cache configuration key
+// exported as one of them, which would fail every scrape. NewRecorder looks
+// for it on the provider and on the providers it wraps (see
+// SeriesSetProvider).
+type ReservedLabelsProvider interface {
+	metric.MeterProvider
+	ReservedLabels() []string
+}
+
+// Labels of the OpenTelemetry Prometheus exporter, refused whatever the
+// provider: the overflow series' label (an attribute named so would forge
+// that series) and the prefix of the scope labels it adds unless told not to.
+const (
+	overflowLabel    = "otel_metric_overflow"
+	scopeLabelPrefix = "otel_scope_"
+)
+
+// exporterLabels returns the labels an exporter of mp adds to every series.
+func exporterLabels(mp metric.MeterProvider) []string {
+	labels := []string{overflowLabel}
+	if rp, ok := find[ReservedLabelsProvider](mp); ok {
+		labels = append(labels, rp.ReservedLabels()...)
+	}
+	return labels
+}
+
 // checkLabelNames reports a key that cannot be a label of its own in a
 // Prometheus scrape: one starting with "__" (reserved), one that becomes
-// "le" or "quantile" (histogram and summary labels), and one that becomes the
-// same label name as a reserved key or an earlier key. The OpenTelemetry
-// Prometheus exporter merges colliding attributes into one label, joining
-// their values with ';' (so "model.name" would corrupt model_name), and a
-// reserved name fails the whole scrape.
-func checkLabelNames(reserved, keys []string) error {
+// "le" or "quantile" (histogram and summary labels), a scope label of the
+// exporter (otel_scope_*) or another label the exporter adds (exporter, see
+// exporterLabels), and one that becomes the same label name as a reserved
+// key or an earlier key. The OpenTelemetry Prometheus exporter
+// merges colliding attributes into one label, joining their values with ';'
+// (so "model.name" would corrupt model_name), and a label it adds itself
+// fails the whole scrape.
+func checkLabelNames(reserved, exporter, keys []string) error {
 	owner := map[string]string{"le": "le", "quantile": "quantile"}
 	for _, k := range reserved {
 		owner[promLabel(k)] = k
+	}
+	for _, l := range exporter {
+		owner[l] = "" // the exporter's
 	}
 	for _, k := range keys {
 		label := promLabel(k)
 		if strings.HasPrefix(k, "__") || strings.Trim(label, "_") == "" {
 			return fmt.Errorf("%q is not a usable label name", k)
 		}
+		if strings.HasPrefix(label, scopeLabelPrefix) {
+			return fmt.Errorf("%q becomes label %q, the prefix of the exporter's scope labels", k, label)
+		}
 		if other, taken := owner[label]; taken {
+			if other == "" {
+				return fmt.Errorf("%q becomes label %q, which the exporter adds", k, label)
+			}
 			return fmt.Errorf("%q becomes label %q, taken by %q", k, label, other)
 		}
 		owner[label] = k

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"weak"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -35,7 +36,8 @@ type SeriesSet struct {
 
 type seriesClaim struct {
 	holder   weak.Pointer[engineState]
-	provider string // identity of the holder's MeterProvider
+	provider string        // identity of the holder's MeterProvider
+	engine   *EngineSeries // the claiming engine (nil for an info series): see Engines
 }
 
 // NewSeriesSet returns an empty set.
@@ -49,7 +51,8 @@ func NewSeriesSet() *SeriesSet { return &SeriesSet{claims: map[string]seriesClai
 // construction with ErrDuplicateSeries instead of making every scrape fail.
 // exporters.Setup and exporters.Prometheus.Wrap return such providers.
 //
-// A provider that wraps another should also have a method
+// NewRecorder looks for it on the provider and on the providers it wraps. A
+// provider that wraps another should have a method
 // Unwrap() metric.MeterProvider returning it, so that Recorders on the
 // wrapper and on the provider it wraps are known to share one provider.
 type SeriesSetProvider interface {
@@ -58,9 +61,40 @@ type SeriesSetProvider interface {
 }
 
 // providerSeries holds the claims of the Recorders of every MeterProvider
-// with an identity (see providerIdentity); its keys start with that
-// identity, so only Recorders of one provider meet there.
+// with an identity; its keys start with a namespace of the provider (see
+// claimSeries), so only Recorders of one provider meet there.
 var providerSeries = NewSeriesSet()
+
+// maxWraps bounds the Unwrap chain followed (a chain that loops ends there).
+const maxWraps = 16
+
+// chain returns mp and the providers it wraps, outermost first, following
+// their Unwrap() metric.MeterProvider methods.
+func chain(mp metric.MeterProvider) []metric.MeterProvider {
+	ps := []metric.MeterProvider{mp}
+	for len(ps) < maxWraps {
+		u, ok := mp.(interface{ Unwrap() metric.MeterProvider })
+		if !ok {
+			break
+		}
+		if mp = u.Unwrap(); mp == nil {
+			break
+		}
+		ps = append(ps, mp)
+	}
+	return ps
+}
+
+// find returns the first provider of mp's chain (see chain) implementing T.
+func find[T any](mp metric.MeterProvider) (T, bool) {
+	for _, p := range chain(mp) {
+		if t, ok := p.(T); ok {
+			return t, true
+		}
+	}
+	var zero T
+	return zero, false
+}
 
 // providerIdentity names the provider beneath any wrappers by its dynamic
 // type and address; "" for a provider that is not a pointer (such as
@@ -69,22 +103,53 @@ var providerSeries = NewSeriesSet()
 // the provider itself is garbage; Engines keep their provider reachable too.
 // So a provider's address is not reused while claims under it hold.
 func providerIdentity(mp metric.MeterProvider) string {
-	for {
-		u, ok := mp.(interface{ Unwrap() metric.MeterProvider })
-		if !ok {
-			break
-		}
-		inner := u.Unwrap()
-		if inner == nil || inner == mp {
-			break
-		}
-		mp = inner
-	}
-	v := reflect.ValueOf(mp)
-	if v.Kind() != reflect.Pointer || v.IsNil() {
+	ps := chain(mp)
+	return pointerIdentity(ps[len(ps)-1])
+}
+
+// pointerIdentity names a pointer by its type and address; "" for a value
+// that is not a non-nil pointer.
+func pointerIdentity(v any) string {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
 		return ""
 	}
-	return fmt.Sprintf("%s@%#x", v.Type(), v.Pointer())
+	return fmt.Sprintf("%s@%#x", rv.Type(), rv.Pointer())
+}
+
+// scopeMeter returns the Recorder's meter of a provider. The SDK returns
+// the same meter for the same scope, and so does a provider that forwards to
+// it (a wrapper without Unwrap, the global provider once set): the meter
+// identifies the provider the series go to, as the provider's own address
+// does (both are claimed). Instruments keep their meter reachable.
+func scopeMeter(mp metric.MeterProvider) metric.Meter {
+	return mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version))
+}
+
+// globalProvider is the global MeterProvider as the program started. Until
+// otel.SetMeterProvider it keeps what it is given; the first provider set
+// gets all of it, and its meters forward there from then on.
+var globalProvider = otel.GetMeterProvider()
+
+// viaGlobal reports a Recorder whose series go through the global provider:
+// one built on it, or one on the provider it forwards to. Recorders built on
+// the global provider before otel.SetMeterProvider end up on the provider set,
+// beside the ones built on it afterwards: they meet in one namespace, "global".
+// (A Recorder built on a provider before it is set, and one on the global
+// provider before the set, cannot be told apart at construction.)
+func viaGlobal(mp metric.MeterProvider, meter metric.Meter) bool {
+	global := pointerIdentity(globalProvider)
+	if global == "" {
+		return false
+	}
+	if providerIdentity(mp) == global {
+		return true
+	}
+	if pointerIdentity(otel.GetMeterProvider()) == global {
+		return false // nothing set: the global provider forwards nowhere
+	}
+	m := pointerIdentity(meter)
+	return m != "" && m == pointerIdentity(scopeMeter(globalProvider))
 }
 
 // seriesKey is one claim of an engine: key identifies the series in a set.
@@ -135,7 +200,7 @@ func keysOf(cfg *config, engines []*Engine) []seriesKey {
 // on the provider's own claims, and in its SeriesSet when it has one. It
 // returns the function that releases them all (Recorder.Close); they are
 // also released once the engines' states are garbage.
-func claimSeries(cfg *config, engines []*Engine) (func(), error) {
+func claimSeries(cfg *config, meter metric.Meter, global bool, engines []*Engine) (func(), error) {
 	provider := providerIdentity(cfg.meterProvider)
 	keys := keysOf(cfg, engines)
 	type placed struct {
@@ -145,15 +210,29 @@ func claimSeries(cfg *config, engines []*Engine) (func(), error) {
 		where  string
 	}
 	var sets []placed
+	// Info series merge harmlessly on one provider: not claimed there. The
+	// namespaces of one provider: its address, its meter's, and the global
+	// provider's when it forwards there.
+	own := slices.DeleteFunc(slices.Clone(keys), func(k seriesKey) bool { return k.info })
 	if provider != "" {
-		// Info series merge harmlessly on one provider: not claimed here.
-		own := slices.DeleteFunc(slices.Clone(keys), func(k seriesKey) bool { return k.info })
-		sets = append(sets, placed{providerSeries, provider + "|", own, "on this MeterProvider"})
+		sets = append(sets, placed{providerSeries, "provider " + provider + "|", own, "on this MeterProvider"})
 	}
-	if sp, ok := cfg.meterProvider.(SeriesSetProvider); ok && sp.SeriesSet() != nil {
+	if m := pointerIdentity(meter); m != "" {
+		sets = append(sets, placed{providerSeries, "meter " + m + "|", own, "on this MeterProvider"})
+	}
+	if global {
+		sets = append(sets, placed{providerSeries, "global|", own,
+			"on this MeterProvider (through the global MeterProvider, which forwards to the provider set by otel.SetMeterProvider)"})
+	}
+	if sp, ok := find[SeriesSetProvider](cfg.meterProvider); ok && sp.SeriesSet() != nil {
 		sets = append(sets, placed{sp.SeriesSet(), "", keys, "on a MeterProvider exported together with this one"})
 	}
-	for _, p := range sets {
+	locked := map[*SeriesSet]bool{}
+	for _, p := range sets { // providerSeries first: one lock order
+		if locked[p.set] {
+			continue
+		}
+		locked[p.set] = true
 		p.set.mu.Lock()
 		defer p.set.mu.Unlock()
 		if p.set.claims == nil {
@@ -180,7 +259,7 @@ func claimSeries(cfg *config, engines []*Engine) (func(), error) {
 		for _, k := range p.keys {
 			st := k.engine.engineState
 			wp := weak.Make(st)
-			p.set.claims[p.prefix+k.key] = seriesClaim{holder: wp, provider: provider}
+			p.set.claims[p.prefix+k.key] = seriesClaim{holder: wp, provider: provider, engine: engineSeriesOf(cfg, k)}
 			held[st] = append(held[st], release{p.set, p.prefix + k.key, wp})
 		}
 	}
@@ -199,4 +278,71 @@ func claimSeries(cfg *config, engines []*Engine) (func(), error) {
 		all = append(all, rs...)
 	}
 	return func() { free(all) }, nil
+}
+
+// tokenBuckets remembers the max model length whose buckets each provider's
+// token-count histograms were created with. The SDK keeps one instrument per
+// name on a provider, with the boundaries it was first created with (advisory
+// boundaries are not part of its key), so a later Recorder's other
+// WithMaxModelLen would be silently ignored. Lengths are kept by instrument,
+// held weakly (the provider keeps it as long as it lives), and under "global"
+// for the global provider, whose instruments are created on the provider set
+// with the buckets they were first given.
+var tokenBuckets = struct {
+	sync.Mutex
+	byInstrument map[weak.Pointer[byte]]int
+	global       int
+}{byInstrument: map[weak.Pointer[byte]]int{}}
+
+// newSharedInstruments creates the instruments on meter and refuses, with
+// ErrConfig, a max model length whose buckets differ from those the
+// provider's token histograms already have.
+func newSharedInstruments(meter metric.Meter, maxModelLen int, global bool) (*instruments, error) {
+	tokenBuckets.Lock()
+	defer tokenBuckets.Unlock()
+	inst, err := newInstruments(meter, maxModelLen)
+	if err != nil {
+		return nil, err
+	}
+	key, keyed := weakKey(inst.requestPrompt)
+	var had []int
+	if n := tokenBuckets.byInstrument[key]; keyed && n != 0 {
+		had = append(had, n)
+	}
+	if n := tokenBuckets.global; global && n != 0 {
+		had = append(had, n)
+	}
+	want := LengthBuckets(maxModelLen)
+	for _, n := range had {
+		if have := LengthBuckets(n); !slices.Equal(have, want) {
+			return nil, fmt.Errorf("%w: max model length %d needs token histogram buckets up to %v, but the token "+
+				"histograms of this MeterProvider already have those of max model length %d, up to %v (the SDK keeps "+
+				"one instrument per name, with the buckets it was created with): give every Recorder of a "+
+				"MeterProvider the same WithMaxModelLen (views.WithBuckets sets other buckets for all of them), or "+
+				"give each model length its own MeterProvider",
+				ErrConfig, maxModelLen, slices.Max(append(want, 0)), n, slices.Max(append(have, 0)))
+		}
+	}
+	for k := range tokenBuckets.byInstrument {
+		if k.Value() == nil {
+			delete(tokenBuckets.byInstrument, k)
+		}
+	}
+	if keyed {
+		tokenBuckets.byInstrument[key] = maxModelLen
+	}
+	if global {
+		tokenBuckets.global = maxModelLen
+	}
+	return inst, nil
+}
+
+// weakKey returns a weak pointer to what an instrument points to; false for
+// an instrument that is not a pointer to a value (such as a no-op one).
+func weakKey(v any) (weak.Pointer[byte], bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Type().Elem().Size() == 0 {
+		return weak.Pointer[byte]{}, false
+	}
+	return weak.Make((*byte)(rv.UnsafePointer())), true
 }

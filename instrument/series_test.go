@@ -80,12 +80,14 @@ func TestDuplicateSeriesOnOneProvider(t *testing.T) {
 	runtime.KeepAlive(first)
 }
 
-// The global provider is one provider too.
+// The global provider is one provider too. (The test closes its Recorder:
+// the global provider outlives it, and -count=2 runs it again.)
 func TestDuplicateSeriesOnGlobalProvider(t *testing.T) {
 	first, err := instrument.NewRecorder(instrument.WithModelName("global-dup"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = first.Close() })
 	if _, err := instrument.NewRecorder(instrument.WithMeterProvider(otel.GetMeterProvider()), instrument.WithModelName("global-dup")); !errors.Is(err, instrument.ErrDuplicateSeries) {
 		t.Errorf("second Recorder on the global provider: %v, want ErrDuplicateSeries", err)
 	}

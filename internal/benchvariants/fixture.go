@@ -125,7 +125,7 @@ func SchedulerStep() stats.Scheduler {
 		ConnectorPrefixCache: &stats.CacheQueries{Queries: 2384, Hits: 2048},
 		SpecDecoding: &stats.SpecDecoding{Drafts: Batch, DraftTokens: SpecTokens * Batch, AcceptedTokens: 700,
 			AcceptedPerPosition: []int64{250, 200, 150, 100}},
-		LoRA: &stats.LoRA{MaxLoRA: 4, Running: []string{"sql-adapter", "chat-adapter"}, Waiting: []string{"summarize"}},
+		LoRA: &stats.LoRA{MaxLoRA: 4, Running: []string{"chat-adapter", "sql-adapter"}, Waiting: []string{"summarize"}},
 		KVTransfer: &stats.KVTransfer{
 			XferTime: []float64{0.012, 0.031}, PostTime: []float64{0.0008, 0.0021},
 			BytesTransferred: []int64{16 << 20, 4 << 20}, NumDescriptors: []int64{64, 32},

@@ -39,8 +39,10 @@ Without our views the instruments are exported under their OpenTelemetry names w
 all their attributes (for example ` + "`vllm_prompt_tokens_total{source=...}`" + `).
 
 Counter and gauge series exist at zero from start-up for every engine, source and
-finish reason. Histograms appear with their first observation: OpenTelemetry cannot
-create a histogram series without observing a value.
+finish reason. OpenTelemetry cannot create a histogram series without observing a
+value, so over OTLP a histogram appears with its first observation; the Prometheus
+handler of package ` + "`exporters`" + ` completes every absent histogram series of each
+live engine at zero from the first scrape, as vLLM does.
 
 Token-count histograms marked "1-2-5" use ` + "`instrument.LengthBuckets(max_model_len)`" + `:
 1, 2, 5, 10, 20, 50, ... up to the model's context length (` + "`instrument.WithMaxModelLen`" + `,

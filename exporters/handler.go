@@ -1,0 +1,184 @@
+package exporters
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// scrapeHandler serves a registry's scrape as vLLM serves /metrics: GET and
+// HEAD only; gzip when the scraper accepts it; histogram families completed
+// with the zero series of live engines (see completeStartup); in the text
+// format, bucket bounds written as Python's prometheus_client writes them
+// (see writePythonBuckets) unless goBuckets. It does what promhttp's
+// handler does otherwise (format negotiation, name[] filter, HTTP 500 on a
+// gathering error), which cannot rewrite the text or read q=0.
+type scrapeHandler struct {
+	gatherer  prometheus.Gatherer
+	series    *instrument.SeriesSet // nil: no completion
+	formats   []expfmt.Format
+	goBuckets bool
+	handle    func(error) // gathering and writing errors
+}
+
+var (
+	gzipPool    = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+	bufioPool   = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+	scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+)
+
+// scratch holds the buffers of one histogram family's text.
+type scratch struct {
+	text   bytes.Buffer
+	python []byte
+}
+
+func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed: /metrics serves GET and HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	mfs, err := h.gatherer.Gather()
+	if err != nil {
+		h.handle(fmt.Errorf("exporters: prometheus scrape: gathering: %w", err))
+		http.Error(w, "An error has occurred while serving metrics:\n\n"+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if h.series != nil {
+		mfs = completeStartup(mfs, h.series.Engines())
+	}
+	if r.URL != nil {
+		if names := r.URL.Query()["name[]"]; len(names) > 0 {
+			kept := mfs[:0:0]
+			for _, mf := range mfs {
+				for _, n := range names {
+					if mf.GetName() == n {
+						kept = append(kept, mf)
+						break
+					}
+				}
+			}
+			mfs = kept
+		}
+	}
+	format := expfmt.NegotiateAccept(r.Header, h.formats...)
+	header := w.Header()
+	header.Set("Content-Type", string(format))
+	header.Add("Vary", "Accept")
+	header.Add("Vary", "Accept-Encoding")
+	gz := acceptsGzip(r.Header)
+	if gz {
+		header.Set("Content-Encoding", "gzip")
+	}
+	if r.Method == http.MethodHead {
+		return
+	}
+	var out io.Writer = w
+	if gz {
+		zw := gzipPool.Get().(*gzip.Writer)
+		zw.Reset(w)
+		defer func() {
+			if err := zw.Close(); err != nil {
+				h.handle(fmt.Errorf("exporters: prometheus scrape: writing: %w", err))
+			}
+			zw.Reset(nil)
+			gzipPool.Put(zw)
+		}()
+		out = zw
+	}
+	if err := h.encode(out, format, mfs); err != nil {
+		h.handle(fmt.Errorf("exporters: prometheus scrape: writing: %w", err))
+	}
+}
+
+// encode writes mfs in format.
+func (h *scrapeHandler) encode(w io.Writer, format expfmt.Format, mfs []*dto.MetricFamily) error {
+	if format.FormatType() != expfmt.TypeTextPlain || h.goBuckets {
+		enc := expfmt.NewEncoder(w, format)
+		for _, mf := range mfs {
+			if err := enc.Encode(mf); err != nil {
+				return err
+			}
+		}
+		if c, ok := enc.(expfmt.Closer); ok {
+			return c.Close()
+		}
+		return nil
+	}
+	bw := bufioPool.Get().(*bufio.Writer)
+	bw.Reset(w)
+	s := scratchPool.Get().(*scratch)
+	defer func() {
+		bw.Reset(nil)
+		bufioPool.Put(bw)
+		s.text.Reset()
+		scratchPool.Put(s)
+	}()
+	scheme := format.ToEscapingScheme()
+	for _, mf := range mfs {
+		mf = model.EscapeMetricFamily(mf, scheme)
+		if t := mf.GetType(); t != dto.MetricType_HISTOGRAM && t != dto.MetricType_GAUGE_HISTOGRAM {
+			if _, err := expfmt.MetricFamilyToText(bw, mf); err != nil {
+				return err
+			}
+			continue
+		}
+		s.text.Reset()
+		if _, err := expfmt.MetricFamilyToText(&s.text, mf); err != nil {
+			return err
+		}
+		var err error
+		if s.python, err = writePythonBuckets(bw, s.text.Bytes(), s.python); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// acceptsGzip reports whether an Accept-Encoding header accepts gzip and
+// prefers it to no compression: "gzip" (or "x-gzip", or "*" when neither is
+// named) with a q-value above 0 and at least that of "identity" when named.
+func acceptsGzip(h http.Header) bool {
+	gzipQ, starQ, identityQ := -1.0, -1.0, 0.0
+	for _, v := range h.Values("Accept-Encoding") {
+		for part := range strings.SplitSeq(v, ",") {
+			coding, params, _ := strings.Cut(part, ";")
+			q := 1.0
+			for p := range strings.SplitSeq(params, ";") {
+				if k, val, ok := strings.Cut(p, "="); ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+					if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil && f >= 0 && f <= 1 {
+						q = f
+					} else {
+						q = 0 // malformed: not acceptable
+					}
+				}
+			}
+			switch strings.ToLower(strings.TrimSpace(coding)) {
+			case "gzip", "x-gzip":
+				gzipQ = max(gzipQ, q)
+			case "*":
+				starQ = max(starQ, q)
+			case "identity":
+				identityQ = q
+			}
+		}
+	}
+	if gzipQ < 0 {
+		gzipQ = starQ
+	}
+	return gzipQ > 0 && gzipQ >= identityQ
+}

@@ -1,0 +1,95 @@
+package instrument
+
+import (
+	"slices"
+	"strings"
+)
+
+// EngineSeries describes one live engine of a SeriesSet as its Recorder
+// configured it: what an exporter needs to show the engine's histogram
+// series at zero before their first observation, as vLLM does (the
+// OpenTelemetry API cannot create a histogram point without a measurement).
+type EngineSeries struct {
+	// Labels are model_name, engine and the Recorder's constant attributes
+	// as Prometheus labels (names translated as the exporter does), sorted
+	// by name.
+	Labels []Label
+	// MaxModelLen is the Recorder's WithMaxModelLen, from which the
+	// token-count histograms get their boundaries (see Bounds).
+	MaxModelLen int
+	// Features are the optional features the Recorder was configured with,
+	// whose series exist from start-up; Always is implied and not listed.
+	Features []Feature
+}
+
+// Label is one Prometheus label of an EngineSeries.
+type Label struct{ Name, Value string }
+
+// Has reports whether the engine's series of feature f exist from start-up:
+// Always, or an optional feature the Recorder was configured with.
+func (e EngineSeries) Has(f Feature) bool { return f == Always || slices.Contains(e.Features, f) }
+
+// Bounds returns the advisory bucket boundaries of histogram d for this
+// engine: d.Buckets, or LengthBuckets(MaxModelLen) for a token-count
+// histogram. Views may override them.
+func (e EngineSeries) Bounds(d Descriptor) []float64 {
+	return slices.Clone((&builder{maxModelLen: e.MaxModelLen}).bounds(d))
+}
+
+// Engines returns the live engines of the set, one per engine of each live
+// Recorder that claimed its series here, sorted by labels. The values are
+// copies: changing them changes nothing in the set.
+func (s *SeriesSet) Engines() []EngineSeries {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	var out []EngineSeries
+	for _, c := range s.claims {
+		if c.engine != nil && c.holder.Value() != nil {
+			e := *c.engine
+			e.Labels, e.Features = slices.Clone(e.Labels), slices.Clone(e.Features)
+			out = append(out, e)
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b EngineSeries) int {
+		return slices.CompareFunc(a.Labels, b.Labels, func(x, y Label) int {
+			if c := strings.Compare(x.Name, y.Name); c != 0 {
+				return c
+			}
+			return strings.Compare(x.Value, y.Value)
+		})
+	})
+	return out
+}
+
+// engineSeriesOf returns the EngineSeries of a claim: nil for the info
+// series' claims, which describe no engine's series.
+func engineSeriesOf(cfg *config, k seriesKey) *EngineSeries {
+	if k.info {
+		return nil
+	}
+	e := &EngineSeries{MaxModelLen: cfg.maxModelLen, Features: configuredFeatures(cfg)}
+	for _, kv := range k.engine.base {
+		e.Labels = append(e.Labels, Label{Name: promLabel(string(kv.Key)), Value: kv.Value.Emit()})
+	}
+	slices.SortFunc(e.Labels, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
+	return e
+}
+
+// configuredFeatures lists the optional features whose series a Recorder's
+// options make exist from start-up.
+func configuredFeatures(cfg *config) []Feature {
+	var fs []Feature
+	if cfg.kvConnector {
+		fs = append(fs, KVConnector)
+	}
+	if cfg.specPositions > 0 {
+		fs = append(fs, SpecDecoding)
+	}
+	if cfg.cacheConfig != nil {
+		fs = append(fs, CacheConfig)
+	}
+	return fs
+}

@@ -108,7 +108,11 @@ func (e *env) checkStartupZero(t *testing.T, idleAt time.Time, final map[string]
 				}
 			}
 			if counts == 0 {
-				t.Errorf("%s: %s absent before the first request (no _count series)", k, fam)
+				why := "always exported"
+				if !bounds.always {
+					why = "exported after the load, so configured"
+				}
+				t.Errorf("%s: %s (%s) absent before the first request: no _count series", k, fam, why)
 				continue
 			}
 			les := map[string][]float64{}

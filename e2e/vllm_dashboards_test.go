@@ -122,6 +122,10 @@ func (e *env) checkVLLMDashboards(t *testing.T, at time.Time, windowSeconds int)
 		case na:
 			skipped++
 			t.Errorf("%s: listed as not applicable (%s) but returns %d series: %s", where, reason, n, x.expr)
+		case len(result) == 0:
+			empty++
+			c[1]++
+			t.Errorf("%s: empty result: %s", where, x.expr)
 		case n == 0:
 			empty++
 			c[1]++

@@ -54,9 +54,12 @@ type env struct {
 
 // TestEndToEnd starts Prometheus, the collector and the example once and
 // checks, in order: the direct scrape (THE RULE, token sources, KV
-// transfer, quantiles, promtool), then, after the example flushed OTLP on
-// SIGINT, that the collector path agrees with the direct one on every
-// counter and histogram series.
+// transfer, quantiles, promtool, our dashboard), the instances as
+// Prometheus scraped them before the first request (every histogram at
+// zero), the le text vLLM's dashboards select, the families issue 11 added,
+// vLLM's own dashboards, then, after the example flushed OTLP on SIGINT,
+// that the collector path agrees with the direct one on every counter and
+// histogram series.
 func TestEndToEnd(t *testing.T) {
 	tl := needTools(t)
 	began := time.Now()
@@ -68,9 +71,6 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	e := &env{tools: tl, work: t.TempDir()}
-	pd := buildExample(t, e.work)
-	mark("example built")
-
 	ports := distinctPorts(t, 4)
 	promPort, otlpPort, prefillPort, decodePort := ports[0], ports[1], ports[2], ports[3]
 	prefillAddr := fmt.Sprintf("127.0.0.1:%d", prefillPort)
@@ -78,9 +78,15 @@ func TestEndToEnd(t *testing.T) {
 
 	e.startPrometheus(t, promPort, prefillAddr, decodeAddr)
 	mark("prometheus ready")
-	// Prometheus applies its targets a few seconds after start-up: wait for
-	// its first attempt (up == 0, nothing listens yet), so that it scrapes
-	// the example as soon as it serves, well within startupIdle.
+	e.startCollector(t, otlpPort, promPort)
+	mark("collector ready")
+	// Built while Prometheus applies its targets, which it does a few
+	// seconds after start-up.
+	pd := buildExample(t, e.work)
+	mark("example built")
+	// Prometheus's first attempt (up == 0: nothing listens yet) says it
+	// scrapes the targets, so it scrapes the example as soon as it serves,
+	// well within startupIdle.
 	poll(t, 30*time.Second, "prometheus trying to scrape both targets", func() (bool, string) {
 		up, err := e.prom.query(`up{path="direct"}`, time.Now())
 		if err != nil {
@@ -89,8 +95,6 @@ func TestEndToEnd(t *testing.T) {
 		return len(up) == 2, fmt.Sprintf("%d of 2 targets tried", len(up))
 	})
 	mark("prometheus scraping its targets")
-	e.startCollector(t, otlpPort, promPort)
-	mark("collector ready")
 	exampleStart := time.Now()
 	// Every scrape up to idleAt is one of the freshly started instances,
 	// before the first request: the example waits startupIdle after its own

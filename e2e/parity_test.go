@@ -83,6 +83,11 @@ func (e *env) checkStartupZero(t *testing.T, idleAt time.Time, final map[string]
 			}
 		}
 	}
+	// The prefill instance runs every request with max_tokens=1: it never
+	// sees an inter-token latency, and exports the family all the same.
+	if !want["prefill/0"]["vllm:inter_token_latency_seconds"] {
+		t.Errorf("vllm:inter_token_latency_seconds is not among the always-present histograms of views.Families()")
+	}
 	// Every histogram sample Prometheus holds at idleAt, by sample name.
 	byName := map[string][]series{}
 	for _, se := range e.prom.mustQuery(t, `{__name__=~"vllm:.+_(bucket|sum|count)", path="direct"}`, idleAt) {
@@ -329,6 +334,15 @@ func (e *env) checkNewFamilies(t *testing.T, at time.Time, final map[string]*scr
 		}
 	}
 	t.Logf("%d samples of the new families identical in the final scrapes and in prometheus", len(scraped))
+
+	// With priority scheduling on, finished-request families carry the
+	// request's priority.
+	if len(found["vllm:request_priority"]) > 0 {
+		withPriority := e.prom.mustQuery(t, `count by (__name__) ({__name__=~"vllm:.+", __name__!~"vllm:(request_priority|scheduler_policy_info).*", path="direct", priority!=""})`, at)
+		if len(withPriority) == 0 {
+			t.Errorf("vllm:request_priority exported, but no finished-request family carries a priority label")
+		}
+	}
 
 	// Invariants of the simulation.
 	cached := e.byEngine(t, `sum by (role, engine) (vllm:prompt_tokens_cached_total{path="direct"})`, at)

@@ -223,7 +223,7 @@ func (e *env) checkLeText(t *testing.T, at time.Time, windowSeconds int) {
 // newFamily is a family issue 11 added, and where the example exports it.
 type newFamily struct {
 	name  string // family name, or a prefix ending in "_"
-	where string // everyEngine, someEngine or everyInstance
+	where string // everyEngine, everyDecode, someEngine or everyInstance
 	// moving: a process_* family whose value moves between two scrapes;
 	// only its presence is compared.
 	moving bool
@@ -231,6 +231,7 @@ type newFamily struct {
 
 const (
 	everyEngine   = "every engine"
+	everyDecode   = "every decode engine"
 	someEngine    = "some engine"
 	everyInstance = "every instance"
 )
@@ -241,8 +242,9 @@ var newFamilies = []newFamily{
 	{name: "vllm:estimated_flops_per_gpu_total", where: everyEngine},
 	{name: "vllm:estimated_read_bytes_per_gpu_total", where: everyEngine},
 	{name: "vllm:estimated_write_bytes_per_gpu_total", where: everyEngine},
+	// The decode instance receives KV: it is the KV consumer.
+	{name: "vllm:num_requests_kv_fetch_by_stage", where: everyDecode},
 	// Both instances have a KV connector (instrument.WithKVConnector).
-	{name: "vllm:num_requests_kv_fetch_by_stage", where: everyEngine},
 	{name: "vllm:nixl_num_notifications_after_expiry_total", where: everyEngine},
 	// Priority scheduling and a KV offload tier: on the instances the
 	// example enables them for.
@@ -307,6 +309,8 @@ func (e *env) checkNewFamilies(t *testing.T, at time.Time, final map[string]*scr
 		switch nf.where {
 		case everyEngine:
 			want = engineKeys()
+		case everyDecode:
+			want = slices.DeleteFunc(engineKeys(), func(k string) bool { return !strings.HasPrefix(k, "decode/") })
 		case everyInstance:
 			want = []string{"prefill", "decode"}
 		}

@@ -303,68 +303,82 @@ func envProtocol(route *errorRoute) Protocol {
 	return DefaultOTLPProtocol
 }
 
-// newOTLPExporter builds the exporter of c's protocol with only the options
-// that were given, so that the exporter reads the rest from the environment.
-func newOTLPExporter(ctx context.Context, c otlpConfig) (sdkmetric.Exporter, error) {
-	if c.protocol == ProtocolGRPC {
-		var o []otlpmetricgrpc.Option
-		switch {
-		case c.endpointURL:
-			o = append(o, otlpmetricgrpc.WithEndpointURL(c.endpoint))
-		case c.endpoint != "":
-			o = append(o, otlpmetricgrpc.WithEndpoint(c.endpoint))
-		}
-		if c.insecure {
-			o = append(o, otlpmetricgrpc.WithInsecure())
-		}
-		if c.headers != nil {
-			o = append(o, otlpmetricgrpc.WithHeaders(c.headers))
-		}
-		switch c.compression {
-		case compressionGzip:
-			o = append(o, otlpmetricgrpc.WithCompressor(compressionGzip))
-		case compressionNone:
-			// The gRPC exporter has no option for "none" (WithCompressor
-			// reports any value but gzip as an error); the identity
-			// encoding is gRPC's no-compression, and dial options given here
-			// come after the exporter's own.
-			o = append(o, otlpmetricgrpc.WithDialOption(
-				grpc.WithDefaultCallOptions(grpc.UseCompressor(encoding.Identity))))
-		}
-		if c.timeout > 0 {
-			o = append(o, otlpmetricgrpc.WithTimeout(c.timeout))
-		}
-		if c.temporality != 0 {
-			o = append(o, otlpmetricgrpc.WithTemporalitySelector(c.temporality.selector()))
-		}
-		return otlpmetricgrpc.New(ctx, o...)
-	}
-	var o []otlpmetrichttp.Option
+// exporterOptions names the option constructors that otlpmetricgrpc and
+// otlpmetrichttp both have, so that one function maps the options given.
+type exporterOptions[O any] struct {
+	endpoint, endpointURL func(string) O
+	insecure              func() O
+	headers               func(map[string]string) O
+	timeout               func(time.Duration) O
+	temporality           func(sdkmetric.TemporalitySelector) O
+	gzip, noCompression   func() O
+}
+
+// options returns the exporter options for what c was given, and only
+// those, so that the exporter reads the rest from the environment.
+func (x exporterOptions[O]) options(c otlpConfig) []O {
+	var o []O
 	switch {
 	case c.endpointURL:
-		o = append(o, otlpmetrichttp.WithEndpointURL(c.endpoint))
+		o = append(o, x.endpointURL(c.endpoint))
 	case c.endpoint != "":
-		o = append(o, otlpmetrichttp.WithEndpoint(c.endpoint))
+		o = append(o, x.endpoint(c.endpoint))
 	}
 	if c.insecure {
-		o = append(o, otlpmetrichttp.WithInsecure())
+		o = append(o, x.insecure())
 	}
 	if c.headers != nil {
-		o = append(o, otlpmetrichttp.WithHeaders(c.headers))
+		o = append(o, x.headers(c.headers))
 	}
 	switch c.compression {
 	case compressionGzip:
-		o = append(o, otlpmetrichttp.WithCompression(otlpmetrichttp.GzipCompression))
+		o = append(o, x.gzip())
 	case compressionNone:
-		o = append(o, otlpmetrichttp.WithCompression(otlpmetrichttp.NoCompression))
+		o = append(o, x.noCompression())
 	}
 	if c.timeout > 0 {
-		o = append(o, otlpmetrichttp.WithTimeout(c.timeout))
+		o = append(o, x.timeout(c.timeout))
 	}
 	if c.temporality != 0 {
-		o = append(o, otlpmetrichttp.WithTemporalitySelector(c.temporality.selector()))
+		o = append(o, x.temporality(c.temporality.selector()))
 	}
-	return otlpmetrichttp.New(ctx, o...)
+	return o
+}
+
+var grpcOptions = exporterOptions[otlpmetricgrpc.Option]{
+	endpoint:    otlpmetricgrpc.WithEndpoint,
+	endpointURL: otlpmetricgrpc.WithEndpointURL,
+	insecure:    otlpmetricgrpc.WithInsecure,
+	headers:     otlpmetricgrpc.WithHeaders,
+	timeout:     otlpmetricgrpc.WithTimeout,
+	temporality: otlpmetricgrpc.WithTemporalitySelector,
+	gzip:        func() otlpmetricgrpc.Option { return otlpmetricgrpc.WithCompressor(compressionGzip) },
+	// The gRPC exporter has no option for "none" (WithCompressor reports
+	// any value but gzip as an error); the identity encoding is gRPC's
+	// no-compression, and dial options given here come after the
+	// exporter's own.
+	noCompression: func() otlpmetricgrpc.Option {
+		return otlpmetricgrpc.WithDialOption(grpc.WithDefaultCallOptions(grpc.UseCompressor(encoding.Identity)))
+	},
+}
+
+var httpOptions = exporterOptions[otlpmetrichttp.Option]{
+	endpoint:      otlpmetrichttp.WithEndpoint,
+	endpointURL:   otlpmetrichttp.WithEndpointURL,
+	insecure:      otlpmetrichttp.WithInsecure,
+	headers:       otlpmetrichttp.WithHeaders,
+	timeout:       otlpmetrichttp.WithTimeout,
+	temporality:   otlpmetrichttp.WithTemporalitySelector,
+	gzip:          func() otlpmetrichttp.Option { return otlpmetrichttp.WithCompression(otlpmetrichttp.GzipCompression) },
+	noCompression: func() otlpmetrichttp.Option { return otlpmetrichttp.WithCompression(otlpmetrichttp.NoCompression) },
+}
+
+// newOTLPExporter builds the exporter of c's protocol.
+func newOTLPExporter(ctx context.Context, c otlpConfig) (sdkmetric.Exporter, error) {
+	if c.protocol == ProtocolGRPC {
+		return otlpmetricgrpc.New(ctx, grpcOptions.options(c)...)
+	}
+	return otlpmetrichttp.New(ctx, httpOptions.options(c)...)
 }
 
 // NewOTLP creates a periodic reader that pushes metrics to an OpenTelemetry

@@ -18,6 +18,17 @@ import (
 	"google.golang.org/grpc/status"
 )
 
+// captureLog sends the standard logger's output (where OpenTelemetry's
+// default error handler writes) to a buffer for the test's duration.
+func captureLog(t *testing.T) *bytes.Buffer {
+	t.Helper()
+	var logged bytes.Buffer
+	out, flags := log.Writer(), log.Flags()
+	log.SetOutput(&logged)
+	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+	return &logged
+}
+
 // refusingReceiver is an OTLP/gRPC receiver that refuses every export with
 // a non-retryable error naming it, and counts the exports it refused.
 type refusingReceiver struct {
@@ -53,10 +64,7 @@ func (r *refusingReceiver) Export(context.Context, *collpb.ExportMetricsServiceR
 func TestErrorHandlerPerSetup(t *testing.T) {
 	cleanEnv(t)
 	t.Setenv(EnvOTLPProtocol, "grpc")
-	var logged bytes.Buffer
-	out, flags := log.Writer(), log.Flags()
-	log.SetOutput(&logged)
-	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+	logged := captureLog(t)
 
 	recvs := map[string]*refusingReceiver{}
 	sinks := map[string]*errorSink{}
@@ -106,41 +114,6 @@ func TestErrorHandlerPerSetup(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), "refused by receiver C") {
 		t.Errorf("C's errors were not logged by OpenTelemetry's default handler:\n%s", logged.String())
-	}
-}
-
-// Errors reported without a Setup (otel.Handle of another component) reach
-// every live handler once; after the Shutdowns they are logged again.
-func TestErrorHandlerUnattributedErrors(t *testing.T) {
-	cleanEnv(t)
-	t.Setenv(EnvMetricsExporter, "none")
-	var logged bytes.Buffer
-	out, flags := log.Writer(), log.Flags()
-	log.SetOutput(&logged)
-	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
-
-	var a, b errorSink
-	pa, err := Setup(t.Context(), WithErrorHandler(a.handle))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pb, err := Setup(t.Context(), WithErrorHandler(b.handle))
-	if err != nil {
-		t.Fatal(err)
-	}
-	otel.Handle(errors.New("from elsewhere"))
-	if len(a.get()) != 1 || len(b.get()) != 1 || logged.Len() != 0 {
-		t.Errorf("handler A %v, B %v, logged %q: want each handler once, nothing logged", a.get(), b.get(), logged.String())
-	}
-	shutdown(t, pa)
-	otel.Handle(errors.New("with B alone"))
-	if len(a.get()) != 1 || len(b.get()) != 2 {
-		t.Errorf("after A's Shutdown: handler A %v, B %v", a.get(), b.get())
-	}
-	shutdown(t, pb)
-	otel.Handle(errors.New("with none live"))
-	if len(b.get()) != 2 || !strings.Contains(logged.String(), "with none live") {
-		t.Errorf("after both Shutdowns: handler B %v, logged %q", b.get(), logged.String())
 	}
 }
 

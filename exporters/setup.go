@@ -102,7 +102,8 @@ func WithPrometheus(opts ...PrometheusOption) Option {
 
 // WithOTLP configures the OTLP reader and turns it on when
 // OTEL_METRICS_EXPORTER is not set, even without an endpoint in the
-// environment (the exporter's default is then https://localhost:4317).
+// environment (the exporter's default is then https://localhost:4318, or
+// https://localhost:4317 with gRPC).
 func WithOTLP(opts ...OTLPOption) Option {
 	return setupOptionFunc(func(c *setupConfig) {
 		c.otlp = append(c.otlp, opts...)

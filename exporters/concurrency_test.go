@@ -18,7 +18,7 @@ import (
 func TestConcurrentRecordScrapeExport(t *testing.T) {
 	cleanEnv(t)
 	recv := startReceiver(t)
-	p, err := Setup(t.Context(), WithOTLP(WithEndpoint(recv.addr), WithInsecure(), WithInterval(20*time.Millisecond)))
+	p, err := Setup(t.Context(), WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(recv.addr), WithInsecure(), WithInterval(20*time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,15 +11,18 @@
 //     onto the series, or negotiate OpenMetrics (the format that shows
 //     exemplars).
 //   - NewOTLP: a periodic reader that pushes to an OpenTelemetry collector
-//     over gRPC, configured from the standard environment variables, options
-//     winning over them. It connects lazily, so start-up never depends on the
-//     collector; failed exports go to otel.Handle.
+//     over OTLP, protobuf over HTTP (the default) or gRPC, configured from
+//     the standard environment variables, options winning over them. It
+//     connects lazily, so start-up never depends on the collector; failed
+//     exports go to otel.Handle.
 //   - NewStatsLog: a periodic reader that writes vLLM's stats line (prompt
 //     and generation throughput, running and waiting requests, preemptions,
 //     KV cache usage, prefix cache hit rates) through log/slog, computed from
 //     the same data.
 //   - Setup: one MeterProvider with a resource, views.VLLM() and the readers
-//     chosen by the environment and the options; its Shutdown flushes them.
+//     chosen by the environment and the options, and client_golang's
+//     process collector (process_* families, as in vLLM's scrape) on the
+//     Prometheus registry; its Shutdown flushes them.
 //
 // # Environment
 //
@@ -28,35 +31,52 @@
 //	OTEL_SDK_DISABLED=true       no-op MeterProvider, 404 handler, nothing exported
 //	OTEL_METRICS_EXPORTER        comma list of prometheus, otlp, none; decides the exporters
 //	                             (unset: prometheus, plus otlp when an OTLP endpoint variable
-//	                             is set or WithOTLP is given; unknown names are an error)
+//	                             is set or WithOTLP is given; an unsupported name such as
+//	                             console is reported as a warning and ignored)
 //	OTEL_SERVICE_NAME            service.name (WithServiceName wins)
 //	OTEL_RESOURCE_ATTRIBUTES     resource attributes (WithResourceAttributes, WithServiceName
 //	                             and WithServiceInstanceID win)
 //
-// Read by NewOTLP (options win; bad values are reported to otel.Handle and
-// replaced by the default):
+// Read by NewOTLP (options win):
+//
+//	OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL  http/protobuf (default) or grpc; another value is
+//	                                       reported as a warning and ignored
+//	OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT  checked: a value that is not an http:// or https://
+//	                                       URL with a host is an ErrConfig error (the exporters
+//	                                       would skip it and send to localhost)
+//
+// Read by the SDK's periodic reader and the OTLP exporters themselves;
+// NewOTLP passes an option only for what the caller gave, and bad values are
+// logged by the SDK and replaced by the default:
 //
 //	OTEL_METRIC_EXPORT_INTERVAL                       milliseconds between exports (60000)
 //	OTEL_METRIC_EXPORT_TIMEOUT                        milliseconds for one export (30000)
 //	OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE cumulative (default), delta or lowmemory
-//
-// Read by the OTLP gRPC exporter itself (the METRICS_ variant wins over the
-// general one, options win over both):
-//
-//	OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT     collector URL (https://localhost:4317; "http://" means insecure)
+//	OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT     collector URL (https://localhost:4318 for
+//	                                          http/protobuf, with /v1/metrics appended to the
+//	                                          general variable's path; https://localhost:4317
+//	                                          for grpc; "http://" means insecure)
 //	OTEL_EXPORTER_OTLP_[METRICS_]INSECURE     true for a connection without TLS
 //	OTEL_EXPORTER_OTLP_[METRICS_]HEADERS      key=value,... sent with every export
 //	OTEL_EXPORTER_OTLP_[METRICS_]COMPRESSION  gzip or none
-//	OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT      milliseconds for one gRPC export with retries (10000)
+//	OTEL_EXPORTER_OTLP_[METRICS_]TIMEOUT      milliseconds for one export request with retries (10000)
 //	OTEL_EXPORTER_OTLP_[METRICS_]CERTIFICATE  CA certificate file for TLS
 //	OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION
+//
+// The METRICS_ variant of a variable wins over the general one. The default
+// protocol is http/protobuf, as the OpenTelemetry specification recommends
+// and as go.opentelemetry.io/contrib/exporters/autoexport and the other
+// OpenTelemetry SDKs do; a collector's gRPC port (4317) needs
+// OTEL_EXPORTER_OTLP_PROTOCOL=grpc or WithProtocol(ProtocolGRPC).
 //
 // # Errors
 //
 // Recording never waits for an exporter: periodic readers export on their own
 // goroutines and the Prometheus reader collects when scraped. Their errors go
-// to otel.Handle; WithErrorHandler routes them to a function of the caller as
-// well. ForceFlush and Shutdown return them.
+// to otel.Handle. WithErrorHandler gives a Setup's own errors (its OTLP
+// reader's failed exports, warnings about its environment) to a function of
+// the caller, once, and to no other Setup's function: two Setups in one
+// process each see their own. ForceFlush and Shutdown return their errors.
 //
 // # Collector outages
 //

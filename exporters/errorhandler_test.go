@@ -1,9 +1,7 @@
 package exporters
 
 import (
-	"bytes"
 	"errors"
-	"log"
 	"strings"
 	"testing"
 
@@ -17,10 +15,7 @@ import (
 func TestErrorHandlerAfterAnotherShutdown(t *testing.T) {
 	cleanEnv(t)
 	t.Setenv(EnvMetricsExporter, "none")
-	var logged bytes.Buffer
-	out, flags := log.Writer(), log.Flags()
-	log.SetOutput(&logged)
-	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+	logged := captureLog(t)
 
 	var first, second errorSink
 	p1, err := Setup(t.Context(), WithErrorHandler(first.handle))

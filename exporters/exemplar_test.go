@@ -16,7 +16,7 @@ import (
 func exemplarsReceived(t *testing.T) int {
 	t.Helper()
 	r := startReceiver(t)
-	p, err := Setup(t.Context(), WithOTLP(WithEndpoint(r.addr), WithInsecure()))
+	p, err := Setup(t.Context(), WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(r.addr), WithInsecure()))
 	if err != nil {
 		t.Fatal(err)
 	}

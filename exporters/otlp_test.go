@@ -18,7 +18,7 @@ func cleanEnv(t *testing.T) {
 	for _, k := range []string{
 		EnvSDKDisabled, EnvMetricsExporter, EnvServiceName, EnvResourceAttributes,
 		EnvMetricExportInterval, EnvMetricExportTimeout, EnvTemporalityPreference,
-		EnvOTLPEndpoint, EnvOTLPMetricsEndpoint,
+		EnvOTLPEndpoint, EnvOTLPMetricsEndpoint, EnvOTLPProtocol, EnvOTLPMetricsProtocol,
 		"OTEL_EXPORTER_OTLP_INSECURE", "OTEL_EXPORTER_OTLP_METRICS_INSECURE",
 		"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
 		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION",
@@ -35,7 +35,7 @@ func capturedErrors(t *testing.T) func() []error {
 	t.Helper()
 	var mu sync.Mutex
 	var errs []error
-	h := installErrorHandler(func(err error) {
+	h := newErrorRoute(func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		errs = append(errs, err)
@@ -100,6 +100,7 @@ func exportTwice(t *testing.T, reader sdkmetric.Reader) {
 func TestOTLPEndpointFromEnv(t *testing.T) {
 	cleanEnv(t)
 	recv := startReceiver(t)
+	t.Setenv(EnvOTLPProtocol, "grpc")
 	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr) // http:// means insecure
 	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-tenant=env")
 	r, err := NewOTLP(context.Background(), WithInterval(time.Hour))
@@ -121,6 +122,7 @@ func TestOTLPEndpointFromEnv(t *testing.T) {
 func TestOTLPTemporalityFromEnv(t *testing.T) {
 	cleanEnv(t)
 	recv := startReceiver(t)
+	t.Setenv(EnvOTLPProtocol, "grpc")
 	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr)
 	t.Setenv(EnvTemporalityPreference, "delta")
 	r, err := NewOTLP(context.Background(), WithInterval(time.Hour))
@@ -145,7 +147,7 @@ func TestOTLPOptionsOverrideEnv(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "x-tenant=env")
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "gzip")
 	r, err := NewOTLP(context.Background(),
-		WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour),
+		WithProtocol(ProtocolGRPC), WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour),
 		WithTemporality(Cumulative), WithHeaders(map[string]string{"x-tenant": "code"}),
 		WithCompression("none"))
 	if err != nil {
@@ -169,7 +171,7 @@ func TestOTLPOptionsOverrideEnv(t *testing.T) {
 func TestOTLPEndpointURLAndGzip(t *testing.T) {
 	cleanEnv(t)
 	recv := startReceiver(t)
-	r, err := NewOTLP(context.Background(), WithEndpointURL("http://"+recv.addr),
+	r, err := NewOTLP(context.Background(), WithProtocol(ProtocolGRPC), WithEndpointURL("http://"+recv.addr),
 		WithCompression("gzip"), WithTemporality(Delta), WithInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -187,6 +189,7 @@ func TestOTLPEndpointURLAndGzip(t *testing.T) {
 func TestOTLPIntervalFromEnvExports(t *testing.T) {
 	cleanEnv(t)
 	recv := startReceiver(t)
+	t.Setenv(EnvOTLPProtocol, "grpc")
 	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr)
 	t.Setenv(EnvMetricExportInterval, "50") // milliseconds
 	r, err := NewOTLP(context.Background())
@@ -205,59 +208,6 @@ func TestOTLPIntervalFromEnvExports(t *testing.T) {
 	}
 }
 
-func TestResolveOTLP(t *testing.T) {
-	for _, tc := range []struct {
-		name        string
-		env         map[string]string
-		opts        []OTLPOption
-		interval    time.Duration
-		timeout     time.Duration
-		temporality Temporality
-		envErr      bool // an error reported to otel.Handle
-	}{
-		{name: "defaults", interval: 60 * time.Second, timeout: 30 * time.Second, temporality: Cumulative},
-		{name: "env", env: map[string]string{EnvMetricExportInterval: "1500", EnvMetricExportTimeout: " 2500 ",
-			EnvTemporalityPreference: "DELTA"},
-			interval: 1500 * time.Millisecond, timeout: 2500 * time.Millisecond, temporality: Delta},
-		{name: "lowmemory", env: map[string]string{EnvTemporalityPreference: "lowmemory"},
-			interval: time.Minute, timeout: 30 * time.Second, temporality: LowMemory},
-		{name: "options win", env: map[string]string{EnvMetricExportInterval: "1500", EnvMetricExportTimeout: "2500",
-			EnvTemporalityPreference: "delta"},
-			opts:     []OTLPOption{WithInterval(7 * time.Second), WithTimeout(3 * time.Second), WithTemporality(Cumulative)},
-			interval: 7 * time.Second, timeout: 3 * time.Second, temporality: Cumulative},
-		{name: "bad interval", env: map[string]string{EnvMetricExportInterval: "10s"},
-			interval: time.Minute, timeout: 30 * time.Second, temporality: Cumulative, envErr: true},
-		{name: "negative timeout", env: map[string]string{EnvMetricExportTimeout: "-1"},
-			interval: time.Minute, timeout: 30 * time.Second, temporality: Cumulative, envErr: true},
-		{name: "bad temporality", env: map[string]string{EnvTemporalityPreference: "sometimes"},
-			interval: time.Minute, timeout: 30 * time.Second, temporality: Cumulative, envErr: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cleanEnv(t)
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			errs := capturedErrors(t)
-			s, err := resolveOTLP(tc.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.interval != tc.interval || s.timeout != tc.timeout || s.temporality != tc.temporality {
-				t.Errorf("got interval %v timeout %v temporality %v, want %v %v %v",
-					s.interval, s.timeout, s.temporality, tc.interval, tc.timeout, tc.temporality)
-			}
-			if got := len(errs()) > 0; got != tc.envErr {
-				t.Errorf("errors reported = %v, want reported: %v", errs(), tc.envErr)
-			}
-			for _, e := range errs() {
-				if !errors.Is(e, ErrConfig) {
-					t.Errorf("reported error %v is not ErrConfig", e)
-				}
-			}
-		})
-	}
-}
-
 func TestOTLPBadOptions(t *testing.T) {
 	cleanEnv(t)
 	for name, opt := range map[string]OTLPOption{
@@ -266,6 +216,8 @@ func TestOTLPBadOptions(t *testing.T) {
 		"temporality": WithTemporality(Temporality(9)),
 		"compression": WithCompression("zstd"),
 		"url":         WithEndpointURL("localhost"),
+		"url scheme":  WithEndpointURL("grpc://collector:4317"),
+		"protocol":    WithProtocol("http/json"),
 	} {
 		if _, err := NewOTLP(context.Background(), opt); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: err = %v, want ErrConfig", name, err)

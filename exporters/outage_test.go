@@ -28,7 +28,7 @@ const callBound = time.Second
 // a 500 ms export timeout, so that an export to a dead collector gives up
 // quickly (the exporter's retries back off from 5 s: none fits in it).
 func outageOTLP(addr string, temporality Temporality, interval time.Duration) Option {
-	return WithOTLP(WithEndpoint(addr), WithInsecure(), WithTemporality(temporality),
+	return WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(addr), WithInsecure(), WithTemporality(temporality),
 		WithInterval(interval), WithTimeout(500*time.Millisecond))
 }
 
@@ -320,7 +320,7 @@ func TestShutdownCollectorHangs(t *testing.T) {
 	recv.serve(t, "127.0.0.1:0")
 	// The exporter's own timeouts (10 s per request, 30 s per export) are
 	// longer than the deadlines: the contexts must bound the calls.
-	p, err := Setup(t.Context(), WithOTLP(WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour)),
+	p, err := Setup(t.Context(), WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour)),
 		WithErrorHandler(func(error) {}))
 	if err != nil {
 		t.Fatal(err)

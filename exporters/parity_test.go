@@ -19,7 +19,7 @@ func TestPrometheusAndOTLPAgree(t *testing.T) {
 	ctx := context.Background()
 	p, err := Setup(ctx,
 		WithServiceName("parity"),
-		WithOTLP(WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour)),
+		WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour)),
 	)
 	if err != nil {
 		t.Fatal(err)

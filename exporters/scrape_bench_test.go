@@ -286,7 +286,7 @@ func BenchmarkOTLPExport(b *testing.B) {
 	b.Setenv("OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "")
 	recv := startSinkReceiver(b)
 	ctx := context.Background()
-	reader, err := exporters.NewOTLP(ctx, exporters.WithEndpoint(recv.addr), exporters.WithInsecure(),
+	reader, err := exporters.NewOTLP(ctx, exporters.WithProtocol(exporters.ProtocolGRPC), exporters.WithEndpoint(recv.addr), exporters.WithInsecure(),
 		exporters.WithInterval(time.Hour), exporters.WithTimeout(30*time.Second))
 	if err != nil {
 		b.Fatal(err)

@@ -15,7 +15,8 @@ import (
 	"strings"
 	"sync"
 
-	"go.opentelemetry.io/otel"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -46,6 +47,7 @@ type setupConfig struct {
 	statsLogs         []statsLogSpec
 	errorHandler      func(error)
 	cardinalityLimit  *int
+	noProcessMetrics  bool
 }
 
 type statsLogSpec struct {
@@ -100,7 +102,8 @@ func WithPrometheus(opts ...PrometheusOption) Option {
 
 // WithOTLP configures the OTLP reader and turns it on when
 // OTEL_METRICS_EXPORTER is not set, even without an endpoint in the
-// environment (the exporter's default is then https://localhost:4317).
+// environment (the exporter's default is then https://localhost:4318, or
+// https://localhost:4317 with gRPC).
 func WithOTLP(opts ...OTLPOption) Option {
 	return setupOptionFunc(func(c *setupConfig) {
 		c.otlp = append(c.otlp, opts...)
@@ -136,16 +139,33 @@ func WithCardinalityLimit(n int) Option {
 	return setupOptionFunc(func(c *setupConfig) { c.cardinalityLimit = &n })
 }
 
-// WithErrorHandler makes errors that OpenTelemetry reports through
-// otel.Handle (failed periodic exports, scrape errors, bad environment
-// values) reach f. Setup then installs a global handler with
-// otel.SetErrorHandler that calls f, then the handler that was installed
-// before, except OpenTelemetry's default one, which only logs with the
-// standard log package and which f replaces. After Shutdown, f is no longer
-// called and errors go where they went before. Without this option Setup
-// leaves the global error handler alone.
+// WithErrorHandler makes this Setup's errors reach f: failed periodic
+// exports of its OTLP reader and warnings about its environment (an
+// unsupported exporter or protocol name), each once and to this Setup's f
+// only, so that two Setups with two handlers do not see each other's
+// errors. Errors OpenTelemetry reports without saying where they come from
+// (otel.Handle calls of other components) reach f too, as they reach every
+// live Setup's handler. Errors returned by ForceFlush and Shutdown are
+// returned, not passed to f.
+//
+// While a Setup with a handler is live, Setup's router is the global
+// handler (otel.SetErrorHandler); errors it does not deliver to a Setup go
+// on to the handler installed before it, except OpenTelemetry's default
+// one, which only logs with the standard log package and which the handlers
+// replace. After the last such Setup's Shutdown, the handler installed
+// before is restored. A handler installed with otel.SetErrorHandler after
+// Setup takes every error over. Without this option this Setup's errors go
+// to otel.Handle.
 func WithErrorHandler(f func(error)) Option {
 	return setupOptionFunc(func(c *setupConfig) { c.errorHandler = f })
+}
+
+// WithoutProcessMetrics leaves out the process_* families (CPU seconds,
+// resident and virtual memory, start time, open and maximum file
+// descriptors) that Setup otherwise registers on the Prometheus registry,
+// as vLLM's Python client serves them.
+func WithoutProcessMetrics() Option {
+	return setupOptionFunc(func(c *setupConfig) { c.noProcessMetrics = true })
 }
 
 // Provider is a MeterProvider with its resource, views and readers, built by
@@ -156,7 +176,7 @@ type Provider struct {
 	res       *resource.Resource
 	handler   http.Handler
 	exporters []string
-	errors    *chainHandler
+	route     *errorRoute
 	otlp      interface{ ForceFlush(context.Context) error } // the OTLP reader, flushed before Shutdown
 
 	shutdownOnce sync.Once
@@ -173,8 +193,16 @@ type Provider struct {
 //     "prometheus", "otlp" or "none", decides which exporters run; options
 //     only configure them. Unset or empty, Prometheus runs, and OTLP too when
 //     OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is
-//     set or WithOTLP is given. An unknown name, or "none" with another name,
-//     is an error.
+//     set or WithOTLP is given. An unsupported name ("console", say) is
+//     reported as a warning (to WithErrorHandler's function or otel.Handle)
+//     and ignored, as the specification asks; "none" with another name is an
+//     error.
+//   - Process metrics: the Prometheus registry also serves client_golang's
+//     process collector (process_cpu_seconds_total,
+//     process_resident_memory_bytes, process_start_time_seconds,
+//     process_open_fds, ...), as vLLM's scrape does, unless
+//     WithoutProcessMetrics is given or the registry (WithRegistry) already
+//     has one. They are not sent over OTLP.
 //   - Stats log readers of WithStatsLog, whatever the exporters.
 //   - Cardinality: WithCardinalityLimit, by default DefaultCardinalityLimit
 //     series per stream.
@@ -197,29 +225,27 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	if disabled, _ := strconv.ParseBool(strings.TrimSpace(os.Getenv(EnvSDKDisabled))); disabled {
 		return &Provider{mp: noop.NewMeterProvider(), handler: http.NotFoundHandler()}, nil
 	}
-	names, err := selectExporters(c.otlpSet)
-	if err != nil {
-		return nil, err
-	}
-	vs := c.views
-	if !c.viewsSet {
-		if vs, err = views.VLLM(); err != nil {
-			return nil, err
-		}
-	}
-	p := &Provider{handler: http.NotFoundHandler(), exporters: names}
-	if c.errorHandler != nil {
-		// Installed first, so that errors of the set-up itself reach it.
-		p.errors = installErrorHandler(c.errorHandler)
-	}
+	// Attached first, so that errors of the set-up itself reach the handler.
+	p := &Provider{handler: http.NotFoundHandler(), route: newErrorRoute(c.errorHandler)}
 	fail := func(err error, readers []sdkmetric.Reader) (*Provider, error) {
 		for _, r := range readers {
 			_ = r.Shutdown(ctx)
 		}
-		p.errors.detach()
+		p.route.detach()
 		return nil, err
 	}
-	if p.res, err = newResource(ctx, &c); err != nil {
+	names, err := selectExporters(c.otlpSet, p.route)
+	if err != nil {
+		return fail(err, nil)
+	}
+	p.exporters = names
+	vs := c.views
+	if !c.viewsSet {
+		if vs, err = views.VLLM(); err != nil {
+			return fail(err, nil)
+		}
+	}
+	if p.res, err = newResource(ctx, &c, p.route); err != nil {
 		return fail(err, nil)
 	}
 	var readers []sdkmetric.Reader
@@ -227,13 +253,21 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	for _, name := range names {
 		switch name {
 		case ExporterPrometheus:
-			if prom, err = NewPrometheus(c.prometheus...); err != nil {
+			// The reader learns the resource (for ReservedLabels) and sends
+			// scrape errors to this Setup's handler.
+			promOpts := append(slices.Clip(c.prometheus), withResource(p.res), withScrapeErrors(p.route.report))
+			if prom, err = NewPrometheus(promOpts...); err != nil {
 				return fail(err, readers)
 			}
 			readers = append(readers, prom.Reader)
 			p.handler = prom.Handler
+			if !c.noProcessMetrics {
+				if err := registerProcessCollector(prom.Registry); err != nil {
+					return fail(err, readers)
+				}
+			}
 		case ExporterOTLP:
-			r, err := NewOTLP(ctx, c.otlp...)
+			r, err := NewOTLP(ctx, append(slices.Clip(c.otlp), withRoute(p.route))...)
 			if err != nil {
 				return fail(err, readers)
 			}
@@ -262,6 +296,20 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	return p, nil
 }
 
+// registerProcessCollector registers client_golang's process collector on
+// reg, which serves the process_* families vLLM's scrape has. A registry
+// that already has one (the caller's own, or another Setup's) keeps it.
+func registerProcessCollector(reg *prometheus.Registry) error {
+	err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if _, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("exporters: process metrics: %w", err)
+	}
+	return nil
+}
+
 // wantsOpenMetrics reports whether the Prometheus options enable OpenMetrics.
 func wantsOpenMetrics(opts []PrometheusOption) bool {
 	var c promConfig
@@ -271,28 +319,31 @@ func wantsOpenMetrics(opts []PrometheusOption) bool {
 	return c.openMetrics
 }
 
-// selectExporters reads OTEL_METRICS_EXPORTER.
-func selectExporters(withOTLP bool) ([]string, error) {
+// selectExporters reads OTEL_METRICS_EXPORTER. An unsupported name
+// (console, say) is reported to route as a warning and ignored, as the
+// specification asks; a value with no supported name counts as unset.
+func selectExporters(withOTLP bool, route *errorRoute) ([]string, error) {
 	v := strings.TrimSpace(os.Getenv(EnvMetricsExporter))
-	if v == "" {
-		names := []string{ExporterPrometheus}
-		if withOTLP || os.Getenv(EnvOTLPEndpoint) != "" || os.Getenv(EnvOTLPMetricsEndpoint) != "" {
-			names = append(names, ExporterOTLP)
-		}
-		return names, nil
-	}
 	var names []string
-	for _, n := range strings.Split(v, ",") {
+	for n := range strings.SplitSeq(v, ",") {
 		n = strings.ToLower(strings.TrimSpace(n))
 		switch n {
+		case "":
 		case ExporterPrometheus, ExporterOTLP, ExporterNone:
 			if !slices.Contains(names, n) {
 				names = append(names, n)
 			}
 		default:
-			return nil, fmt.Errorf("%w: %s=%q: unknown exporter %q (want %s, %s or %s)",
-				ErrConfig, EnvMetricsExporter, v, n, ExporterPrometheus, ExporterOTLP, ExporterNone)
+			route.report(fmt.Errorf("%w: %s=%q: unsupported exporter %q ignored (want %s, %s or %s)",
+				ErrConfig, EnvMetricsExporter, v, n, ExporterPrometheus, ExporterOTLP, ExporterNone))
 		}
+	}
+	if len(names) == 0 {
+		names = []string{ExporterPrometheus}
+		if withOTLP || os.Getenv(EnvOTLPEndpoint) != "" || os.Getenv(EnvOTLPMetricsEndpoint) != "" {
+			names = append(names, ExporterOTLP)
+		}
+		return names, nil
 	}
 	if slices.Contains(names, ExporterNone) {
 		if len(names) > 1 {
@@ -305,7 +356,7 @@ func selectExporters(withOTLP bool) ([]string, error) {
 
 // newResource builds the resource in the documented precedence. It reads the
 // environment on every call (resource.Default caches it once per process).
-func newResource(ctx context.Context, c *setupConfig) (*resource.Resource, error) {
+func newResource(ctx context.Context, c *setupConfig, route *errorRoute) (*resource.Resource, error) {
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName(defaultServiceName())),
 		resource.WithTelemetrySDK(),
@@ -313,7 +364,7 @@ func newResource(ctx context.Context, c *setupConfig) (*resource.Resource, error
 		resource.WithAttributes(c.attributes...),
 	)
 	if errors.Is(err, resource.ErrPartialResource) {
-		otel.Handle(fmt.Errorf("exporters: resource: %w", err)) // keep what was understood
+		route.report(fmt.Errorf("exporters: resource: %w", err)) // keep what was understood
 	} else if err != nil {
 		return nil, fmt.Errorf("exporters: resource: %w", err)
 	}
@@ -392,19 +443,20 @@ func (p *Provider) ForceFlush(ctx context.Context) error {
 // The OTLP reader is flushed first, on its own: the SDK's shutdown cancels a
 // periodic export in flight, whose data points (with delta temporality, the
 // changes since the export before) would then be lost; the flush waits for
-// it instead. A failed flush is reported to otel.Handle.
+// it instead. A failed flush is reported to the WithErrorHandler function
+// (or otel.Handle).
 func (p *Provider) Shutdown(ctx context.Context) error {
 	var err error
 	p.shutdownOnce.Do(func() {
 		if p.otlp != nil {
 			if ferr := p.otlp.ForceFlush(ctx); ferr != nil {
-				otel.Handle(fmt.Errorf("exporters: flush before shutdown: %w", ferr))
+				p.route.report(fmt.Errorf("exporters: flush before shutdown: %w", unrouted(ferr)))
 			}
 		}
 		if p.sdk != nil {
 			err = p.sdk.Shutdown(ctx)
 		}
-		p.errors.detach()
+		p.route.detach()
 	})
 	return err
 }

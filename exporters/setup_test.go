@@ -75,6 +75,7 @@ func TestMetricsExporterEnv(t *testing.T) {
 		withOTLP bool
 		want     []string
 		wantErr  bool
+		warnings int // unsupported names reported and ignored
 	}{
 		{value: "", want: []string{ExporterPrometheus}},
 		{value: "", endpoint: true, want: both},
@@ -84,20 +85,24 @@ func TestMetricsExporterEnv(t *testing.T) {
 		{value: "otlp", withOTLP: true, want: []string{ExporterOTLP}},
 		{value: "prometheus,otlp", endpoint: true, want: both},
 		{value: " OTLP , prometheus ", withOTLP: true, want: []string{ExporterOTLP, ExporterPrometheus}},
-		{value: "bogus", wantErr: true},
-		{value: "prometheus,jaeger", wantErr: true},
+		{value: "console", want: []string{ExporterPrometheus}, warnings: 1},
+		{value: "console", endpoint: true, want: both, warnings: 1},
+		{value: "prometheus,jaeger", want: []string{ExporterPrometheus}, warnings: 1},
+		{value: "console,none,logging", endpoint: true, want: []string{}, warnings: 2},
 		{value: "none,otlp", wantErr: true},
 	} {
 		t.Run(tc.value, func(t *testing.T) {
 			cleanEnv(t)
 			recv := startReceiver(t)
 			t.Setenv(EnvMetricsExporter, tc.value)
+			t.Setenv(EnvOTLPProtocol, "grpc")
 			if tc.endpoint {
 				t.Setenv(EnvOTLPEndpoint, "http://"+recv.addr)
 			}
-			var opts []Option
+			var sink errorSink
+			opts := []Option{WithErrorHandler(sink.handle)}
 			if tc.withOTLP {
-				opts = append(opts, WithOTLP(WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour)))
+				opts = append(opts, WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour)))
 			}
 			p, err := Setup(context.Background(), opts...)
 			if tc.wantErr {
@@ -111,6 +116,15 @@ func TestMetricsExporterEnv(t *testing.T) {
 			}
 			if got := p.Exporters(); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Exporters() = %v, want %v", got, tc.want)
+			}
+			if errs := sink.get(); len(errs) != tc.warnings {
+				t.Errorf("warnings %v, want %d", errs, tc.warnings)
+			} else {
+				for _, e := range errs {
+					if !errors.Is(e, ErrConfig) || !strings.Contains(e.Error(), EnvMetricsExporter) {
+						t.Errorf("warning %v: want an ErrConfig about %s", e, EnvMetricsExporter)
+					}
+				}
 			}
 			recordGeneration(t, newRecorder(t, p), 7)
 			code, body, _ := scrape(t, p.Handler(), "")
@@ -168,7 +182,7 @@ func TestCollectorDown(t *testing.T) {
 	cleanEnv(t)
 	var sink errorSink
 	p, err := Setup(context.Background(),
-		WithOTLP(WithEndpoint(closedAddr(t)), WithInsecure(), WithInterval(50*time.Millisecond), WithTimeout(time.Second)),
+		WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(closedAddr(t)), WithInsecure(), WithInterval(50*time.Millisecond), WithTimeout(time.Second)),
 		WithErrorHandler(sink.handle))
 	if err != nil {
 		t.Fatalf("Setup with the collector down: %v", err)

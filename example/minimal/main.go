@@ -79,7 +79,9 @@ func run(w io.Writer) error {
 		return err
 	}
 
-	srv := httptest.NewServer(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	srv := httptest.NewUnstartedServer(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	srv.Config.ReadHeaderTimeout = 10 * time.Second // never wait forever for a client's headers
+	srv.Start()
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {

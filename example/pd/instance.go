@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -69,10 +70,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	}
 	in := &instance{role: c.role, provider: provider}
 	for _, rank := range ranks {
-		e, err := rec.Engine(rank)
-		if err != nil {
-			return nil, errors.Join(err, provider.Shutdown(ctx))
-		}
+		e, _ := rec.Engine(rank) // one of the Recorder's own ranks: never an error
 		in.engines = append(in.engines, newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff))
 	}
 	in.listener, err = net.Listen("tcp", c.listen)
@@ -81,7 +79,9 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", provider.Handler())
-	in.server = &http.Server{Handler: mux}
+	// A slow client must not hold a connection open before sending its
+	// headers.
+	in.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return in, nil
 }
 

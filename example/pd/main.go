@@ -49,7 +49,8 @@ func run() error {
 	seed := flag.Uint64("seed", 1, "random seed of the workload")
 	decodeEngines := flag.Int("decode-engines", 2, "data-parallel engines of the decode instance")
 	logInterval := flag.Duration("log-interval", 10*time.Second, "interval of the stats log line")
-	otlpEndpoint := flag.String("otlp-endpoint", "", "OTLP/gRPC collector host:port, insecure (default: from OTEL_EXPORTER_OTLP_ENDPOINT)")
+	otlpEndpoint := flag.String("otlp-endpoint", "", "OTLP collector host:port, insecure (default: from OTEL_EXPORTER_OTLP_ENDPOINT)")
+	otlpProtocol := flag.String("otlp-protocol", string(exporters.ProtocolGRPC), "OTLP protocol of -otlp-endpoint: grpc (port 4317) or http/protobuf (port 4318)")
 	otlpInterval := flag.Duration("otlp-interval", 0, "OTLP export interval (default: OTEL_METRIC_EXPORT_INTERVAL or 60s)")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
@@ -67,7 +68,8 @@ func run() error {
 		}
 		var otlp []exporters.OTLPOption
 		if *otlpEndpoint != "" {
-			otlp = append(otlp, exporters.WithEndpoint(*otlpEndpoint), exporters.WithInsecure())
+			otlp = append(otlp, exporters.WithProtocol(exporters.Protocol(*otlpProtocol)),
+				exporters.WithEndpoint(*otlpEndpoint), exporters.WithInsecure())
 		}
 		if *otlpInterval > 0 {
 			otlp = append(otlp, exporters.WithInterval(*otlpInterval))

@@ -375,12 +375,13 @@ func (s *scrape) family(name string) (string, string) {
 	return name, ""
 }
 
-// cumulative returns the samples of counter and histogram families: the
-// ones that only grow, keyed by identity.
+// cumulative returns the samples of vLLM's counter and histogram families:
+// the ones that only grow, and only with the engines' work (unlike
+// process_cpu_seconds_total), keyed by identity.
 func (s *scrape) cumulative() map[string]float64 {
 	m := map[string]float64{}
 	for _, se := range s.series {
-		if _, typ := s.family(se.name); typ == "counter" || typ == "histogram" {
+		if _, typ := s.family(se.name); strings.HasPrefix(se.name, "vllm:") && (typ == "counter" || typ == "histogram") {
 			m[identity(se)] = se.value
 		}
 	}

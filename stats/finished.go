@@ -72,6 +72,15 @@ type FinishedRequest struct {
 	// TimePerOutputToken is DecodeTime / (GenerationTokens - 1), or 0 when
 	// GenerationTokens <= 1.
 	TimePerOutputToken float64
+
+	// Priority is the request's scheduling priority (lower is more urgent),
+	// exported only under priority scheduling: bucketed as the priority
+	// label (BucketPriority) and raw in vllm:request_priority.
+	Priority int
+	// TimeToFirstToken is arrival to first output, 0 without an output.
+	// Under priority scheduling TTFT is observed from it, at the finish, so
+	// that it carries the priority label; otherwise from Iteration.TTFT.
+	TimeToFirstToken float64
 }
 
 // Validate reports the first bad field: an unknown reason, a negative count, a
@@ -115,6 +124,7 @@ func (f FinishedRequest) Validate() error {
 		{"InferenceTime", f.InferenceTime},
 		{"DecodeTime", f.DecodeTime},
 		{"TimePerOutputToken", f.TimePerOutputToken},
+		{"TimeToFirstToken", f.TimeToFirstToken},
 	} {
 		if err := checkSeconds(d.name, d.v); err != nil {
 			return err

@@ -98,6 +98,9 @@ type engineState struct {
 	specPositions int
 
 	c cells
+
+	prio priorityState // priority scheduling, see priority.go
+	off  offloadState  // KV offloading, see offload.go
 }
 
 func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
@@ -133,6 +136,8 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	empty := []measure{}
 	e.positions.Store(&empty)
 	e.positionMeasures(cfg.specPositions)
+	e.buildPriority(cfg, genAI)
+	e.off.on, e.off.cpu = cfg.kvOffload, cfg.kvOffloadCPU
 	return e
 }
 
@@ -182,7 +187,9 @@ func (e *engineState) observe(o metric.Observer) {
 		o.ObserveInt64(in.promptTokens, c.bySource[s].Load(), e.bySource[s].obs...)
 	}
 	for r := range c.success {
-		o.ObserveInt64(in.requestSuccess, c.success[r].Load(), e.byReason[r].obs...)
+		if !e.prio.priority { // else by priority too, see observePriority
+			o.ObserveInt64(in.requestSuccess, c.success[r].Load(), e.byReason[r].obs...)
+		}
 	}
 	o.ObserveInt64(in.promptCached, c.cached.Load(), plain...)
 	o.ObserveInt64(in.generationTokens, c.generation.Load(), plain...)
@@ -218,6 +225,8 @@ func (e *engineState) observe(o metric.Observer) {
 		}
 		o.ObserveInt64(in.sleepState, v, e.sleep[s].obs...)
 	}
+	e.observePriority(o)
+	e.observeOffload(o)
 }
 
 // observeSome reports a counter that is configured or above zero.
@@ -253,7 +262,9 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	addPositive(&c.corrupted, it.CorruptedRequests)
 	in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
 	for _, v := range it.TTFT {
-		in.ttft.Record(ctx, v, e.ttft.rec...)
+		if !e.prio.priority { // else observed at the finish, see WithPriorityScheduling
+			in.ttft.Record(ctx, v, e.ttft.rec...)
+		}
 	}
 	for _, v := range it.ITL {
 		in.itl.Record(ctx, v, e.plain.rec...)
@@ -284,8 +295,9 @@ func (e *Engine) RecordFinished(ctx context.Context, f *stats.FinishedRequest) e
 }
 
 func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
-	in, rec := e.inst, e.plain.rec
-	e.c.success[f.Reason].Add(1)
+	fm := e.finishedOf(f) // with the priority label under priority scheduling
+	in, rec := e.inst, fm.plain.rec
+	e.countSuccess(f)
 	in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
 	in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
@@ -293,21 +305,23 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 		in.paramsMaxTokens.Record(ctx, f.MaxTokens, rec...)
 	}
 	if f.N > 0 {
-		in.paramsN.Record(ctx, f.N, rec...)
-		in.maxGeneration.Record(ctx, f.MaxGenerationTokens, rec...)
+		in.paramsN.Record(ctx, f.N, e.plain.rec...)
+		in.maxGeneration.Record(ctx, f.MaxGenerationTokens, e.plain.rec...)
 	}
-	latency := e.latencyReason[f.Reason].rec
+	latency := fm.latency[f.Reason].rec
 	in.e2e.Record(ctx, f.E2ELatency, latency...)
 	in.tpot.Record(ctx, f.TimePerOutputToken, latency...)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)
 	in.decodeTime.Record(ctx, f.DecodeTime, rec...)
+	e.recordPriority(ctx, f, fm)
 }
 
 // RecordScheduler records one scheduler step: the gauges (running, waiting,
 // KV cache usage, sleep state), this step's cache lookups, and the optional
-// speculative decoding, LoRA, KV connector and KV residency data when present.
+// speculative decoding, LoRA, KV connector, KV residency and KV offloading
+// data when present.
 // An invalid step is returned as an error and nothing is recorded; so is a
 // step with more than 64 speculative decoding positions.
 func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) error {
@@ -385,6 +399,7 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 			in.kvReuseGap.Record(ctx, g, rec...)
 		}
 	}
+	e.recordOffload(ctx, s.KVOffload)
 }
 
 // positionMeasures returns the measures of draft positions 0..n-1 (at most

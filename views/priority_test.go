@@ -18,11 +18,11 @@ var scenarioPriority = map[int64]int{1000: -5, 40: 1, 20: 0, 10: -1, 3000: 7}
 // and the CPU tier's state.
 func scenarioOffload() *stats.KVOffload {
 	return &stats.KVOffload{
-		Loads:            []stats.KVOffloadTransfer{{Bytes: 4 << 20, Seconds: 0.002}, {Bytes: 96 << 20, Seconds: 0.03}},
-		Stores:           []stats.KVOffloadTransfer{{Bytes: 12 << 20, Seconds: 0.008}, {Bytes: 300 << 20, Seconds: 0.125}},
-		LookupSyncDelay:  []float64{3e-5, 0.0004}, LookupAsyncDelay: []float64{0.02},
+		Loads:           []stats.KVOffloadTransfer{{Bytes: 4 << 20, Seconds: 0.002}, {Bytes: 96 << 20, Seconds: 0.03}},
+		Stores:          []stats.KVOffloadTransfer{{Bytes: 12 << 20, Seconds: 0.008}, {Bytes: 300 << 20, Seconds: 0.125}},
+		LookupSyncDelay: []float64{3e-5, 0.0004}, LookupAsyncDelay: []float64{0.02},
 		AllocationFailures: 2,
-		CPU: &stats.KVOffloadCPU{CacheUsage: 0.5, WriteUsage: 0.375, ReadUsage: 0.125, AllocationChunks: []int64{12, 300}},
+		CPU:                &stats.KVOffloadCPU{CacheUsage: 0.5, WriteUsage: 0.375, ReadUsage: 0.125, AllocationChunks: []int64{12, 300}},
 	}
 }
 

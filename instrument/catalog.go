@@ -246,7 +246,7 @@ var catalog = []Descriptor{
 		Description: "The max_tokens parameter of finished requests that set it."},
 	{Name: NameRequestPrefillKVComputedTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
 		Description: "Prompt tokens computed here by finished requests (prompt length minus cached tokens)."},
-	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter, Attributes: genAIAttrs,
+	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter + "; " + perFinished + " under priority scheduling", Attributes: genAIAttrs,
 		Description: "Time from a request's arrival to its first output token."},
 	{Name: NameInterTokenLatency, Kind: Histogram, Unit: "s", Buckets: itlBuckets, Recorded: perIter,
 		Description: "Time between consecutive outputs of a request."},

@@ -49,3 +49,18 @@ func powersOfTwo(from, to, step int) []float64 {
 	}
 	return bounds
 }
+
+// Bucket boundaries of the priority scheduling and KV offloading families.
+var (
+	// requestPriorityBuckets are ours: vLLM's list for vllm:request_priority
+	// was not readable (PR #58078's branch @04dc4606, not yet merged when
+	// read); its test shows only that 1 and 10 are bounds.
+	requestPriorityBuckets = []float64{-1000, -100, -10, -2, -1, 0, 1, 2, 10, 100, 1000}
+	// TRANSFER_SIZE_BUCKETS and the lookup delay lists of vLLM's
+	// kv_connector/v1/offloading/metrics.py; the CPU allocation list of its
+	// kv_offload/cpu/spec.py (powers of 4 from 1 to 262144).
+	kvOffloadSizeBuckets          = []float64{1e6, 5e6, 10e6, 20e6, 40e6, 60e6, 80e6, 100e6, 150e6, 200e6}
+	kvOffloadLookupSyncBuckets    = []float64{1e-5, 5e-5, 1e-4, 5e-4, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1}
+	kvOffloadLookupAsyncBuckets   = []float64{1e-4, 5e-4, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
+	kvOffloadCPUAllocationBuckets = powersOfTwo(0, 18, 2)
+)

@@ -1,5 +1,7 @@
 package instrument
 
+import "slices"
+
 // Instrument names. They are valid OpenTelemetry names (no ':'); package views
 // renames the streams to vLLM's exposition names.
 const (
@@ -54,6 +56,22 @@ const (
 	NameNIXLNumKVExpiredReqs   = "vllm.nixl_num_kv_expired_reqs"
 	NameLoRARequestsInfo       = "vllm.lora_requests_info"
 	NameCacheConfigInfo        = "vllm.cache_config_info"
+
+	NameRequestPriority      = "vllm.request_priority"
+	NameSchedulerPolicyInfo  = "vllm.scheduler_policy_info"
+	NameKVOffloadLoadBytes   = "vllm.kv_offload_load_bytes"
+	NameKVOffloadLoadTime    = "vllm.kv_offload_load_time"
+	NameKVOffloadLoadSize    = "vllm.kv_offload_load_size"
+	NameKVOffloadStoreBytes  = "vllm.kv_offload_store_bytes"
+	NameKVOffloadStoreTime   = "vllm.kv_offload_store_time"
+	NameKVOffloadStoreSize   = "vllm.kv_offload_store_size"
+	NameKVOffloadLookupSync  = "vllm.kv_offload_lookup_sync_delay"
+	NameKVOffloadLookupAsync = "vllm.kv_offload_lookup_async_delay"
+	NameKVOffloadAllocFail   = "vllm.kv_offload_allocation_failure"
+	NameKVOffloadCPUUsage    = "vllm.kv_offload_cpu_cache_usage_perc"
+	NameKVOffloadCPUWrite    = "vllm.kv_offload_cpu_cache_write_usage_perc"
+	NameKVOffloadCPURead     = "vllm.kv_offload_cpu_cache_read_usage_perc"
+	NameKVOffloadCPUAlloc    = "vllm.kv_offload_cpu_allocation_size"
 )
 
 // Attribute keys. model_name and engine are on every instrument but the two
@@ -69,6 +87,8 @@ const (
 	KeyMaxLoRA        = "max_lora"
 	KeyWaitingLoRA    = "waiting_lora_adapters"
 	KeyRunningLoRA    = "running_lora_adapters"
+	KeyPriority       = "priority" // under priority scheduling, see Descriptor.Priority
+	KeyPolicy         = "policy"
 
 	// OpenTelemetry GenAI semantic-convention attributes, carried by the
 	// request duration, time to first token and time per output token
@@ -83,6 +103,12 @@ const (
 const (
 	WaitingCapacity = "capacity"
 	WaitingDeferred = "deferred"
+)
+
+// Label values of the scheduler policy attribute (vllm:scheduler_policy_info).
+const (
+	PolicyFCFS     = "fcfs"
+	PolicyPriority = "priority"
 )
 
 // Kind is the kind of an instrument.
@@ -126,6 +152,13 @@ const (
 	CacheConfig
 	// Corruption: when an iteration reports corrupted requests.
 	Corruption
+	// PriorityScheduling: with WithPriorityScheduling only.
+	PriorityScheduling
+	// KVOffload: with WithKVOffload, or when a step reports offloading data.
+	KVOffload
+	// KVOffloadCPU: with WithKVOffloadCPU, or when a step reports a CPU
+	// offload tier.
+	KVOffloadCPU
 )
 
 // Descriptor describes one instrument the Recorder creates.
@@ -146,6 +179,9 @@ type Descriptor struct {
 	// Recorded says when a measurement is made.
 	Recorded string
 	Feature  Feature
+	// Priority marks the finished-request families that carry the priority
+	// label (KeyPriority) under priority scheduling (WithPriorityScheduling).
+	Priority bool
 }
 
 const (
@@ -211,7 +247,7 @@ var catalog = []Descriptor{
 		Description: "The max_tokens parameter of finished requests that set it."},
 	{Name: NameRequestPrefillKVComputedTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
 		Description: "Prompt tokens computed here by finished requests (prompt length minus cached tokens)."},
-	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter, Attributes: genAIAttrs,
+	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter + "; " + perFinished + " under priority scheduling", Attributes: genAIAttrs,
 		Description: "Time from a request's arrival to its first output token."},
 	{Name: NameInterTokenLatency, Kind: Histogram, Unit: "s", Buckets: itlBuckets, Recorded: perIter,
 		Description: "Time between consecutive outputs of a request."},
@@ -267,6 +303,39 @@ var catalog = []Descriptor{
 	{Name: NameCacheConfigInfo, Kind: Gauge, Integer: true, Recorded: "once per engine at construction", Feature: CacheConfig,
 		Attributes:  []string{KeyEngine, "<every cache config key>"},
 		Description: "Information of the KV cache configuration; the value is 1."},
+
+	{Name: NameRequestPriority, Kind: Histogram, Unit: "{priority}", Buckets: requestPriorityBuckets, Recorded: perFinished, Feature: PriorityScheduling,
+		Description: "Scheduling priority of finished requests, the raw value (lower is more urgent)."},
+	{Name: NameSchedulerPolicyInfo, Kind: Gauge, Integer: true, Recorded: "set at construction (WithPriorityScheduling)",
+		Attributes:  []string{KeyPolicy},
+		Description: "Scheduler policy: 1 for the active policy (fcfs or priority), 0 for the other."},
+
+	{Name: NameKVOffloadLoadBytes, Kind: Counter, Integer: true, Unit: "By", Recorded: perStep, Feature: KVOffload,
+		Description: "Bytes loaded from the KV offload medium (host memory or disk) to the accelerator."},
+	{Name: NameKVOffloadLoadTime, Kind: Counter, Unit: "s", Recorded: perStep, Feature: KVOffload,
+		Description: "Time spent loading KV from the offload medium to the accelerator, in seconds."},
+	{Name: NameKVOffloadLoadSize, Kind: Histogram, Integer: true, Unit: "By", Buckets: kvOffloadSizeBuckets, Recorded: perStep, Feature: KVOffload,
+		Description: "Bytes per KV offload load."},
+	{Name: NameKVOffloadStoreBytes, Kind: Counter, Integer: true, Unit: "By", Recorded: perStep, Feature: KVOffload,
+		Description: "Bytes stored from the accelerator to the KV offload medium."},
+	{Name: NameKVOffloadStoreTime, Kind: Counter, Unit: "s", Recorded: perStep, Feature: KVOffload,
+		Description: "Time spent storing KV from the accelerator to the offload medium, in seconds."},
+	{Name: NameKVOffloadStoreSize, Kind: Histogram, Integer: true, Unit: "By", Buckets: kvOffloadSizeBuckets, Recorded: perStep, Feature: KVOffload,
+		Description: "Bytes per KV offload store."},
+	{Name: NameKVOffloadLookupSync, Kind: Histogram, Unit: "s", Buckets: kvOffloadLookupSyncBuckets, Recorded: perStep, Feature: KVOffload,
+		Description: "Time of one KV offload lookup call."},
+	{Name: NameKVOffloadLookupAsync, Kind: Histogram, Unit: "s", Buckets: kvOffloadLookupAsyncBuckets, Recorded: perStep, Feature: KVOffload,
+		Description: "Time from a request's KV offload lookup first deferring to the lookup that resolved it, or to the request's finish."},
+	{Name: NameKVOffloadAllocFail, Kind: Counter, Integer: true, Unit: "{allocation}", Recorded: perStep, Feature: KVOffload,
+		Description: "KV offload stores that could not allocate space on the medium."},
+	{Name: NameKVOffloadCPUUsage, Kind: Gauge, Unit: "1", Recorded: perStep, Feature: KVOffloadCPU,
+		Description: "Fraction of the CPU KV offload cache pinned by transfers in flight, from 0 to 1."},
+	{Name: NameKVOffloadCPUWrite, Kind: Gauge, Unit: "1", Recorded: perStep, Feature: KVOffloadCPU,
+		Description: "Fraction of the CPU KV offload cache pinned by stores in flight, from 0 to 1."},
+	{Name: NameKVOffloadCPURead, Kind: Gauge, Unit: "1", Recorded: perStep, Feature: KVOffloadCPU,
+		Description: "Fraction of the CPU KV offload cache pinned by loads in flight, from 0 to 1."},
+	{Name: NameKVOffloadCPUAlloc, Kind: Histogram, Integer: true, Unit: "{chunk}", Buckets: kvOffloadCPUAllocationBuckets, Recorded: perStep, Feature: KVOffloadCPU,
+		Description: "CPU chunks requested by each KV offload store allocation."},
 }
 
 // Descriptors returns every instrument the Recorder creates, in a stable order.
@@ -275,6 +344,7 @@ func Descriptors() []Descriptor {
 	for i, d := range catalog {
 		d.Attributes = append([]string(nil), d.Attributes...)
 		d.Buckets = append([]float64(nil), d.Buckets...)
+		d.Priority = slices.Contains(priorityLabelled, d.Name)
 		out[i] = d
 	}
 	return out
@@ -284,6 +354,7 @@ func Descriptors() []Descriptor {
 func lookup(name string) (Descriptor, bool) {
 	for _, d := range catalog {
 		if d.Name == name {
+			d.Priority = slices.Contains(priorityLabelled, d.Name)
 			return d, true
 		}
 	}

@@ -34,6 +34,9 @@ type config struct {
 	specPositions  int
 	genAIOperation string
 	genAIProvider  string
+	priority       bool // WithPriorityScheduling
+	kvOffload      bool // WithKVOffload
+	kvOffloadCPU   bool // WithKVOffloadCPU
 }
 
 func newConfig(opts []Option) config {

@@ -101,6 +101,9 @@ type engineState struct {
 	specPositions int
 
 	c cells
+
+	prio priorityState // priority scheduling, see priority.go
+	off  offloadState  // KV offloading, see offload.go
 }
 
 func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
@@ -136,6 +139,8 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	empty := []measure{}
 	e.positions.Store(&empty)
 	e.positionMeasures(cfg.specPositions)
+	e.buildPriority(cfg, genAI)
+	e.off.on, e.off.cpu = cfg.kvOffload, cfg.kvOffloadCPU
 	return e
 }
 
@@ -190,7 +195,9 @@ func (e *engineState) observe(o metric.Observer) {
 		o.ObserveInt64(in.promptTokens, c.bySource[s].Load(), e.bySource[s].obs...)
 	}
 	for r := range c.success {
-		o.ObserveInt64(in.requestSuccess, c.success[r].Load(), e.byReason[r].obs...)
+		if !e.prio.priority { // else by priority too, see observePriority
+			o.ObserveInt64(in.requestSuccess, c.success[r].Load(), e.byReason[r].obs...)
+		}
 	}
 	o.ObserveInt64(in.promptCached, c.cached.Load(), plain...)
 	o.ObserveInt64(in.generationTokens, c.generation.Load(), plain...)
@@ -229,6 +236,8 @@ func (e *engineState) observe(o metric.Observer) {
 		}
 		o.ObserveInt64(in.sleepState, v, e.sleep[s].obs...)
 	}
+	e.observePriority(o)
+	e.observeOffload(o)
 }
 
 // observeSome reports a counter that is configured or above zero.
@@ -264,7 +273,9 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	addPositive(&c.corrupted, it.CorruptedRequests)
 	in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
 	for _, v := range it.TTFT {
-		in.ttft.Record(ctx, v, e.ttft.rec...)
+		if !e.prio.priority { // else observed at the finish, see WithPriorityScheduling
+			in.ttft.Record(ctx, v, e.ttft.rec...)
+		}
 	}
 	for _, v := range it.ITL {
 		in.itl.Record(ctx, v, e.plain.rec...)
@@ -295,8 +306,9 @@ func (e *Engine) RecordFinished(ctx context.Context, f *stats.FinishedRequest) e
 }
 
 func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
-	in, rec := e.inst, e.plain.rec
-	e.c.success[f.Reason].Add(1)
+	fm := e.finishedOf(f) // with the priority label under priority scheduling
+	in, rec := e.inst, fm.plain.rec
+	e.countSuccess(f)
 	in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
 	in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
@@ -306,21 +318,23 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	// Once per parent: n (1 when N is 0) and the most tokens a child
 	// generated, unless another child of the parent will report them.
 	if n, maxGen, observe := f.Parent(); observe {
-		in.paramsN.Record(ctx, n, rec...)
-		in.maxGeneration.Record(ctx, maxGen, rec...)
+		in.paramsN.Record(ctx, n, e.plain.rec...)
+		in.maxGeneration.Record(ctx, maxGen, e.plain.rec...)
 	}
-	latency := e.latencyReason[f.Reason].rec
+	latency := fm.latency[f.Reason].rec
 	in.e2e.Record(ctx, f.E2ELatency, latency...)
 	in.tpot.Record(ctx, f.TimePerOutputToken, latency...)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)
 	in.decodeTime.Record(ctx, f.DecodeTime, rec...)
+	e.recordPriority(ctx, f, fm)
 }
 
 // RecordScheduler records one scheduler step: the gauges (running, waiting,
 // KV cache usage, sleep state), this step's cache lookups, and the optional
-// speculative decoding, LoRA, KV connector and KV residency data when present.
+// speculative decoding, LoRA, KV connector, KV residency and KV offloading
+// data when present.
 // An invalid step is returned as an error and nothing is recorded; so is a
 // step with more than 64 speculative decoding positions.
 func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) error {
@@ -398,6 +412,7 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 			in.kvReuseGap.Record(ctx, g, rec...)
 		}
 	}
+	e.recordOffload(ctx, s.KVOffload)
 }
 
 // positionMeasures returns the measures of draft positions 0..n-1 (at most

@@ -32,6 +32,7 @@ var (
 			map[string]float64{"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}},
 		{"vllm:num_requests_waiting_by_reason", "reason", map[string]float64{"capacity": 0, "deferred": 0}},
 		{"vllm:engine_sleep_state", "sleep_state", map[string]float64{"awake": 1, "weights_offloaded": 0, "discard_all": 0}},
+		{"vllm:scheduler_policy_info", "policy", map[string]float64{"fcfs": 1, "priority": 0}},
 	}
 	// connectorCounters exist from start-up with a KV connector.
 	connectorCounters = []string{"vllm:external_prefix_cache_queries", "vllm:external_prefix_cache_hits",
@@ -92,10 +93,11 @@ func checkStartup(t *testing.T, s snapshot, want map[string]float64) {
 
 func TestStartupSeries(t *testing.T) {
 	h := newHarness(t, instrument.WithEngines(0, 1))
-	// 2 engines x (8 counters + 3 gauges + 3 sources + 5 reasons + 2 waiting reasons + 3 sleep states) = 48.
+	// 2 engines x (8 counters + 3 gauges + 3 sources + 5 reasons + 2 waiting reasons + 3 sleep states
+	// + 2 scheduler policies) = 52.
 	want := startupSeries([]string{"0", "1"}, nil, false, 0)
-	if len(want) != 48 {
-		t.Fatalf("expected list has %d series, want 48", len(want))
+	if len(want) != 52 {
+		t.Fatalf("expected list has %d series, want 52", len(want))
 	}
 	checkStartup(t, h.collect(), want)
 }
@@ -109,9 +111,9 @@ func TestStartupSeriesWithFeatures(t *testing.T) {
 	for _, rank := range []string{"0", "1"} {
 		want[series("vllm:cache_config_info", "engine", rank, "block_size", "16", "num_gpu_blocks", "2048")] = 1
 	}
-	// 48 + 2 engines x (5 connector + 3 spec + 2 positions + 1 info) = 70.
-	if len(want) != 70 {
-		t.Fatalf("expected list has %d series, want 70", len(want))
+	// 52 + 2 engines x (5 connector + 3 spec + 2 positions + 1 info) = 74.
+	if len(want) != 74 {
+		t.Fatalf("expected list has %d series, want 74", len(want))
 	}
 	checkStartup(t, h.collect(), want)
 }

@@ -43,6 +43,10 @@ const (
 	totNIXLFailedTransfers
 	totNIXLFailedNotifs
 	totNIXLKVExpired
+	totKVOffloadLoadBytes // bounds the load size histogram's sum too
+	totKVOffloadStoreBytes
+	totKVOffloadAllocFailures
+	totKVOffloadCPUChunks
 
 	numTotals
 )
@@ -55,6 +59,7 @@ var totalInstruments = [numTotals]string{
 	NameExternalPrefixCacheQueries, NameSpecDecodeNumDrafts, NameSpecDecodeNumDraftTokens,
 	NameSpecDecodeNumAcceptedTokens, NameSpecDecodeNumAcceptedTokensPerPos, NameNIXLBytesTransferred,
 	NameNIXLNumDescriptors, NameNIXLNumFailedTransfers, NameNIXLNumFailedNotifs, NameNIXLNumKVExpiredReqs,
+	NameKVOffloadLoadBytes, NameKVOffloadStoreBytes, NameKVOffloadAllocFail, NameKVOffloadCPUAlloc,
 }
 
 // increments are what one Record call adds to each total. Values added are
@@ -119,6 +124,7 @@ func (in *increments) scheduler(s *stats.Scheduler) {
 		in.add(totNIXLFailedNotifs, k.FailedNotifications)
 		in.add(totNIXLKVExpired, k.ExpiredRequests)
 	}
+	in.offload(s.KVOffload)
 }
 
 // reserve adds in to the engine's totals, or returns an error matching

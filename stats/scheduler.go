@@ -269,6 +269,9 @@ type Scheduler struct {
 	KVTransfer           *KVTransfer
 	// Evictions are sampled KV block eviction events of this step.
 	Evictions []KVEviction
+	// KVOffload is what the KV offloading tier (host memory or disk) did
+	// this step.
+	KVOffload *KVOffload
 }
 
 // Waiting returns every waiting request: capacity plus deferred.
@@ -325,6 +328,11 @@ func (s *Scheduler) Validate() error {
 	for i := range s.Evictions {
 		if err := s.Evictions[i].Validate(); err != nil {
 			return prefixed(fmt.Sprintf("Evictions[%d]", i), err)
+		}
+	}
+	if s.KVOffload != nil {
+		if err := s.KVOffload.Validate(); err != nil {
+			return prefixed("KVOffload", err)
 		}
 	}
 	return nil

@@ -16,6 +16,9 @@ type Request struct {
 	// N is the sampling parameter n: the number of child requests, each with
 	// its own Timeline and each counting its own prompt. 0 means 1.
 	N int64
+	// Priority is the scheduling priority (lower is more urgent), passed on
+	// to the FinishedRequest; any value is valid.
+	Priority int
 }
 
 // Validate reports a zero arrival time, a negative count, or a MaxTokens given
@@ -297,7 +300,9 @@ func (t *Timeline) finish(at time.Time, reason FinishReason) (Timeline, Finished
 		f.PrefillComputedTokens = t.prompt.Computed
 		f.QueueTime = t.scheduled.Sub(t.queued).Seconds()
 	}
+	f.Priority = t.req.Priority
 	if t.hasOutput {
+		f.TimeToFirstToken = t.firstOutput.Sub(t.req.Arrival).Seconds()
 		f.PrefillTime = t.firstOutput.Sub(t.scheduled).Seconds()
 		f.DecodeTime = t.lastOutput.Sub(t.firstOutput).Seconds()
 		f.InferenceTime = t.lastOutput.Sub(t.scheduled).Seconds()

@@ -100,6 +100,7 @@ var scenarioOptions = []instrument.Option{
 	instrument.WithSpecDecoding(2),
 	instrument.WithCacheConfig(stats.CacheConfig{"block_size": "16", "num_gpu_blocks": "2048",
 		"cache_dtype": "auto", "enable_prefix_caching": "True"}),
+	instrument.WithKVOffloadCPU(),
 }
 
 // recordScenario drives a fixed set of request timelines and scheduler steps
@@ -118,7 +119,8 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 	}
 	// newRequest returns the n timelines of a request queued at queuedMs.
 	newRequest := func(prompt, maxTokens, n int64, queuedMs int) []*stats.Timeline {
-		tls, err := stats.NewTimelines(stats.Request{Arrival: start, PromptTokens: prompt, MaxTokens: maxTokens, N: n})
+		tls, err := stats.NewTimelines(stats.Request{Arrival: start, PromptTokens: prompt, MaxTokens: maxTokens, N: n,
+			Priority: scenarioPriority[prompt]})
 		must(err)
 		for _, tl := range tls {
 			must(tl.Queued(at(queuedMs)))
@@ -203,6 +205,7 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 			BytesTransferred: []int64{4096, 1 << 20}, NumDescriptors: []int64{12, 150},
 			FailedTransfers: 1, ExpiredRequests: 2},
 		Evictions: []stats.KVEviction{{Lifetime: 12.5, IdleBeforeEvict: 3, ReuseGaps: []float64{0.5, 1.5}}},
+		KVOffload: scenarioOffload(),
 	}))
 	must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{
 		Running: 1, WaitingDeferred: 2, KVCacheUsage: 0.75,

@@ -48,11 +48,20 @@ const promptTokensTotalDescription = "Prompt tokens of requests that produced th
 // exporter appends _ratio to gauges in unit "1", and vLLM's name has none.
 const ratioUnit = "{fraction}"
 
+// unsuffixed are the instruments with a unit whose vLLM names carry no unit
+// suffix: vLLM's KV offloading transfer families (vllm:kv_offload_load_time
+// counts seconds, vllm:kv_offload_load_size observes bytes). VLLMName adds
+// no "_seconds" to them and their streams take the unit as an annotation
+// ("{s}", "{By}"), which the Prometheus exporter does not turn into a suffix.
+var unsuffixed = []string{instrument.NameKVOffloadLoadTime, instrument.NameKVOffloadStoreTime,
+	instrument.NameKVOffloadLoadSize, instrument.NameKVOffloadStoreSize}
+
 // VLLMName returns the vLLM stream name of an instrument of package
 // instrument, as OTLP carries it: "vllm:" and the name after "vllm.", with
 // "_seconds" for instruments in seconds; vllm.kv_cache_usage and
-// vllm.iteration_tokens keep vLLM's own names. A scrape shows counters with
-// "_total" (Families), and options name families that way.
+// vllm.iteration_tokens keep vLLM's own names, and the KV offloading
+// transfer families have no unit suffix (unsuffixed). A scrape shows
+// counters with "_total" (Families), and options name families that way.
 func VLLMName(d instrument.Descriptor) string {
 	switch d.Name {
 	case instrument.NameKVCacheUsage:
@@ -61,7 +70,7 @@ func VLLMName(d instrument.Descriptor) string {
 		return iterationTokens
 	}
 	name := "vllm:" + strings.TrimPrefix(d.Name, "vllm.")
-	if d.Unit == "s" {
+	if d.Unit == "s" && !slices.Contains(unsuffixed, d.Name) {
 		name += "_seconds"
 	}
 	return name
@@ -281,6 +290,9 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 	}
 	if d.Unit == "1" && d.Kind == instrument.Gauge {
 		s.Unit = ratioUnit
+	}
+	if slices.Contains(unsuffixed, d.Name) {
+		s.Unit = "{" + d.Unit + "}"
 	}
 	return sdkmetric.NewView(sdkmetric.Instrument{
 		Name:  d.Name,

@@ -57,6 +57,7 @@ type engine struct {
 	deferred, waiting, running []*job
 	kvUsed                     int64
 	cache                      *prefixCache
+	offload                    *offloadTier // host-memory KV tier, or nil (see offload.go)
 }
 
 func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, handoff func(request)) *engine {
@@ -70,7 +71,8 @@ func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, ha
 
 // submit hands a request to the engine; it is queued at the next step.
 func (e *engine) submit(r request, maxTokens int64, transfer bool) error {
-	tl, err := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens})
+	tl, err := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens,
+		Priority: requestPriority(r.id)})
 	if err != nil {
 		return err
 	}
@@ -193,6 +195,7 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 		if e.kvUsed+need > e.kvCapacity {
 			break
 		}
+		e.offloadLookup(now, j, sched)
 		local := e.localHit(j)
 		var external int64
 		if j.transfer && !j.preempted {
@@ -315,6 +318,7 @@ func (e *engine) preemptIfFull(now time.Time, it *stats.Iteration) {
 // the step produced outputs or preemptions.
 func (e *engine) report(ctx context.Context, it *stats.Iteration, sched *stats.Scheduler, kv *stats.KVTransfer) {
 	sched.KVTransfer = kv
+	sched.KVOffload = e.offload.take()
 	if err := e.rec.RecordScheduler(ctx, sched); err != nil {
 		slog.Error("record scheduler", "err", err)
 	}

@@ -35,6 +35,8 @@ type instanceConfig struct {
 	seed       uint64
 	handoff    func(request)
 	setup      []exporters.Option
+	priority   bool // priority scheduling
+	offload    bool // a host-memory KV offload tier
 }
 
 func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
@@ -51,7 +53,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	for i := range ranks {
 		ranks[i] = i
 	}
-	rec, err := instrument.NewRecorder(
+	rec, err := instrument.NewRecorder(append([]instrument.Option{
 		instrument.WithMeterProvider(provider.MeterProvider()),
 		instrument.WithModelName(c.model),
 		instrument.WithEngines(ranks...),
@@ -64,14 +66,18 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 			"cache_dtype":           "auto",
 			"enable_prefix_caching": "True",
 		}),
-	)
+	}, c.features()...)...)
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(ctx))
 	}
 	in := &instance{role: c.role, provider: provider}
 	for _, rank := range ranks {
 		e, _ := rec.Engine(rank) // one of the Recorder's own ranks: never an error
-		in.engines = append(in.engines, newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff))
+		eng := newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff)
+		if c.offload {
+			eng.offload = newOffloadTier(c.seed + uint64(rank))
+		}
+		in.engines = append(in.engines, eng)
 	}
 	in.listener, err = net.Listen("tcp", c.listen)
 	if err != nil {
@@ -83,6 +89,18 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	// headers.
 	in.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return in, nil
+}
+
+// features are the Recorder options of the instance's optional features.
+func (c instanceConfig) features() []instrument.Option {
+	var opts []instrument.Option
+	if c.priority {
+		opts = append(opts, instrument.WithPriorityScheduling())
+	}
+	if c.offload {
+		opts = append(opts, instrument.WithKVOffloadCPU())
+	}
+	return opts
 }
 
 // url is the address of the instance's /metrics endpoint.

@@ -97,6 +97,7 @@ func TestExampleSmoke(t *testing.T) {
 	if got := counter(final["prefill"], "vllm:prompt_tokens_by_source_total", "0", "external_kv_transfer"); got != 0 {
 		t.Errorf("prefill: external_kv_transfer = %v, want 0", got)
 	}
+	checkFeatures(t, final)
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

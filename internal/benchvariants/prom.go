@@ -202,6 +202,8 @@ func (c *ClientGolang) newEngine(rank int) (e *PromEngine, err error) {
 		values = append(values, cfg[k])
 	}
 	c.gauges["vllm:cache_config_info"].WithLabelValues(values...).Set(1)
+	gauge("vllm:scheduler_policy_info", instrument.PolicyFCFS).Set(1)
+	gauge("vllm:scheduler_policy_info", instrument.PolicyPriority).Set(0)
 	return e, nil
 }
 

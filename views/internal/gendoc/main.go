@@ -48,13 +48,34 @@ Token-count histograms marked "1-2-5" use ` + "`instrument.LengthBuckets(max_mod
 1, 2, 5, 10, 20, 50, ... up to the model's context length (` + "`instrument.WithMaxModelLen`" + `,
 default ` + strconv.Itoa(instrument.DefaultMaxModelLen) + `).
 
+Priority scheduling (` + "`instrument.WithPriorityScheduling`" + `) adds a ` + "`priority`" + ` label to the
+families marked "+ ` + "`priority`" + `", with vLLM's bucketed values ` + "`<-1`, `-1`, `0`, `1`, `>1`" + `
+(` + "`stats.BucketPriority`" + `), adds ` + "`vllm:request_priority`" + ` and marks ` + "`priority`" + ` active in
+` + "`vllm:scheduler_policy_info`" + `; TTFT is then observed when a request finishes. This follows vLLM
+PR #58078's branch (commit 04dc4606d68903cbf8a72a29cf17a6b0e426dfcc and its test
+tests/v1/metrics/test_priority_labels.py), not yet merged when read: the bucket list of
+` + "`vllm:request_priority`" + ` and the labels of ` + "`vllm:scheduler_policy_info`" + ` beyond ` + "`policy`" + ` were not readable
+there and are ours. The KV offloading families follow vLLM's OffloadingConnector
+(vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py and
+vllm/v1/kv_offload/cpu/spec.py, read from the search store without a commit id); vLLM creates
+them at their first observation, we at start-up when configured. Their transfer time and size
+families have no unit suffix in vLLM, so their streams carry the unit as an annotation (` + "`{s}`" + `,
+` + "`{By}`" + `) that the Prometheus exporter does not append. Not exported: the deprecated
+` + "`vllm:kv_offload_total_bytes`, `vllm:kv_offload_total_time` and `vllm:kv_offload_size`" + ` (label
+` + "`transfer_type`" + `), ` + "`vllm:kv_offload_stores_skipped`, `vllm:kv_offload_config_info`" + ` and the
+SimpleCPUOffloadConnector's ` + "`vllm:simple_kv_offload_*`" + ` families.
+
 | vLLM family | type | labels | buckets | OpenTelemetry instrument | unit | recorded | when present | GenAI semantic convention |
 |---|---|---|---|---|---|---|---|---|
 `)
 	for _, f := range views.Families() {
 		d := f.Instrument
+		labels := code(f.Labels)
+		if d.Priority {
+			labels += " (+ `priority`)"
+		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` | %s | %s | %s | %s |\n",
-			f.Name, f.Type, code(f.Labels), buckets(f), d.Name, orDash(code1(d.Unit)), d.Recorded, feature(d.Feature), orDash(code1(f.Semconv)))
+			f.Name, f.Type, labels, buckets(f), d.Name, orDash(code1(d.Unit)), d.Recorded, feature(d.Feature), orDash(code1(f.Semconv)))
 	}
 	b.WriteString("\n## Descriptions\n\n")
 	for _, f := range views.Families() {
@@ -115,6 +136,12 @@ func feature(f instrument.Feature) string {
 		return "`WithCacheConfig`"
 	case instrument.Corruption:
 		return "corrupted requests in an iteration"
+	case instrument.PriorityScheduling:
+		return "priority scheduling (`WithPriorityScheduling`)"
+	case instrument.KVOffload:
+		return "KV offload tier (`WithKVOffload`, or offloading data in a step)"
+	case instrument.KVOffloadCPU:
+		return "CPU KV offload tier (`WithKVOffloadCPU`, or a CPU tier in a step)"
 	}
 	return "-"
 }

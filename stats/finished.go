@@ -72,6 +72,11 @@ type FinishedRequest struct {
 	// TimePerOutputToken is DecodeTime / (GenerationTokens - 1), or 0 when
 	// GenerationTokens <= 1.
 	TimePerOutputToken float64
+
+	// Preemptions is how many times the request was preempted
+	// (vllm:request_num_preemptions, observed for every finished request,
+	// 0 included).
+	Preemptions int64
 }
 
 // Validate reports the first bad field: an unknown reason, a negative count, a
@@ -91,6 +96,7 @@ func (f FinishedRequest) Validate() error {
 		{"MaxTokens", f.MaxTokens},
 		{"N", f.N},
 		{"MaxGenerationTokens", f.MaxGenerationTokens},
+		{"Preemptions", f.Preemptions},
 	} {
 		if err := checkCount(c.name, c.v); err != nil {
 			return err

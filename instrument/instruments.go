@@ -36,6 +36,12 @@ type instruments struct {
 	loraInfo        metric.Float64Gauge
 	cacheConfigInfo metric.Int64Gauge
 
+	// Families of newer vLLM versions (see docs/metrics.md for the commits).
+	requestNumPreemptions         metric.Int64Histogram
+	kvFetchByStage                metric.Int64ObservableGauge
+	estFlops, estReadB, estWriteB metric.Float64ObservableCounter
+	nixlNotifsAfterExpiry         metric.Int64ObservableCounter
+
 	observed []metric.Observable // every observable instrument above
 }
 
@@ -71,6 +77,14 @@ func (b *builder) note(err error) {
 func (b *builder) int64ObservableCounter(name string) metric.Int64ObservableCounter {
 	d, _ := b.describe(name)
 	c, err := b.meter.Int64ObservableCounter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	b.observed = append(b.observed, c)
+	return c
+}
+
+func (b *builder) float64ObservableCounter(name string) metric.Float64ObservableCounter {
+	d, _ := b.describe(name)
+	c, err := b.meter.Float64ObservableCounter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 	b.note(err)
 	b.observed = append(b.observed, c)
 	return c
@@ -178,6 +192,13 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 
 		loraInfo:        b.float64Gauge(NameLoRARequestsInfo),
 		cacheConfigInfo: b.int64Gauge(NameCacheConfigInfo),
+
+		requestNumPreemptions: b.int64Histogram(NameRequestNumPreemptions),
+		kvFetchByStage:        b.int64ObservableGauge(NameNumRequestsKVFetchByStage),
+		estFlops:              b.float64ObservableCounter(NameEstimatedFlopsPerGPU),
+		estReadB:              b.float64ObservableCounter(NameEstimatedReadBytesPerGPU),
+		estWriteB:             b.float64ObservableCounter(NameEstimatedWriteBytesPerGPU),
+		nixlNotifsAfterExpiry: b.int64ObservableCounter(NameNIXLNumNotifsAfterExp),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)

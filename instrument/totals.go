@@ -43,6 +43,8 @@ const (
 	totNIXLFailedTransfers
 	totNIXLFailedNotifs
 	totNIXLKVExpired
+	totRequestPreemptions
+	totNIXLNotifsAfterExpiry
 
 	numTotals
 )
@@ -55,6 +57,7 @@ var totalInstruments = [numTotals]string{
 	NameExternalPrefixCacheQueries, NameSpecDecodeNumDrafts, NameSpecDecodeNumDraftTokens,
 	NameSpecDecodeNumAcceptedTokens, NameSpecDecodeNumAcceptedTokensPerPos, NameNIXLBytesTransferred,
 	NameNIXLNumDescriptors, NameNIXLNumFailedTransfers, NameNIXLNumFailedNotifs, NameNIXLNumKVExpiredReqs,
+	NameRequestNumPreemptions, NameNIXLNumNotifsAfterExp,
 }
 
 // increments are what one Record call adds to each total. Values added are
@@ -90,6 +93,7 @@ func (in *increments) finished(f *stats.FinishedRequest) {
 	in.add(totParamsMaxTokens, f.MaxTokens)
 	in.add(totParamsN, f.N)
 	in.add(totMaxGeneration, f.MaxGenerationTokens)
+	in.add(totRequestPreemptions, f.Preemptions)
 }
 
 func (in *increments) scheduler(s *stats.Scheduler) {
@@ -116,6 +120,7 @@ func (in *increments) scheduler(s *stats.Scheduler) {
 		in.add(totNIXLFailedTransfers, k.FailedTransfers)
 		in.add(totNIXLFailedNotifs, k.FailedNotifications)
 		in.add(totNIXLKVExpired, k.ExpiredRequests)
+		in.add(totNIXLNotifsAfterExpiry, k.NotificationsAfterExpiry)
 	}
 }
 

@@ -29,6 +29,8 @@ var specBuckets = map[string][]float64{
 	"nixl_bytes": {2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432, 134217728,
 		536870912, 2147483648, 8589934592},
 	"nixl_descriptors": {10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000},
+	// REQUEST_NUM_PREEMPTIONS_BUCKETS (vllm/v1/metrics/buckets.py @139b1c3f).
+	"preemptions": {1, 2, 3, 4, 5, 10, 20},
 }
 
 // specFamily is one row of the family table as it appears in a scrape.
@@ -111,6 +113,14 @@ var specFamilies = []specFamily{
 	counter("vllm:nixl_num_failed_transfers"),
 	counter("vllm:nixl_num_failed_notifications"),
 	counter("vllm:nixl_num_kv_expired_reqs"),
+	// Families of newer vLLM (see docs/metrics.md for the commits read).
+	counter("vllm:prompt_tokens_cached_by_source").with("source", "device", "host", "p2p", "disk", "external_unspecified"),
+	histogram("vllm:request_num_preemptions", "preemptions"),
+	counter("vllm:estimated_flops_per_gpu"),
+	counter("vllm:estimated_read_bytes_per_gpu"),
+	counter("vllm:estimated_write_bytes_per_gpu"),
+	counter("vllm:nixl_num_notifications_after_expiry"),
+	gauge("vllm:num_requests_kv_fetch_by_stage").with("stage", "waiting_to_start", "in_progress", "completed_waiting"),
 }
 
 // labelNames returns the sorted label names of a series.

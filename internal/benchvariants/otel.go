@@ -69,6 +69,8 @@ func newOTelInstruments(m metric.Meter, skip ...string) (*otelInstruments, error
 		switch {
 		case d.Kind == instrument.Counter && d.Integer:
 			inst, err = m.Int64Counter(d.Name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+		case d.Kind == instrument.Counter:
+			inst, err = m.Float64Counter(d.Name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 		case d.Kind == instrument.Gauge && d.Integer:
 			inst, err = m.Int64Gauge(d.Name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 		case d.Kind == instrument.Gauge:

@@ -17,6 +17,9 @@ var (
 	nixlPostTimeBuckets    = append([]float64{0.001}, nixlXferTimeBuckets...)
 	nixlBytesBuckets       = powersOfTwo(11, 33, 2)
 	nixlDescriptorBuckets  = []float64{10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000}
+	// numPreemptionsBuckets: REQUEST_NUM_PREEMPTIONS_BUCKETS (PR #49984); the
+	// first bucket holds the never and the once preempted requests together.
+	numPreemptionsBuckets = []float64{1, 2, 3, 4, 5, 10, 20}
 )
 
 // LengthBuckets returns vLLM's 1-2-5 boundaries for token-count histograms:

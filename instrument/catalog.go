@@ -22,6 +22,10 @@ const (
 	NameGenerationTokens           = "vllm.generation_tokens"
 	NameRequestSuccess             = "vllm.request_success"
 	NameCorruptedRequests          = "vllm.corrupted_requests"
+	NameNumRequestsKVFetchByStage  = "vllm.num_requests_kv_fetch_by_stage"
+	NameEstimatedFlopsPerGPU       = "vllm.estimated_flops_per_gpu"
+	NameEstimatedReadBytesPerGPU   = "vllm.estimated_read_bytes_per_gpu"
+	NameEstimatedWriteBytesPerGPU  = "vllm.estimated_write_bytes_per_gpu"
 
 	NameRequestPromptTokens            = "vllm.request_prompt_tokens"
 	NameRequestGenerationTokens        = "vllm.request_generation_tokens"
@@ -41,6 +45,7 @@ const (
 	NameKVBlockLifetime                = "vllm.kv_block_lifetime"
 	NameKVBlockIdleBeforeEvict         = "vllm.kv_block_idle_before_evict"
 	NameKVBlockReuseGap                = "vllm.kv_block_reuse_gap"
+	NameRequestNumPreemptions          = "vllm.request_num_preemptions"
 
 	NameSpecDecodeNumDrafts               = "vllm.spec_decode_num_drafts"
 	NameSpecDecodeNumDraftTokens          = "vllm.spec_decode_num_draft_tokens"
@@ -54,6 +59,7 @@ const (
 	NameNIXLNumFailedTransfers = "vllm.nixl_num_failed_transfers"
 	NameNIXLNumFailedNotifs    = "vllm.nixl_num_failed_notifications"
 	NameNIXLNumKVExpiredReqs   = "vllm.nixl_num_kv_expired_reqs"
+	NameNIXLNumNotifsAfterExp  = "vllm.nixl_num_notifications_after_expiry"
 	NameLoRARequestsInfo       = "vllm.lora_requests_info"
 	NameCacheConfigInfo        = "vllm.cache_config_info"
 
@@ -89,6 +95,7 @@ const (
 	KeyRunningLoRA    = "running_lora_adapters"
 	KeyPriority       = "priority" // under priority scheduling, see Descriptor.Priority
 	KeyPolicy         = "policy"
+	KeyStage          = "stage"
 
 	// OpenTelemetry GenAI semantic-convention attributes, carried by the
 	// request duration, time to first token and time per output token
@@ -159,6 +166,8 @@ const (
 	// KVOffloadCPU: with WithKVOffloadCPU, or when a step reports a CPU
 	// offload tier.
 	KVOffloadCPU
+	// KVConsumer: with WithKVConsumer, or when a step reports KV fetch stages.
+	KVConsumer
 )
 
 // Descriptor describes one instrument the Recorder creates.
@@ -210,10 +219,10 @@ var catalog = []Descriptor{
 		Description: "Prompt tokens looked up in the local prefix cache (preempted requests excluded)."},
 	{Name: NamePrefixCacheHits, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep,
 		Description: "Prompt tokens found in the local prefix cache."},
-	{Name: NameExternalPrefixCacheQueries, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: KVConnector,
-		Description: "Prompt tokens looked up through the KV connector (external prefix cache)."},
-	{Name: NameExternalPrefixCacheHits, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: KVConnector,
-		Description: "Prompt tokens found through the KV connector (external prefix cache)."},
+	{Name: NameExternalPrefixCacheQueries, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep,
+		Description: "Prompt tokens looked up through the KV connector (external prefix cache); 0 without a connector."},
+	{Name: NameExternalPrefixCacheHits, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep,
+		Description: "Prompt tokens found through the KV connector (external prefix cache); 0 without a connector."},
 	{Name: NameMMCacheQueries, Kind: Counter, Integer: true, Unit: "{item}", Recorded: perStep,
 		Description: "Multimodal items looked up in the multimodal cache."},
 	{Name: NameMMCacheHits, Kind: Counter, Integer: true, Unit: "{item}", Recorded: perStep,
@@ -224,7 +233,8 @@ var catalog = []Descriptor{
 		Attributes:  []string{KeySource},
 		Description: "Prompt tokens of requests that produced their first output, by source: local_compute, local_cache_hit or external_kv_transfer."},
 	{Name: NamePromptTokensCached, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perIter,
-		Description: "Prompt tokens not computed here: local prefix cache hits plus KV received through a connector."},
+		Attributes:  []string{KeySource},
+		Description: "Prompt tokens not computed here (local prefix cache hits plus KV received through a connector) of requests that produced their first output, by the tier the KV came from: device, host, p2p, disk or external_unspecified."},
 	{Name: NameGenerationTokens, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perIter,
 		Description: "Generation tokens emitted."},
 	{Name: NameRequestSuccess, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perFinished,
@@ -232,6 +242,15 @@ var catalog = []Descriptor{
 		Description: "Finished requests by finish reason: stop, length, abort, error or repetition."},
 	{Name: NameCorruptedRequests, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perIter, Feature: Corruption,
 		Description: "Requests whose outputs were found corrupted (for example NaN logits)."},
+	{Name: NameNumRequestsKVFetchByStage, Kind: Gauge, Integer: true, Unit: "{request}", Recorded: perStep, Feature: KVConsumer,
+		Attributes:  []string{KeyStage},
+		Description: "Waiting requests of a KV consumer by the stage of their KV load: waiting_to_start, in_progress or completed_waiting."},
+	{Name: NameEstimatedFlopsPerGPU, Kind: Counter, Unit: "{flop}", Recorded: perStep,
+		Description: "Estimated floating-point operations per GPU (for model FLOPs utilization); 0 while the engine reports no estimate."},
+	{Name: NameEstimatedReadBytesPerGPU, Kind: Counter, Unit: "By", Recorded: perStep,
+		Description: "Estimated bytes read from memory per GPU (weights and KV cache); 0 while the engine reports no estimate."},
+	{Name: NameEstimatedWriteBytesPerGPU, Kind: Counter, Unit: "By", Recorded: perStep,
+		Description: "Estimated bytes written to memory per GPU (KV cache); 0 while the engine reports no estimate."},
 
 	{Name: NameRequestPromptTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
 		Description: "Prompt length of finished requests, in tokens."},
@@ -271,6 +290,8 @@ var catalog = []Descriptor{
 		Description: "Idle time of sampled evicted KV cache blocks, from last access to eviction."},
 	{Name: NameKVBlockReuseGap, Kind: Histogram, Unit: "s", Buckets: kvResidencyBuckets, Recorded: perStep, Feature: KVResidency,
 		Description: "Time between consecutive accesses of sampled evicted KV cache blocks."},
+	{Name: NameRequestNumPreemptions, Kind: Histogram, Integer: true, Unit: "{preemption}", Buckets: numPreemptionsBuckets, Recorded: perFinished,
+		Description: "Times each finished request was preempted, observed for every finished request (0 included)."},
 
 	{Name: NameSpecDecodeNumDrafts, Kind: Counter, Integer: true, Unit: "{draft}", Recorded: perStep, Feature: SpecDecoding,
 		Description: "Speculative decoding drafts proposed."},
@@ -296,6 +317,8 @@ var catalog = []Descriptor{
 		Description: "KV connector notifications that failed."},
 	{Name: NameNIXLNumKVExpiredReqs, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perStep, Feature: KVConnector,
 		Description: "Requests whose transferred KV expired before it was read."},
+	{Name: NameNIXLNumNotifsAfterExp, Kind: Counter, Integer: true, Unit: "{notification}", Recorded: perStep, Feature: KVConnector,
+		Description: "KV connector notifications that arrived after their request's KV had expired, so its blocks may already have been reused."},
 
 	{Name: NameLoRARequestsInfo, Kind: Gauge, Recorded: perStep, Feature: LoRA,
 		Attributes:  []string{KeyMaxLoRA, KeyWaitingLoRA, KeyRunningLoRA},

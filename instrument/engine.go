@@ -42,7 +42,7 @@ func newMeasure(kv ...attribute.KeyValue) measure {
 type cells struct {
 	bySource                                     [3]atomic.Int64 // prompt tokens
 	success                                      [5]atomic.Int64 // by finish reason
-	cached, generation, preemptions, corrupted   atomic.Int64
+	generation, preemptions, corrupted           atomic.Int64
 	prefixQ, prefixH, mmQ, mmH, extQ, extH       atomic.Int64
 	specDrafts, specDraftTokens, specAccepted    atomic.Int64
 	specPos                                      [maxSpecPositions]atomic.Int64
@@ -51,6 +51,12 @@ type cells struct {
 	running, waiting, sleepState atomic.Int64 // gauges, last value
 	waitingBy                    [2]atomic.Int64
 	kvUsage                      atomic.Uint64 // float64 bits
+
+	cachedByTier    [5]atomic.Int64  // prompt tokens cached, by stats.Tier
+	perf            [3]atomic.Uint64 // MFU estimates (float64 bits): FLOPs, read bytes, write bytes
+	kvFetch         [3]atomic.Int64  // gauge, by stats.FetchStage
+	kvFetchReported atomic.Bool      // a step reported KV fetch stages
+	nixlAfterExpiry atomic.Int64
 }
 
 // Engine records the stats of one data-parallel engine. Get it from
@@ -87,6 +93,8 @@ type engineState struct {
 	ttft          measure    // gen_ai attributes
 	waitingBy     [2]measure // capacity, deferred
 	sleep         [3]measure
+	byTier        [5]measure // source label of the cached prompt tokens, by stats.Tier
+	byStage       [3]measure // KV fetch stage
 
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
@@ -98,6 +106,7 @@ type engineState struct {
 	// their series exist from construction; otherwise from their first
 	// non-zero value.
 	kvConnector   bool
+	kvConsumer    bool
 	specPositions int
 
 	c cells
@@ -108,7 +117,7 @@ type engineState struct {
 
 func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
 	e := &Engine{life: life, provider: cfg.meterProvider, engineState: &engineState{inst: inst, rank: rank,
-		kvConnector: cfg.kvConnector, specPositions: cfg.specPositions}}
+		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, specPositions: cfg.specPositions}}
 	e.base = append([]attribute.KeyValue{
 		attribute.String(KeyModelName, cfg.modelName),
 		attribute.String(KeyEngine, engineLabel(rank)),
@@ -135,6 +144,12 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	e.waitingBy[1] = e.with(attribute.String(KeyWaitingReason, WaitingDeferred))
 	for _, s := range stats.SleepStates() {
 		e.sleep[s] = e.with(attribute.String(KeySleepState, s.String()))
+	}
+	for _, t := range stats.Tiers() {
+		e.byTier[t] = e.with(attribute.String(KeySource, t.String()))
+	}
+	for _, s := range stats.FetchStages() {
+		e.byStage[s] = e.with(attribute.String(KeyStage, s.String()))
 	}
 	empty := []measure{}
 	e.positions.Store(&empty)
@@ -188,7 +203,9 @@ func (e *Engine) start(ctx context.Context, cfg *config) {
 // observe reports the engine's counters and gauges. Always-on series are
 // reported from construction; an optional family's (KV connector,
 // speculative decoding) from construction when configured, otherwise, like
-// the corrupted requests counter, from its first non-zero value.
+// the corrupted requests counter, from its first non-zero value; the KV
+// fetch stages gauge from construction with WithKVConsumer, otherwise from
+// the first step that reports it.
 func (e *engineState) observe(o metric.Observer) {
 	in, c, plain := e.inst, &e.c, e.plain.obs
 	for s := range c.bySource {
@@ -199,7 +216,9 @@ func (e *engineState) observe(o metric.Observer) {
 			o.ObserveInt64(in.requestSuccess, c.success[r].Load(), e.byReason[r].obs...)
 		}
 	}
-	o.ObserveInt64(in.promptCached, c.cached.Load(), plain...)
+	for t := range c.cachedByTier {
+		o.ObserveInt64(in.promptCached, c.cachedByTier[t].Load(), e.byTier[t].obs...)
+	}
 	o.ObserveInt64(in.generationTokens, c.generation.Load(), plain...)
 	o.ObserveInt64(in.preemptions, c.preemptions.Load(), plain...)
 	o.ObserveInt64(in.prefixQueries, c.prefixQ.Load(), plain...)
@@ -207,11 +226,22 @@ func (e *engineState) observe(o metric.Observer) {
 	o.ObserveInt64(in.mmQueries, c.mmQ.Load(), plain...)
 	o.ObserveInt64(in.mmHits, c.mmH.Load(), plain...)
 	observeSome(o, in.corrupted, &c.corrupted, false, plain)
-	observeSome(o, in.extPrefixQueries, &c.extQ, e.kvConnector, plain)
-	observeSome(o, in.extPrefixHits, &c.extH, e.kvConnector, plain)
+	// Always present, as in vLLM, which registers them with or without a
+	// connector.
+	o.ObserveInt64(in.extPrefixQueries, c.extQ.Load(), plain...)
+	o.ObserveInt64(in.extPrefixHits, c.extH.Load(), plain...)
 	observeSome(o, in.nixlFailedTransfers, &c.nixlFailedTransfers, e.kvConnector, plain)
 	observeSome(o, in.nixlFailedNotifs, &c.nixlFailedNotifs, e.kvConnector, plain)
 	observeSome(o, in.nixlKVExpired, &c.nixlX, e.kvConnector, plain)
+	observeSome(o, in.nixlNotifsAfterExpiry, &c.nixlAfterExpiry, e.kvConnector, plain)
+	for i, inst := range [...]metric.Float64ObservableCounter{in.estFlops, in.estReadB, in.estWriteB} {
+		o.ObserveFloat64(inst, math.Float64frombits(c.perf[i].Load()), plain...)
+	}
+	if e.kvConsumer || c.kvFetchReported.Load() {
+		for s := range c.kvFetch {
+			o.ObserveInt64(in.kvFetchByStage, c.kvFetch[s].Load(), e.byStage[s].obs...)
+		}
+	}
 	spec := e.specPositions > 0
 	observeSome(o, in.specDrafts, &c.specDrafts, spec, plain)
 	observeSome(o, in.specDraftTokens, &c.specDraftTokens, spec, plain)
@@ -267,7 +297,9 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	for _, s := range stats.Sources() {
 		addPositive(&c.bySource[s], it.PromptTokens.BySource(s))
 	}
-	addPositive(&c.cached, it.PromptTokens.Cached())
+	for _, t := range stats.Tiers() {
+		addPositive(&c.cachedByTier[t], it.PromptTokens.ByTier(t))
+	}
 	addPositive(&c.generation, it.GenerationTokens)
 	addPositive(&c.preemptions, it.Preemptions)
 	addPositive(&c.corrupted, it.CorruptedRequests)
@@ -328,13 +360,14 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)
 	in.decodeTime.Record(ctx, f.DecodeTime, rec...)
+	in.requestNumPreemptions.Record(ctx, f.Preemptions, rec...)
 	e.recordPriority(ctx, f, fm)
 }
 
 // RecordScheduler records one scheduler step: the gauges (running, waiting,
 // KV cache usage, sleep state), this step's cache lookups, and the optional
-// speculative decoding, LoRA, KV connector, KV residency and KV offloading
-// data when present.
+// speculative decoding, LoRA, KV connector, KV residency, KV offloading, MFU
+// estimate and KV fetch stage data when present.
 // An invalid step is returned as an error and nothing is recorded; so is a
 // step with more than 64 speculative decoding positions.
 func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) error {
@@ -403,6 +436,18 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 		addPositive(&c.nixlFailedTransfers, k.FailedTransfers)
 		addPositive(&c.nixlFailedNotifs, k.FailedNotifications)
 		addPositive(&c.nixlX, k.ExpiredRequests)
+		addPositive(&c.nixlAfterExpiry, k.NotificationsAfterExpiry)
+	}
+	if p := s.Perf; p != nil {
+		addFloat(&c.perf[0], p.FLOPs)
+		addFloat(&c.perf[1], p.ReadBytes)
+		addFloat(&c.perf[2], p.WriteBytes)
+	}
+	if k := s.KVFetch; k != nil {
+		for _, st := range stats.FetchStages() {
+			c.kvFetch[st].Store(k.ByStage(st))
+		}
+		c.kvFetchReported.Store(true)
 	}
 	for i := range s.Evictions {
 		ev := &s.Evictions[i]
@@ -468,5 +513,20 @@ func (e *Engine) setLoRA(l *stats.LoRA) {
 func addPositive(a *atomic.Int64, v int64) {
 	if v > 0 {
 		a.Add(v)
+	}
+}
+
+// addFloat adds v to a float64 counter's cell (float64 bits) when it is
+// above zero. Values are validated (at most stats.MaxPerfEstimate or
+// stats.MaxSeconds), so the sum stays finite.
+func addFloat(a *atomic.Uint64, v float64) {
+	if v <= 0 {
+		return
+	}
+	for {
+		old := a.Load()
+		if a.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
 	}
 }

@@ -46,6 +46,11 @@ type instruments struct {
 	kvOffloadLookupSync, kvOffloadLookupAsync              metric.Float64Histogram
 	kvOffloadCPUUsage, kvOffloadCPUWrite, kvOffloadCPURead metric.Float64ObservableGauge
 	kvOffloadCPUAlloc                                      metric.Int64Histogram
+	// Families of newer vLLM versions (see docs/metrics.md for the commits).
+	requestNumPreemptions         metric.Int64Histogram
+	kvFetchByStage                metric.Int64ObservableGauge
+	estFlops, estReadB, estWriteB metric.Float64ObservableCounter
+	nixlNotifsAfterExpiry         metric.Int64ObservableCounter
 
 	observed []metric.Observable // every observable instrument above
 	meter    metric.Meter        // kept reachable: its address identifies claims (see scopeMeter)
@@ -192,21 +197,27 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		loraInfo:        b.float64ObservableGauge(NameLoRARequestsInfo),
 		cacheConfigInfo: b.int64Gauge(NameCacheConfigInfo),
 
-		requestPriority:      b.float64Histogram(NameRequestPriority),
-		schedulerPolicy:      b.int64ObservableGauge(NameSchedulerPolicyInfo),
-		kvOffloadLoadBytes:   b.int64ObservableCounter(NameKVOffloadLoadBytes),
-		kvOffloadStoreBytes:  b.int64ObservableCounter(NameKVOffloadStoreBytes),
-		kvOffloadAllocFail:   b.int64ObservableCounter(NameKVOffloadAllocFail),
-		kvOffloadLoadTime:    b.float64ObservableCounter(NameKVOffloadLoadTime),
-		kvOffloadStoreTime:   b.float64ObservableCounter(NameKVOffloadStoreTime),
-		kvOffloadLoadSize:    b.int64Histogram(NameKVOffloadLoadSize),
-		kvOffloadStoreSize:   b.int64Histogram(NameKVOffloadStoreSize),
-		kvOffloadLookupSync:  b.float64Histogram(NameKVOffloadLookupSync),
-		kvOffloadLookupAsync: b.float64Histogram(NameKVOffloadLookupAsync),
-		kvOffloadCPUUsage:    b.float64ObservableGauge(NameKVOffloadCPUUsage),
-		kvOffloadCPUWrite:    b.float64ObservableGauge(NameKVOffloadCPUWrite),
-		kvOffloadCPURead:     b.float64ObservableGauge(NameKVOffloadCPURead),
-		kvOffloadCPUAlloc:    b.int64Histogram(NameKVOffloadCPUAlloc),
+		requestPriority:       b.float64Histogram(NameRequestPriority),
+		schedulerPolicy:       b.int64ObservableGauge(NameSchedulerPolicyInfo),
+		kvOffloadLoadBytes:    b.int64ObservableCounter(NameKVOffloadLoadBytes),
+		kvOffloadStoreBytes:   b.int64ObservableCounter(NameKVOffloadStoreBytes),
+		kvOffloadAllocFail:    b.int64ObservableCounter(NameKVOffloadAllocFail),
+		kvOffloadLoadTime:     b.float64ObservableCounter(NameKVOffloadLoadTime),
+		kvOffloadStoreTime:    b.float64ObservableCounter(NameKVOffloadStoreTime),
+		kvOffloadLoadSize:     b.int64Histogram(NameKVOffloadLoadSize),
+		kvOffloadStoreSize:    b.int64Histogram(NameKVOffloadStoreSize),
+		kvOffloadLookupSync:   b.float64Histogram(NameKVOffloadLookupSync),
+		kvOffloadLookupAsync:  b.float64Histogram(NameKVOffloadLookupAsync),
+		kvOffloadCPUUsage:     b.float64ObservableGauge(NameKVOffloadCPUUsage),
+		kvOffloadCPUWrite:     b.float64ObservableGauge(NameKVOffloadCPUWrite),
+		kvOffloadCPURead:      b.float64ObservableGauge(NameKVOffloadCPURead),
+		kvOffloadCPUAlloc:     b.int64Histogram(NameKVOffloadCPUAlloc),
+		requestNumPreemptions: b.int64Histogram(NameRequestNumPreemptions),
+		kvFetchByStage:        b.int64ObservableGauge(NameNumRequestsKVFetchByStage),
+		estFlops:              b.float64ObservableCounter(NameEstimatedFlopsPerGPU),
+		estReadB:              b.float64ObservableCounter(NameEstimatedReadBytesPerGPU),
+		estWriteB:             b.float64ObservableCounter(NameEstimatedWriteBytesPerGPU),
+		nixlNotifsAfterExpiry: b.int64ObservableCounter(NameNIXLNumNotifsAfterExp),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)

@@ -59,19 +59,6 @@ func observeSomeFloat(o metric.Observer, inst metric.Float64ObservableCounter, a
 	}
 }
 
-// addFloat adds v to a float64 cell.
-func addFloat(a *atomic.Uint64, v float64) {
-	if v <= 0 {
-		return
-	}
-	for {
-		old := a.Load()
-		if a.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
-		}
-	}
-}
-
 // recordOffload records one step of the offloading tier.
 func (e *Engine) recordOffload(ctx context.Context, k *stats.KVOffload) {
 	if k == nil {

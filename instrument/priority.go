@@ -20,7 +20,7 @@ var priorityLabelled = []string{
 	NameRequestSuccess, NameRequestPromptTokens, NameRequestGenerationTokens, NameRequestParamsMaxTokens,
 	NameRequestPrefillKVComputedTokens, NameTimeToFirstToken, NameRequestTimePerOutputToken,
 	NameE2ERequestLatency, NameRequestQueueTime, NameRequestInferenceTime, NameRequestPrefillTime,
-	NameRequestDecodeTime,
+	NameRequestDecodeTime, NameRequestNumPreemptions,
 }
 
 // WithPriorityScheduling declares that the engines schedule by request

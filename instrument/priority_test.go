@@ -18,7 +18,8 @@ var vllmPriorityFamilies = []string{
 	"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
 	"vllm:request_inference_time_seconds", "vllm:request_decode_time_seconds", "vllm:request_prompt_tokens",
 	"vllm:request_generation_tokens", "vllm:request_prefill_kv_computed_tokens",
-	"vllm:request_time_per_output_token_seconds", "vllm:request_params_max_tokens", "vllm:request_success_total",
+	"vllm:request_time_per_output_token_seconds", "vllm:request_params_max_tokens", "vllm:request_num_preemptions",
+	"vllm:request_success_total",
 	"vllm:time_to_first_token_seconds",
 }
 

@@ -47,6 +47,8 @@ const (
 	totKVOffloadStoreBytes
 	totKVOffloadAllocFailures
 	totKVOffloadCPUChunks
+	totRequestPreemptions
+	totNIXLNotifsAfterExpiry
 
 	numTotals
 )
@@ -60,6 +62,7 @@ var totalInstruments = [numTotals]string{
 	NameSpecDecodeNumAcceptedTokens, NameSpecDecodeNumAcceptedTokensPerPos, NameNIXLBytesTransferred,
 	NameNIXLNumDescriptors, NameNIXLNumFailedTransfers, NameNIXLNumFailedNotifs, NameNIXLNumKVExpiredReqs,
 	NameKVOffloadLoadBytes, NameKVOffloadStoreBytes, NameKVOffloadAllocFail, NameKVOffloadCPUAlloc,
+	NameRequestNumPreemptions, NameNIXLNumNotifsAfterExp,
 }
 
 // increments are what one Record call adds to each total. Values added are
@@ -97,6 +100,7 @@ func (in *increments) finished(f *stats.FinishedRequest) {
 		in.add(totParamsN, n)
 		in.add(totMaxGeneration, maxGen)
 	}
+	in.add(totRequestPreemptions, f.Preemptions)
 }
 
 func (in *increments) scheduler(s *stats.Scheduler) {
@@ -123,6 +127,7 @@ func (in *increments) scheduler(s *stats.Scheduler) {
 		in.add(totNIXLFailedTransfers, k.FailedTransfers)
 		in.add(totNIXLFailedNotifs, k.FailedNotifications)
 		in.add(totNIXLKVExpired, k.ExpiredRequests)
+		in.add(totNIXLNotifsAfterExpiry, k.NotificationsAfterExpiry)
 	}
 	in.offload(s.KVOffload)
 }

@@ -84,6 +84,10 @@ type FinishedRequest struct {
 	// Under priority scheduling TTFT is observed from it, at the finish, so
 	// that it carries the priority label; otherwise from Iteration.TTFT.
 	TimeToFirstToken float64
+	// Preemptions is how many times the request was preempted
+	// (vllm:request_num_preemptions, observed for every finished request,
+	// 0 included).
+	Preemptions int64
 }
 
 // Parent returns what request_params_n and request_max_num_generation_tokens
@@ -120,6 +124,7 @@ func (f FinishedRequest) Validate() error {
 		{"MaxTokens", f.MaxTokens},
 		{"N", f.N},
 		{"MaxGenerationTokens", f.MaxGenerationTokens},
+		{"Preemptions", f.Preemptions},
 	} {
 		if err := checkCount(c.name, c.v); err != nil {
 			return err

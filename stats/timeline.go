@@ -91,6 +91,7 @@ type Timeline struct {
 	hasOutput   bool         // Output at least once; firstOutput is set
 	prompt      PromptTokens // the split at the last scheduling before the first output
 	generated   int64
+	preemptions int64 // Preempted events so far
 
 	parent *parent
 }
@@ -179,8 +180,17 @@ func (t *Timeline) Queued(at time.Time) error {
 // connector at that moment. Until the first output, a later scheduling (after
 // a preemption) replaces this snapshot; after it, re-prefills are not counted,
 // and the cached tokens may cover generated tokens too: they must not exceed
-// the prompt plus the tokens generated so far.
+// the prompt plus the tokens generated so far. The external tokens count as
+// tier external_unspecified: ScheduledWith names their tiers.
 func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) error {
+	return t.ScheduledWith(at, Cached{Local: localCached, External: externalCached})
+}
+
+// ScheduledWith is Scheduled with the external tokens split by the tier they
+// came from (host, p2p, disk; the rest external_unspecified). The snapshot's
+// tiers reach the step of the first output with its prompt split
+// (Output.PromptTokens), where vllm:prompt_tokens_cached_by_source counts them.
+func (t *Timeline) ScheduledWith(at time.Time, c Cached) error {
 	if err := t.check(evScheduled, at, arrived, queued, preempted); err != nil {
 		return err
 	}
@@ -192,7 +202,7 @@ func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) er
 			tokens = math.MaxInt64
 		}
 	}
-	split, err := SplitPrompt(tokens, localCached, externalCached)
+	split, err := SplitCached(tokens, c)
 	if err != nil {
 		return err
 	}
@@ -263,6 +273,7 @@ func (t *Timeline) preempted(at time.Time) (Timeline, error) {
 	}
 	next := *t
 	next.phase, next.last, next.event = preempted, at, evPreempted
+	next.preemptions++
 	return next, nil
 }
 
@@ -295,6 +306,7 @@ func (t *Timeline) finish(at time.Time, reason FinishReason) (Timeline, Finished
 		MaxTokens:        t.req.MaxTokens,
 		N:                t.parent.n,
 		E2ELatency:       at.Sub(t.req.Arrival).Seconds(),
+		Preemptions:      t.preemptions,
 	}
 	if t.hasSnapshot {
 		f.PrefillComputedTokens = t.prompt.Computed

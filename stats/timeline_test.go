@@ -113,7 +113,8 @@ func checkFinished(t *testing.T, got, want stats.FinishedRequest) {
 	g, w := got, want
 	ints := g.Reason == w.Reason && g.PromptTokens == w.PromptTokens && g.GenerationTokens == w.GenerationTokens &&
 		g.PrefillComputedTokens == w.PrefillComputedTokens && g.MaxTokens == w.MaxTokens &&
-		g.N == w.N && g.MaxGenerationTokens == w.MaxGenerationTokens && g.ParentPending == w.ParentPending
+		g.N == w.N && g.MaxGenerationTokens == w.MaxGenerationTokens && g.ParentPending == w.ParentPending &&
+		g.Preemptions == w.Preemptions
 	floats := near(g.E2ELatency, w.E2ELatency) && near(g.QueueTime, w.QueueTime) &&
 		near(g.PrefillTime, w.PrefillTime) && near(g.InferenceTime, w.InferenceTime) &&
 		near(g.DecodeTime, w.DecodeTime) && near(g.TimePerOutputToken, w.TimePerOutputToken)
@@ -194,6 +195,7 @@ func TestTimelineScenarios(t *testing.T) {
 				N: 1, MaxGenerationTokens: 2,
 				E2ELatency: 0.6, QueueTime: 0.005, PrefillTime: 0.49, InferenceTime: 0.59, DecodeTime: 0.1,
 				TimePerOutputToken: 0.1,
+				Preemptions:        1,
 			},
 		},
 		{
@@ -220,6 +222,7 @@ func TestTimelineScenarios(t *testing.T) {
 				MaxTokens: 5, N: 1, MaxGenerationTokens: 5,
 				E2ELatency: 0.5, QueueTime: 0.02, PrefillTime: 0.08, InferenceTime: 0.48, DecodeTime: 0.4,
 				TimePerOutputToken: 0.1, // 0.4 s / (5-1)
+				Preemptions:        1,
 			},
 		},
 		{
@@ -245,6 +248,7 @@ func TestTimelineScenarios(t *testing.T) {
 				N: 1, MaxGenerationTokens: 10,
 				E2ELatency: 0.12, QueueTime: 0.01, PrefillTime: 0.04, InferenceTime: 0.11, DecodeTime: 0.07,
 				TimePerOutputToken: 0.07 / 9,
+				Preemptions:        1,
 			},
 		},
 		{
@@ -589,6 +593,7 @@ func TestTimelineErrorsLeaveStateUnchanged(t *testing.T) {
 		Reason: stats.FinishStop, PromptTokens: 100, GenerationTokens: 3, PrefillComputedTokens: 60, MaxTokens: 10,
 		N: 1, MaxGenerationTokens: 3,
 		E2ELatency: 0.3, QueueTime: 0.01, PrefillTime: 0.08, InferenceTime: 0.23, DecodeTime: 0.15, TimePerOutputToken: 0.075,
+		Preemptions: 1,
 	})
 
 	tests := []struct {

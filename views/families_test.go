@@ -35,6 +35,8 @@ var specBuckets = map[string][]float64{
 	"offload_lookup_sync":  {0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1},
 	"offload_lookup_async": {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10},
 	"offload_cpu_alloc":    {1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144},
+	// REQUEST_NUM_PREEMPTIONS_BUCKETS (vllm/v1/metrics/buckets.py @139b1c3f).
+	"preemptions": {1, 2, 3, 4, 5, 10, 20},
 }
 
 // specFamily is one row of the family table as it appears in a scrape.
@@ -131,6 +133,14 @@ var specFamilies = []specFamily{
 	gauge("vllm:kv_offload_cpu_cache_write_usage_perc"),
 	gauge("vllm:kv_offload_cpu_cache_read_usage_perc"),
 	histogram("vllm:kv_offload_cpu_allocation_size", "offload_cpu_alloc"),
+	// Families of newer vLLM (see docs/metrics.md for the commits read).
+	counter("vllm:prompt_tokens_cached_by_source").with("source", "device", "host", "p2p", "disk", "external_unspecified"),
+	histogram("vllm:request_num_preemptions", "preemptions"),
+	counter("vllm:estimated_flops_per_gpu"),
+	counter("vllm:estimated_read_bytes_per_gpu"),
+	counter("vllm:estimated_write_bytes_per_gpu"),
+	counter("vllm:nixl_num_notifications_after_expiry"),
+	gauge("vllm:num_requests_kv_fetch_by_stage").with("stage", "waiting_to_start", "in_progress", "completed_waiting"),
 }
 
 // labelNames returns the sorted label names of a series.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -53,20 +52,35 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	for i := range ranks {
 		ranks[i] = i
 	}
-	rec, err := instrument.NewRecorder(append([]instrument.Option{
+	// vLLM's cache config fields, as vllm:cache_config_info labels them.
+	cacheConfig := stats.VLLMCacheConfig{
+		BlockSize:             blockSize,
+		NumGPUBlocks:          new(c.kvCapacity / blockSize),
+		NumCPUBlocks:          new(int64(0)),
+		GPUMemoryUtilization:  0.9,
+		CacheDType:            "auto",
+		EnablePrefixCaching:   true,
+		PrefixCachingHashAlgo: "sha256",
+		KVOffloadingBackend:   new("native"),
+		KVOffloadingSize:      new(4.0), // GiB of host memory for offloaded prefixes
+		KVCacheSizeTokens:     new(c.kvCapacity),
+		KVCacheMaxConcurrency: new(float64(c.kvCapacity) / maxModelLen),
+	}
+	recOpts := []instrument.Option{
 		instrument.WithMeterProvider(provider.MeterProvider()),
 		instrument.WithModelName(c.model),
 		instrument.WithEngines(ranks...),
 		instrument.WithMaxModelLen(maxModelLen),
 		instrument.WithAttributes(attribute.String("role", string(c.role))),
 		instrument.WithKVConnector(),
-		instrument.WithCacheConfig(stats.CacheConfig{
-			"block_size":            strconv.Itoa(blockSize),
-			"num_gpu_blocks":        strconv.FormatInt(c.kvCapacity/blockSize, 10),
-			"cache_dtype":           "auto",
-			"enable_prefix_caching": "True",
-		}),
-	}, c.features()...)...)
+		instrument.WithCacheConfig(cacheConfig.CacheConfig()),
+	}
+	recOpts = append(recOpts, c.features()...)
+	if c.role == decodeRole {
+		// The decode node receives KV: it is vLLM's KV consumer.
+		recOpts = append(recOpts, instrument.WithKVConsumer())
+	}
+	rec, err := instrument.NewRecorder(recOpts...)
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(ctx))
 	}

@@ -45,12 +45,7 @@ func TestTimelinePriorityAndTTFT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustNil(t)
 	must(tl.Queued(start.Add(10 * time.Millisecond)))
 	must(tl.Scheduled(start.Add(20*time.Millisecond), 0, 0))
 	o, err := tl.Output(start.Add(250*time.Millisecond), 1)

@@ -11,6 +11,16 @@ import (
 	"github.com/infermetrics/infermetrics/stats"
 )
 
+// mustNil returns a function that fails the test on a non-nil error.
+func mustNil(t *testing.T) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // t0 is the arrival time of the scenarios; events are given in milliseconds
 // after it.
 var t0 = time.Unix(1000, 0)
@@ -367,12 +377,7 @@ func TestTimelineZeroTimeIsAValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustNil(t)
 	must(tl.Queued(at(-1500)))
 	must(tl.Scheduled(at(0), 4, 0))
 	o1, err := tl.Output(at(0), 1)

@@ -1,9 +1,9 @@
 package stats
 
 import (
+	"bytes"
 	"math"
 	"strconv"
-	"strings"
 )
 
 // VLLMCacheConfig holds, under vLLM's field names, the CacheConfig fields
@@ -42,7 +42,7 @@ type VLLMCacheConfig struct {
 
 // CacheConfig returns the labels of vllm:cache_config_info, for
 // instrument.WithCacheConfig: every field above under vLLM's name, then Extra.
-func (c *VLLMCacheConfig) CacheConfig() CacheConfig {
+func (c VLLMCacheConfig) CacheConfig() CacheConfig {
 	out := CacheConfig{
 		"block_size":               strconv.FormatInt(c.BlockSize, 10),
 		"num_gpu_blocks":           pyOptInt(c.NumGPUBlocks),
@@ -91,16 +91,25 @@ func PythonFloat(v float64) string {
 	case math.IsInf(v, -1):
 		return "-inf"
 	}
-	e := strconv.FormatFloat(v, 'e', -1, 64) // "d.ddde±XX", exponent of at least two digits as in Python
-	exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+	return string(AppendPythonRepr(nil, v))
+}
+
+// AppendPythonRepr appends Python's repr of a finite float: the shortest
+// digits, in exponent form below 1e-4 and from 1e16 (an exponent with a sign
+// and at least two digits, as Go's 'e' format), otherwise positional with at
+// least one decimal ("1.0", "0.005").
+func AppendPythonRepr(dst []byte, v float64) []byte {
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, v, 'e', -1, 64)
+	exp, _ := strconv.Atoi(string(dst[start+bytes.LastIndexByte(dst[start:], 'e')+1:]))
 	if v != 0 && (exp < -4 || exp >= 16) {
-		return e
+		return dst
 	}
-	s := strconv.FormatFloat(v, 'f', -1, 64)
-	if !strings.Contains(s, ".") {
-		s += ".0"
+	dst = strconv.AppendFloat(dst[:start], v, 'f', -1, 64)
+	if bytes.IndexByte(dst[start:], '.') < 0 {
+		dst = append(dst, ".0"...)
 	}
-	return s
+	return dst
 }
 
 func pyOptInt(p *int64) string {

@@ -133,7 +133,7 @@ func TestPromptTokensTiersAddAndValidate(t *testing.T) {
 
 // The tiers of the scheduling snapshot reach the first output; Scheduled
 // (without tiers) leaves the external tokens unspecified; a re-scheduling
-// before the first output replaces the snapshot's tiers too.
+// before the first output keeps the first snapshot's tiers.
 func TestTimelineScheduledWithTiers(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -154,7 +154,7 @@ func TestTimelineScheduledWithTiers(t *testing.T) {
 				return err
 			}
 			return tl.ScheduledWith(ms(30), stats.Cached{Local: 512, External: 200, ExternalTiers: stats.ExternalTiers{Disk: 200}})
-		}, []int64{512, 0, 0, 200, 0}},
+		}, []int64{0, 0, 900, 0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -177,11 +177,19 @@ func (t *Timeline) Queued(at time.Time) error {
 
 // Scheduled records that the scheduler took the request from waiting, with
 // the prompt tokens it found in the local prefix cache and through the KV
-// connector at that moment. Until the first output, a later scheduling (after
-// a preemption) replaces this snapshot; after it, re-prefills are not counted,
-// and the cached tokens may cover generated tokens too: they must not exceed
-// the prompt plus the tokens generated so far. The external tokens count as
-// tier external_unspecified: ScheduledWith names their tiers.
+// connector at that moment. The first scheduling's snapshot is what the first
+// output counts: a re-scheduling after a preemption, before or after the
+// first output, counts no prompt token again (newest vLLM sets a request's
+// prefill stats at its first admission only, while num_preemptions is 0:
+// vllm/v1/core/sched/scheduler.py, see docs/design.md). A re-scheduling is
+// still validated: its cached tokens may cover generated tokens too and must
+// not exceed the prompt plus the tokens generated so far. The external tokens
+// count as tier external_unspecified: ScheduledWith names their tiers.
+//
+// A prompt found whole in the local prefix cache is still reported as the
+// engine found it; vLLM caps a local hit at the prompt length minus one, so
+// that the last token is recomputed for its logits: an engine that does the
+// same reports prompt-1 local cached tokens, and one computed token counts.
 func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) error {
 	return t.ScheduledWith(at, Cached{Local: localCached, External: externalCached})
 }
@@ -207,10 +215,7 @@ func (t *Timeline) ScheduledWith(at time.Time, c Cached) error {
 		return err
 	}
 	if !t.hasSnapshot {
-		t.scheduled = at
-	}
-	if !t.hasOutput {
-		t.prompt, t.hasSnapshot = split, true
+		t.scheduled, t.prompt, t.hasSnapshot = at, split, true
 	}
 	t.phase, t.last, t.event = scheduled, at, evScheduled
 	return nil

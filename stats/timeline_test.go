@@ -186,9 +186,9 @@ func TestTimelineScenarios(t *testing.T) {
 			},
 		},
 		{
-			// The second scheduling replaces the first snapshot (800 computed):
-			// the first output reports 800-512 = 288 computed. Queue and prefill
-			// times still start at the first scheduling.
+			// The first scheduling's snapshot counts (800 computed), as in
+			// newest vLLM; the second one's 512 cache hits are not counted.
+			// Queue and prefill times start at the first scheduling.
 			name: "preemption before the first output",
 			req:  stats.Request{Arrival: t0, PromptTokens: 800},
 			events: []event{
@@ -197,11 +197,11 @@ func TestTimelineScenarios(t *testing.T) {
 				finish(600, stats.FinishStop),
 			},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{Computed: 288, LocalCacheHit: 512}, GenerationTokens: 1, TTFT: 0.5},
+				{First: true, PromptTokens: stats.PromptTokens{Computed: 800}, GenerationTokens: 1, TTFT: 0.5},
 				{GenerationTokens: 1, ITL: 0.1},
 			},
 			want: stats.FinishedRequest{
-				Reason: stats.FinishStop, PromptTokens: 800, GenerationTokens: 2, PrefillComputedTokens: 288,
+				Reason: stats.FinishStop, PromptTokens: 800, GenerationTokens: 2, PrefillComputedTokens: 800,
 				N: 1, MaxGenerationTokens: 2,
 				E2ELatency: 0.6, QueueTime: 0.005, PrefillTime: 0.49, InferenceTime: 0.59, DecodeTime: 0.1,
 				TimePerOutputToken: 0.1,

@@ -159,7 +159,9 @@ const vllmCommits = `Compared against vLLM's metric code at these commits (vllm-
 ` + "`vllm/v1/metrics/cache_hit_source.py`" + ` @8548f56c179e971e6ef25549498acb83787dd0d8 (PR #56318),
 ` + "`vllm/v1/metrics/perf.py`" + ` @88cf72694d16f730a8916e745f46db5a7b527004,
 ` + "`vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py`" + ` @bd33ba3ea6d0202d5d6fe7e21c9b1d36374fc638,
-` + "`vllm/config/cache.py`" + ` @002f10e0cfa1373a19a0d2756598a34b700d20e5, and the Grafana dashboards under
+` + "`vllm/config/cache.py`" + ` @002f10e0cfa1373a19a0d2756598a34b700d20e5,
+` + "`vllm/v1/core/sched/scheduler.py`" + ` (a recent upstream copy, commit not known, cross-checked with
+vllm-ascend's override based on v0.29/v0.30: prefill stats set at the first admission only), and the Grafana dashboards under
 ` + "`examples/observability/dashboards/grafana`" + ` @8aed4e52b9351d034c652dec96bd94cf8d441711.
 Not read in final code: ` + "`vllm:prompt_tokens_cached_by_source_total`" + ` follows the PR #56318 description,
 final code not read. That description says vLLM counts it "at admission", so after a preemption vLLM's tiers

@@ -92,6 +92,11 @@ func ExampleNewPrometheus() {
 	// vllm:prompt_tokens_by_source_total{engine="0",model_name="llama",source="external_kv_transfer"} 0
 	// vllm:prompt_tokens_by_source_total{engine="0",model_name="llama",source="local_cache_hit"} 70
 	// vllm:prompt_tokens_by_source_total{engine="0",model_name="llama",source="local_compute"} 30
+	// vllm:prompt_tokens_cached_by_source_total{engine="0",model_name="llama",source="device"} 70
+	// vllm:prompt_tokens_cached_by_source_total{engine="0",model_name="llama",source="disk"} 0
+	// vllm:prompt_tokens_cached_by_source_total{engine="0",model_name="llama",source="external_unspecified"} 0
+	// vllm:prompt_tokens_cached_by_source_total{engine="0",model_name="llama",source="host"} 0
+	// vllm:prompt_tokens_cached_by_source_total{engine="0",model_name="llama",source="p2p"} 0
 	// vllm:prompt_tokens_cached_total{engine="0",model_name="llama"} 70
 	// vllm:prompt_tokens_total{engine="0",model_name="llama"} 100
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // vLLM serves /metrics through Python's prometheus_client, which writes
@@ -26,18 +28,11 @@ func appendPythonFloat(dst []byte, f float64) []byte {
 	case math.IsNaN(f):
 		return append(dst, "NaN"...)
 	}
-	// Python's repr: the shortest digits, in exponent form below 1e-4 and
-	// from 1e16 (exponent with a sign and at least two digits, as Go's 'e'),
-	// otherwise positional with at least one decimal.
 	start := len(dst)
-	dst = strconv.AppendFloat(dst, f, 'e', -1, 64)
-	mark := bytes.LastIndexByte(dst[start:], 'e')
-	exp, _ := strconv.Atoi(string(dst[start+mark+1:]))
-	if exp >= -4 && exp < 16 {
-		dst = strconv.AppendFloat(dst[:start], f, 'f', -1, 64)
-		if bytes.IndexByte(dst[start:], '.') < 0 {
-			dst = append(dst, ".0"...)
-		}
+	dst = stats.AppendPythonRepr(dst, f)
+	exp := 0
+	if e := bytes.LastIndexByte(dst[start:], 'e'); e >= 0 {
+		exp, _ = strconv.Atoi(string(dst[start+e+1:]))
 	}
 	// "Go switches to exponents sooner than Python": a positive value with
 	// more than six digits before the point gets "e+0" and the exponent.

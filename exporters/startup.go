@@ -8,6 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -99,25 +100,44 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries)
 						!fam.keepEngine && l.GetName() == instrument.KeyEngine
 				})
 			}
-			if fam.mf != nil && hasSeries(fam.mf, labels) {
-				continue
+			for _, labels := range withPriorities(labels, e.Has(instrument.PriorityScheduling) && f.Instrument.Priority) {
+				if fam.mf != nil && hasSeries(fam.mf, labels) {
+					continue
+				}
+				bounds := fam.bounds
+				if !fam.observed {
+					bounds = e.Bounds(f.Instrument)
+				}
+				if fam.mf == nil {
+					fam.mf = &dto.MetricFamily{Name: &f.Name, Help: &f.Instrument.Description, Type: dto.MetricType_HISTOGRAM.Enum()}
+					mfs = append(mfs, fam.mf)
+				}
+				fam.mf.Metric = append(fam.mf.Metric, zeroHistogram(labels, bounds))
+				added = true
 			}
-			bounds := fam.bounds
-			if !fam.observed {
-				bounds = e.Bounds(f.Instrument)
-			}
-			if fam.mf == nil {
-				fam.mf = &dto.MetricFamily{Name: &f.Name, Help: &f.Instrument.Description, Type: dto.MetricType_HISTOGRAM.Enum()}
-				mfs = append(mfs, fam.mf)
-			}
-			fam.mf.Metric = append(fam.mf.Metric, zeroHistogram(labels, bounds))
-			added = true
 		}
 	}
 	if added && len(mfs) > len(gathered) {
 		slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	}
 	return mfs
+}
+
+// withPriorities returns the label sets of an engine's series of a family:
+// labels itself, or under priority scheduling one set per priority label
+// value, as the Recorder creates request_success's series.
+func withPriorities(labels []*dto.LabelPair, priority bool) [][]*dto.LabelPair {
+	if !priority {
+		return [][]*dto.LabelPair{labels}
+	}
+	var out [][]*dto.LabelPair
+	for _, b := range stats.PriorityBuckets() {
+		name, value := instrument.KeyPriority, b.String()
+		set := append(slices.Clone(labels), &dto.LabelPair{Name: &name, Value: &value})
+		slices.SortFunc(set, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+		out = append(out, set)
+	}
+	return out
 }
 
 // hasLabel reports whether a series of mf has the label name.

@@ -287,3 +287,47 @@ func TestStartupHistogramsOnlyUnderVLLMViews(t *testing.T) {
 		t.Errorf("unwrapped provider: want counters and no histogram:\n%.400s", body)
 	}
 }
+
+// Under priority scheduling and with a KV offload tier, the first scrape has
+// the families of both features at zero, and each priority-labelled
+// histogram family has one zero series per priority value and none without
+// the label.
+func TestStartupHistogramsWithPriorityAndOffload(t *testing.T) {
+	prom, mp := startupProvider(t, nil)
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("m"),
+		instrument.WithPriorityScheduling(), instrument.WithKVOffloadCPU())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	body := scrapeOK(t, prom)
+	got := parseScrape(t, body)
+	base := map[string]string{"model_name": "m", "engine": "0"}
+	for _, f := range views.Families() {
+		if f.Type != "histogram" {
+			continue
+		}
+		switch f.Instrument.Feature {
+		case instrument.Always, instrument.PriorityScheduling, instrument.KVOffload, instrument.KVOffloadCPU:
+		default:
+			continue
+		}
+		_, plain := got[benchvariants.Key(f.Name, base)]
+		if !f.Instrument.Priority {
+			if !plain {
+				t.Errorf("%s%v missing from the first scrape", f.Name, base)
+			}
+			continue
+		}
+		if plain {
+			t.Errorf("%s%v without a priority label under priority scheduling", f.Name, base)
+		}
+		for _, b := range stats.PriorityBuckets() {
+			labels := map[string]string{"model_name": "m", "engine": "0", "priority": b.String()}
+			if s, ok := got[benchvariants.Key(f.Name, labels)]; !ok || s.Count != 0 {
+				t.Errorf("%s%v = %+v, %v: want a zero series", f.Name, labels, s, ok)
+			}
+		}
+	}
+	promtoolClean(t, body)
+}

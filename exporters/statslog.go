@@ -88,7 +88,8 @@ func withClock(now func() time.Time) StatsLogOption {
 //     requests; an interval is what cumulative counters give); 0 without
 //     queries;
 //   - external_prefix_cache_hit_rate_pct: the same for the KV connector's
-//     cache, only when its families exist (a KV connector is configured).
+//     cache, only with a KV connector (its counters exist: WithKVConnector or
+//     connector data in a step) or once the external cache was queried.
 //
 // Rates and percentages are rounded to one decimal, as vLLM prints them. Like
 // vLLM, a line of a model that produced no tokens in this interval nor the
@@ -126,6 +127,7 @@ const (
 	qRunning                        // gauge, summed
 	qWaiting                        // gauge, summed
 	qKVUsage                        // gauge, maximum
+	qConnector                      // a KV-connector-only counter: its presence says a connector is there
 	numQuantities
 )
 
@@ -147,6 +149,7 @@ var statsStreams = func() map[string]quantity {
 		qRunning:       instrument.NameNumRequestsRunning,
 		qWaiting:       instrument.NameNumRequestsWaiting,
 		qKVUsage:       instrument.NameKVCacheUsage,
+		qConnector:     instrument.NameNIXLNumFailedTransfers,
 	} {
 		m[name] = q
 		for _, d := range instrument.Descriptors() {
@@ -297,8 +300,13 @@ func addPoints[N int64 | float64](out map[string]*modelTotals, q quantity, point
 		switch q {
 		case qKVUsage:
 			t.v[q] = max(t.v[q], v)
-		case qExtQueries, qExtHits:
+		case qConnector:
+			// The external prefix cache families always exist (0 without a
+			// connector, as in vLLM); the connector's own counters say
+			// whether there is one.
 			t.hasExt = true
+		case qExtQueries, qExtHits:
+			t.hasExt = t.hasExt || v > 0
 			t.v[q] += v
 		default:
 			t.v[q] += v

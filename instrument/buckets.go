@@ -17,6 +17,9 @@ var (
 	nixlPostTimeBuckets    = append([]float64{0.001}, nixlXferTimeBuckets...)
 	nixlBytesBuckets       = powersOfTwo(11, 33, 2)
 	nixlDescriptorBuckets  = []float64{10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000}
+	// numPreemptionsBuckets: REQUEST_NUM_PREEMPTIONS_BUCKETS (PR #49984); the
+	// first bucket holds the never and the once preempted requests together.
+	numPreemptionsBuckets = []float64{1, 2, 3, 4, 5, 10, 20}
 )
 
 // LengthBuckets returns vLLM's 1-2-5 boundaries for token-count histograms:
@@ -49,3 +52,18 @@ func powersOfTwo(from, to, step int) []float64 {
 	}
 	return bounds
 }
+
+// Bucket boundaries of the priority scheduling and KV offloading families.
+var (
+	// requestPriorityBuckets are ours: vLLM's list for vllm:request_priority
+	// was not readable (PR #58078's branch @04dc4606, not yet merged when
+	// read); its test shows only that 1 and 10 are bounds.
+	requestPriorityBuckets = []float64{-1000, -100, -10, -2, -1, 0, 1, 2, 10, 100, 1000}
+	// TRANSFER_SIZE_BUCKETS and the lookup delay lists of vLLM's
+	// kv_connector/v1/offloading/metrics.py; the CPU allocation list of its
+	// kv_offload/cpu/spec.py (powers of 4 from 1 to 262144).
+	kvOffloadSizeBuckets          = []float64{1e6, 5e6, 10e6, 20e6, 40e6, 60e6, 80e6, 100e6, 150e6, 200e6}
+	kvOffloadLookupSyncBuckets    = []float64{1e-5, 5e-5, 1e-4, 5e-4, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1}
+	kvOffloadLookupAsyncBuckets   = []float64{1e-4, 5e-4, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
+	kvOffloadCPUAllocationBuckets = powersOfTwo(0, 18, 2)
+)

@@ -1,5 +1,7 @@
 package instrument
 
+import "slices"
+
 // Instrument names. They are valid OpenTelemetry names (no ':'); package views
 // renames the streams to vLLM's exposition names.
 const (
@@ -20,6 +22,10 @@ const (
 	NameGenerationTokens           = "vllm.generation_tokens"
 	NameRequestSuccess             = "vllm.request_success"
 	NameCorruptedRequests          = "vllm.corrupted_requests"
+	NameNumRequestsKVFetchByStage  = "vllm.num_requests_kv_fetch_by_stage"
+	NameEstimatedFlopsPerGPU       = "vllm.estimated_flops_per_gpu"
+	NameEstimatedReadBytesPerGPU   = "vllm.estimated_read_bytes_per_gpu"
+	NameEstimatedWriteBytesPerGPU  = "vllm.estimated_write_bytes_per_gpu"
 
 	NameRequestPromptTokens            = "vllm.request_prompt_tokens"
 	NameRequestGenerationTokens        = "vllm.request_generation_tokens"
@@ -39,6 +45,7 @@ const (
 	NameKVBlockLifetime                = "vllm.kv_block_lifetime"
 	NameKVBlockIdleBeforeEvict         = "vllm.kv_block_idle_before_evict"
 	NameKVBlockReuseGap                = "vllm.kv_block_reuse_gap"
+	NameRequestNumPreemptions          = "vllm.request_num_preemptions"
 
 	NameSpecDecodeNumDrafts               = "vllm.spec_decode_num_drafts"
 	NameSpecDecodeNumDraftTokens          = "vllm.spec_decode_num_draft_tokens"
@@ -52,8 +59,25 @@ const (
 	NameNIXLNumFailedTransfers = "vllm.nixl_num_failed_transfers"
 	NameNIXLNumFailedNotifs    = "vllm.nixl_num_failed_notifications"
 	NameNIXLNumKVExpiredReqs   = "vllm.nixl_num_kv_expired_reqs"
+	NameNIXLNumNotifsAfterExp  = "vllm.nixl_num_notifications_after_expiry"
 	NameLoRARequestsInfo       = "vllm.lora_requests_info"
 	NameCacheConfigInfo        = "vllm.cache_config_info"
+
+	NameRequestPriority      = "vllm.request_priority"
+	NameSchedulerPolicyInfo  = "vllm.scheduler_policy_info"
+	NameKVOffloadLoadBytes   = "vllm.kv_offload_load_bytes"
+	NameKVOffloadLoadTime    = "vllm.kv_offload_load_time"
+	NameKVOffloadLoadSize    = "vllm.kv_offload_load_size"
+	NameKVOffloadStoreBytes  = "vllm.kv_offload_store_bytes"
+	NameKVOffloadStoreTime   = "vllm.kv_offload_store_time"
+	NameKVOffloadStoreSize   = "vllm.kv_offload_store_size"
+	NameKVOffloadLookupSync  = "vllm.kv_offload_lookup_sync_delay"
+	NameKVOffloadLookupAsync = "vllm.kv_offload_lookup_async_delay"
+	NameKVOffloadAllocFail   = "vllm.kv_offload_allocation_failure"
+	NameKVOffloadCPUUsage    = "vllm.kv_offload_cpu_cache_usage_perc"
+	NameKVOffloadCPUWrite    = "vllm.kv_offload_cpu_cache_write_usage_perc"
+	NameKVOffloadCPURead     = "vllm.kv_offload_cpu_cache_read_usage_perc"
+	NameKVOffloadCPUAlloc    = "vllm.kv_offload_cpu_allocation_size"
 )
 
 // Attribute keys. model_name and engine are on every instrument but the two
@@ -69,6 +93,9 @@ const (
 	KeyMaxLoRA        = "max_lora"
 	KeyWaitingLoRA    = "waiting_lora_adapters"
 	KeyRunningLoRA    = "running_lora_adapters"
+	KeyPriority       = "priority" // under priority scheduling, see Descriptor.Priority
+	KeyPolicy         = "policy"
+	KeyStage          = "stage"
 
 	// OpenTelemetry GenAI semantic-convention attributes, carried by the
 	// request duration, time to first token and time per output token
@@ -83,6 +110,12 @@ const (
 const (
 	WaitingCapacity = "capacity"
 	WaitingDeferred = "deferred"
+)
+
+// Label values of the scheduler policy attribute (vllm:scheduler_policy_info).
+const (
+	PolicyFCFS     = "fcfs"
+	PolicyPriority = "priority"
 )
 
 // Kind is the kind of an instrument.
@@ -126,6 +159,15 @@ const (
 	CacheConfig
 	// Corruption: when an iteration reports corrupted requests.
 	Corruption
+	// PriorityScheduling: with WithPriorityScheduling only.
+	PriorityScheduling
+	// KVOffload: with WithKVOffload, or when a step reports offloading data.
+	KVOffload
+	// KVOffloadCPU: with WithKVOffloadCPU, or when a step reports a CPU
+	// offload tier.
+	KVOffloadCPU
+	// KVConsumer: with WithKVConsumer, or when a step reports KV fetch stages.
+	KVConsumer
 )
 
 // Descriptor describes one instrument the Recorder creates.
@@ -146,6 +188,9 @@ type Descriptor struct {
 	// Recorded says when a measurement is made.
 	Recorded string
 	Feature  Feature
+	// Priority marks the finished-request families that carry the priority
+	// label (KeyPriority) under priority scheduling (WithPriorityScheduling).
+	Priority bool
 }
 
 const (
@@ -174,10 +219,10 @@ var catalog = []Descriptor{
 		Description: "Prompt tokens looked up in the local prefix cache (preempted requests excluded)."},
 	{Name: NamePrefixCacheHits, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep,
 		Description: "Prompt tokens found in the local prefix cache."},
-	{Name: NameExternalPrefixCacheQueries, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: KVConnector,
-		Description: "Prompt tokens looked up through the KV connector (external prefix cache)."},
-	{Name: NameExternalPrefixCacheHits, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep, Feature: KVConnector,
-		Description: "Prompt tokens found through the KV connector (external prefix cache)."},
+	{Name: NameExternalPrefixCacheQueries, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep,
+		Description: "Prompt tokens looked up through the KV connector (external prefix cache); 0 without a connector."},
+	{Name: NameExternalPrefixCacheHits, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perStep,
+		Description: "Prompt tokens found through the KV connector (external prefix cache); 0 without a connector."},
 	{Name: NameMMCacheQueries, Kind: Counter, Integer: true, Unit: "{item}", Recorded: perStep,
 		Description: "Multimodal items looked up in the multimodal cache."},
 	{Name: NameMMCacheHits, Kind: Counter, Integer: true, Unit: "{item}", Recorded: perStep,
@@ -188,7 +233,8 @@ var catalog = []Descriptor{
 		Attributes:  []string{KeySource},
 		Description: "Prompt tokens of requests that produced their first output, by source: local_compute, local_cache_hit or external_kv_transfer."},
 	{Name: NamePromptTokensCached, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perIter,
-		Description: "Prompt tokens not computed here: local prefix cache hits plus KV received through a connector."},
+		Attributes:  []string{KeySource},
+		Description: "Prompt tokens not computed here (local prefix cache hits plus KV received through a connector) of requests that produced their first output, by the tier the KV came from: device, host, p2p, disk or external_unspecified."},
 	{Name: NameGenerationTokens, Kind: Counter, Integer: true, Unit: "{token}", Recorded: perIter,
 		Description: "Generation tokens emitted."},
 	{Name: NameRequestSuccess, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perFinished,
@@ -196,6 +242,15 @@ var catalog = []Descriptor{
 		Description: "Finished requests by finish reason: stop, length, abort, error or repetition."},
 	{Name: NameCorruptedRequests, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perIter, Feature: Corruption,
 		Description: "Requests whose outputs were found corrupted (for example NaN logits)."},
+	{Name: NameNumRequestsKVFetchByStage, Kind: Gauge, Integer: true, Unit: "{request}", Recorded: perStep, Feature: KVConsumer,
+		Attributes:  []string{KeyStage},
+		Description: "Waiting requests of a KV consumer by the stage of their KV load: waiting_to_start, in_progress or completed_waiting."},
+	{Name: NameEstimatedFlopsPerGPU, Kind: Counter, Unit: "{flop}", Recorded: perStep,
+		Description: "Estimated floating-point operations per GPU (for model FLOPs utilization); 0 while the engine reports no estimate."},
+	{Name: NameEstimatedReadBytesPerGPU, Kind: Counter, Unit: "By", Recorded: perStep,
+		Description: "Estimated bytes read from memory per GPU (weights and KV cache); 0 while the engine reports no estimate."},
+	{Name: NameEstimatedWriteBytesPerGPU, Kind: Counter, Unit: "By", Recorded: perStep,
+		Description: "Estimated bytes written to memory per GPU (KV cache); 0 while the engine reports no estimate."},
 
 	{Name: NameRequestPromptTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
 		Description: "Prompt length of finished requests, in tokens."},
@@ -211,7 +266,7 @@ var catalog = []Descriptor{
 		Description: "The max_tokens parameter of finished requests that set it."},
 	{Name: NameRequestPrefillKVComputedTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
 		Description: "Prompt tokens computed here by finished requests (prompt length minus cached tokens)."},
-	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter, Attributes: genAIAttrs,
+	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter + "; " + perFinished + " under priority scheduling", Attributes: genAIAttrs,
 		Description: "Time from a request's arrival to its first output token."},
 	{Name: NameInterTokenLatency, Kind: Histogram, Unit: "s", Buckets: itlBuckets, Recorded: perIter,
 		Description: "Time between consecutive outputs of a request."},
@@ -235,6 +290,8 @@ var catalog = []Descriptor{
 		Description: "Idle time of sampled evicted KV cache blocks, from last access to eviction."},
 	{Name: NameKVBlockReuseGap, Kind: Histogram, Unit: "s", Buckets: kvResidencyBuckets, Recorded: perStep, Feature: KVResidency,
 		Description: "Time between consecutive accesses of sampled evicted KV cache blocks."},
+	{Name: NameRequestNumPreemptions, Kind: Histogram, Integer: true, Unit: "{preemption}", Buckets: numPreemptionsBuckets, Recorded: perFinished,
+		Description: "Times each finished request was preempted, observed for every finished request (0 included)."},
 
 	{Name: NameSpecDecodeNumDrafts, Kind: Counter, Integer: true, Unit: "{draft}", Recorded: perStep, Feature: SpecDecoding,
 		Description: "Speculative decoding drafts proposed."},
@@ -260,6 +317,8 @@ var catalog = []Descriptor{
 		Description: "KV connector notifications that failed."},
 	{Name: NameNIXLNumKVExpiredReqs, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perStep, Feature: KVConnector,
 		Description: "Requests whose transferred KV expired before it was read."},
+	{Name: NameNIXLNumNotifsAfterExp, Kind: Counter, Integer: true, Unit: "{notification}", Recorded: perStep, Feature: KVConnector,
+		Description: "KV connector notifications that arrived after their request's KV had expired, so its blocks may already have been reused."},
 
 	{Name: NameLoRARequestsInfo, Kind: Gauge, Recorded: perStep, Feature: LoRA,
 		Attributes:  []string{KeyMaxLoRA, KeyWaitingLoRA, KeyRunningLoRA},
@@ -267,6 +326,39 @@ var catalog = []Descriptor{
 	{Name: NameCacheConfigInfo, Kind: Gauge, Integer: true, Recorded: "once per engine at construction", Feature: CacheConfig,
 		Attributes:  []string{KeyEngine, "<every cache config key>"},
 		Description: "Information of the KV cache configuration; the value is 1."},
+
+	{Name: NameRequestPriority, Kind: Histogram, Unit: "{priority}", Buckets: requestPriorityBuckets, Recorded: perFinished, Feature: PriorityScheduling,
+		Description: "Scheduling priority of finished requests, the raw value (lower is more urgent)."},
+	{Name: NameSchedulerPolicyInfo, Kind: Gauge, Integer: true, Recorded: "set at construction (WithPriorityScheduling)",
+		Attributes:  []string{KeyPolicy},
+		Description: "Scheduler policy: 1 for the active policy (fcfs or priority), 0 for the other."},
+
+	{Name: NameKVOffloadLoadBytes, Kind: Counter, Integer: true, Unit: "By", Recorded: perStep, Feature: KVOffload,
+		Description: "Bytes loaded from the KV offload medium (host memory or disk) to the accelerator."},
+	{Name: NameKVOffloadLoadTime, Kind: Counter, Unit: "s", Recorded: perStep, Feature: KVOffload,
+		Description: "Time spent loading KV from the offload medium to the accelerator, in seconds."},
+	{Name: NameKVOffloadLoadSize, Kind: Histogram, Integer: true, Unit: "By", Buckets: kvOffloadSizeBuckets, Recorded: perStep, Feature: KVOffload,
+		Description: "Bytes per KV offload load."},
+	{Name: NameKVOffloadStoreBytes, Kind: Counter, Integer: true, Unit: "By", Recorded: perStep, Feature: KVOffload,
+		Description: "Bytes stored from the accelerator to the KV offload medium."},
+	{Name: NameKVOffloadStoreTime, Kind: Counter, Unit: "s", Recorded: perStep, Feature: KVOffload,
+		Description: "Time spent storing KV from the accelerator to the offload medium, in seconds."},
+	{Name: NameKVOffloadStoreSize, Kind: Histogram, Integer: true, Unit: "By", Buckets: kvOffloadSizeBuckets, Recorded: perStep, Feature: KVOffload,
+		Description: "Bytes per KV offload store."},
+	{Name: NameKVOffloadLookupSync, Kind: Histogram, Unit: "s", Buckets: kvOffloadLookupSyncBuckets, Recorded: perStep, Feature: KVOffload,
+		Description: "Time of one KV offload lookup call."},
+	{Name: NameKVOffloadLookupAsync, Kind: Histogram, Unit: "s", Buckets: kvOffloadLookupAsyncBuckets, Recorded: perStep, Feature: KVOffload,
+		Description: "Time from a request's KV offload lookup first deferring to the lookup that resolved it, or to the request's finish."},
+	{Name: NameKVOffloadAllocFail, Kind: Counter, Integer: true, Unit: "{allocation}", Recorded: perStep, Feature: KVOffload,
+		Description: "KV offload stores that could not allocate space on the medium."},
+	{Name: NameKVOffloadCPUUsage, Kind: Gauge, Unit: "1", Recorded: perStep, Feature: KVOffloadCPU,
+		Description: "Fraction of the CPU KV offload cache pinned by transfers in flight, from 0 to 1."},
+	{Name: NameKVOffloadCPUWrite, Kind: Gauge, Unit: "1", Recorded: perStep, Feature: KVOffloadCPU,
+		Description: "Fraction of the CPU KV offload cache pinned by stores in flight, from 0 to 1."},
+	{Name: NameKVOffloadCPURead, Kind: Gauge, Unit: "1", Recorded: perStep, Feature: KVOffloadCPU,
+		Description: "Fraction of the CPU KV offload cache pinned by loads in flight, from 0 to 1."},
+	{Name: NameKVOffloadCPUAlloc, Kind: Histogram, Integer: true, Unit: "{chunk}", Buckets: kvOffloadCPUAllocationBuckets, Recorded: perStep, Feature: KVOffloadCPU,
+		Description: "CPU chunks requested by each KV offload store allocation."},
 }
 
 // Descriptors returns every instrument the Recorder creates, in a stable order.
@@ -275,6 +367,7 @@ func Descriptors() []Descriptor {
 	for i, d := range catalog {
 		d.Attributes = append([]string(nil), d.Attributes...)
 		d.Buckets = append([]float64(nil), d.Buckets...)
+		d.Priority = slices.Contains(priorityLabelled, d.Name)
 		out[i] = d
 	}
 	return out
@@ -284,6 +377,7 @@ func Descriptors() []Descriptor {
 func lookup(name string) (Descriptor, bool) {
 	for _, d := range catalog {
 		if d.Name == name {
+			d.Priority = slices.Contains(priorityLabelled, d.Name)
 			return d, true
 		}
 	}

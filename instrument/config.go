@@ -31,9 +31,13 @@ type config struct {
 	maxModelLen    int
 	cacheConfig    stats.CacheConfig
 	kvConnector    bool
+	kvConsumer     bool
 	specPositions  int
 	genAIOperation string
 	genAIProvider  string
+	priority       bool // WithPriorityScheduling
+	kvOffload      bool // WithKVOffload
+	kvOffloadCPU   bool // WithKVOffloadCPU
 }
 
 func newConfig(opts []Option) config {
@@ -109,6 +113,14 @@ func WithCacheConfig(cfg stats.CacheConfig) Option {
 // prefix cache, failed transfers, ...) exist at zero from start-up.
 func WithKVConnector() Option {
 	return optionFunc(func(c *config) { c.kvConnector = true })
+}
+
+// WithKVConsumer declares that the engine receives KV through its connector
+// (vLLM's kv_transfer_config.is_kv_consumer, as on a P/D decode node), so
+// that vllm:num_requests_kv_fetch_by_stage exists at zero from start-up, as
+// in vLLM, which registers it only on a KV consumer.
+func WithKVConsumer() Option {
+	return optionFunc(func(c *config) { c.kvConsumer = true })
 }
 
 // WithSpecDecoding declares speculative decoding with numSpeculativeTokens

@@ -42,7 +42,7 @@ func newMeasure(kv ...attribute.KeyValue) measure {
 type cells struct {
 	bySource                                     [3]atomic.Int64 // prompt tokens
 	success                                      [5]atomic.Int64 // by finish reason
-	cached, generation, preemptions, corrupted   atomic.Int64
+	generation, preemptions, corrupted           atomic.Int64
 	prefixQ, prefixH, mmQ, mmH, extQ, extH       atomic.Int64
 	specDrafts, specDraftTokens, specAccepted    atomic.Int64
 	specPos                                      [maxSpecPositions]atomic.Int64
@@ -51,6 +51,12 @@ type cells struct {
 	running, waiting, sleepState atomic.Int64 // gauges, last value
 	waitingBy                    [2]atomic.Int64
 	kvUsage                      atomic.Uint64 // float64 bits
+
+	cachedByTier    [5]atomic.Int64  // prompt tokens cached, by stats.Tier
+	perf            [3]atomic.Uint64 // MFU estimates (float64 bits): FLOPs, read bytes, write bytes
+	kvFetch         [3]atomic.Int64  // gauge, by stats.FetchStage
+	kvFetchReported atomic.Bool      // a step reported KV fetch stages
+	nixlAfterExpiry atomic.Int64
 }
 
 // Engine records the stats of one data-parallel engine. Get it from
@@ -87,6 +93,8 @@ type engineState struct {
 	ttft          measure    // gen_ai attributes
 	waitingBy     [2]measure // capacity, deferred
 	sleep         [3]measure
+	byTier        [5]measure // source label of the cached prompt tokens, by stats.Tier
+	byStage       [3]measure // KV fetch stage
 
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
@@ -98,14 +106,18 @@ type engineState struct {
 	// their series exist from construction; otherwise from their first
 	// non-zero value.
 	kvConnector   bool
+	kvConsumer    bool
 	specPositions int
 
 	c cells
+
+	prio priorityState // priority scheduling, see priority.go
+	off  offloadState  // KV offloading, see offload.go
 }
 
 func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
 	e := &Engine{life: life, provider: cfg.meterProvider, engineState: &engineState{inst: inst, rank: rank,
-		kvConnector: cfg.kvConnector, specPositions: cfg.specPositions}}
+		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, specPositions: cfg.specPositions}}
 	e.base = append([]attribute.KeyValue{
 		attribute.String(KeyModelName, cfg.modelName),
 		attribute.String(KeyEngine, engineLabel(rank)),
@@ -133,9 +145,17 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	for _, s := range stats.SleepStates() {
 		e.sleep[s] = e.with(attribute.String(KeySleepState, s.String()))
 	}
+	for _, t := range stats.Tiers() {
+		e.byTier[t] = e.with(attribute.String(KeySource, t.String()))
+	}
+	for _, s := range stats.FetchStages() {
+		e.byStage[s] = e.with(attribute.String(KeyStage, s.String()))
+	}
 	empty := []measure{}
 	e.positions.Store(&empty)
 	e.positionMeasures(cfg.specPositions)
+	e.buildPriority(cfg, genAI)
+	e.off.on, e.off.cpu = cfg.kvOffload, cfg.kvOffloadCPU
 	return e
 }
 
@@ -183,16 +203,22 @@ func (e *Engine) start(ctx context.Context, cfg *config) {
 // observe reports the engine's counters and gauges. Always-on series are
 // reported from construction; an optional family's (KV connector,
 // speculative decoding) from construction when configured, otherwise, like
-// the corrupted requests counter, from its first non-zero value.
+// the corrupted requests counter, from its first non-zero value; the KV
+// fetch stages gauge from construction with WithKVConsumer, otherwise from
+// the first step that reports it.
 func (e *engineState) observe(o metric.Observer) {
 	in, c, plain := e.inst, &e.c, e.plain.obs
 	for s := range c.bySource {
 		o.ObserveInt64(in.promptTokens, c.bySource[s].Load(), e.bySource[s].obs...)
 	}
 	for r := range c.success {
-		o.ObserveInt64(in.requestSuccess, c.success[r].Load(), e.byReason[r].obs...)
+		if !e.prio.priority { // else by priority too, see observePriority
+			o.ObserveInt64(in.requestSuccess, c.success[r].Load(), e.byReason[r].obs...)
+		}
 	}
-	o.ObserveInt64(in.promptCached, c.cached.Load(), plain...)
+	for t := range c.cachedByTier {
+		o.ObserveInt64(in.promptCached, c.cachedByTier[t].Load(), e.byTier[t].obs...)
+	}
 	o.ObserveInt64(in.generationTokens, c.generation.Load(), plain...)
 	o.ObserveInt64(in.preemptions, c.preemptions.Load(), plain...)
 	o.ObserveInt64(in.prefixQueries, c.prefixQ.Load(), plain...)
@@ -200,11 +226,22 @@ func (e *engineState) observe(o metric.Observer) {
 	o.ObserveInt64(in.mmQueries, c.mmQ.Load(), plain...)
 	o.ObserveInt64(in.mmHits, c.mmH.Load(), plain...)
 	observeSome(o, in.corrupted, &c.corrupted, false, plain)
-	observeSome(o, in.extPrefixQueries, &c.extQ, e.kvConnector, plain)
-	observeSome(o, in.extPrefixHits, &c.extH, e.kvConnector, plain)
+	// Always present, as in vLLM, which registers them with or without a
+	// connector.
+	o.ObserveInt64(in.extPrefixQueries, c.extQ.Load(), plain...)
+	o.ObserveInt64(in.extPrefixHits, c.extH.Load(), plain...)
 	observeSome(o, in.nixlFailedTransfers, &c.nixlFailedTransfers, e.kvConnector, plain)
 	observeSome(o, in.nixlFailedNotifs, &c.nixlFailedNotifs, e.kvConnector, plain)
 	observeSome(o, in.nixlKVExpired, &c.nixlX, e.kvConnector, plain)
+	observeSome(o, in.nixlNotifsAfterExpiry, &c.nixlAfterExpiry, e.kvConnector, plain)
+	for i, inst := range [...]metric.Float64ObservableCounter{in.estFlops, in.estReadB, in.estWriteB} {
+		o.ObserveFloat64(inst, math.Float64frombits(c.perf[i].Load()), plain...)
+	}
+	if e.kvConsumer || c.kvFetchReported.Load() {
+		for s := range c.kvFetch {
+			o.ObserveInt64(in.kvFetchByStage, c.kvFetch[s].Load(), e.byStage[s].obs...)
+		}
+	}
 	spec := e.specPositions > 0
 	observeSome(o, in.specDrafts, &c.specDrafts, spec, plain)
 	observeSome(o, in.specDraftTokens, &c.specDraftTokens, spec, plain)
@@ -229,6 +266,8 @@ func (e *engineState) observe(o metric.Observer) {
 		}
 		o.ObserveInt64(in.sleepState, v, e.sleep[s].obs...)
 	}
+	e.observePriority(o)
+	e.observeOffload(o)
 }
 
 // observeSome reports a counter that is configured or above zero.
@@ -258,13 +297,17 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	for _, s := range stats.Sources() {
 		addPositive(&c.bySource[s], it.PromptTokens.BySource(s))
 	}
-	addPositive(&c.cached, it.PromptTokens.Cached())
+	for _, t := range stats.Tiers() {
+		addPositive(&c.cachedByTier[t], it.PromptTokens.ByTier(t))
+	}
 	addPositive(&c.generation, it.GenerationTokens)
 	addPositive(&c.preemptions, it.Preemptions)
 	addPositive(&c.corrupted, it.CorruptedRequests)
 	in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
 	for _, v := range it.TTFT {
-		in.ttft.Record(ctx, v, e.ttft.rec...)
+		if !e.prio.priority { // else observed at the finish, see WithPriorityScheduling
+			in.ttft.Record(ctx, v, e.ttft.rec...)
+		}
 	}
 	for _, v := range it.ITL {
 		in.itl.Record(ctx, v, e.plain.rec...)
@@ -295,8 +338,9 @@ func (e *Engine) RecordFinished(ctx context.Context, f *stats.FinishedRequest) e
 }
 
 func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
-	in, rec := e.inst, e.plain.rec
-	e.c.success[f.Reason].Add(1)
+	fm := e.finishedOf(f) // with the priority label under priority scheduling
+	in, rec := e.inst, fm.plain.rec
+	e.countSuccess(f)
 	in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
 	in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
@@ -306,21 +350,24 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	// Once per parent: n (1 when N is 0) and the most tokens a child
 	// generated, unless another child of the parent will report them.
 	if n, maxGen, observe := f.Parent(); observe {
-		in.paramsN.Record(ctx, n, rec...)
-		in.maxGeneration.Record(ctx, maxGen, rec...)
+		in.paramsN.Record(ctx, n, e.plain.rec...)
+		in.maxGeneration.Record(ctx, maxGen, e.plain.rec...)
 	}
-	latency := e.latencyReason[f.Reason].rec
+	latency := fm.latency[f.Reason].rec
 	in.e2e.Record(ctx, f.E2ELatency, latency...)
 	in.tpot.Record(ctx, f.TimePerOutputToken, latency...)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)
 	in.decodeTime.Record(ctx, f.DecodeTime, rec...)
+	in.requestNumPreemptions.Record(ctx, f.Preemptions, rec...)
+	e.recordPriority(ctx, f, fm)
 }
 
 // RecordScheduler records one scheduler step: the gauges (running, waiting,
 // KV cache usage, sleep state), this step's cache lookups, and the optional
-// speculative decoding, LoRA, KV connector and KV residency data when present.
+// speculative decoding, LoRA, KV connector, KV residency, KV offloading, MFU
+// estimate and KV fetch stage data when present.
 // An invalid step is returned as an error and nothing is recorded; so is a
 // step with more than 64 speculative decoding positions.
 func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) error {
@@ -389,6 +436,18 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 		addPositive(&c.nixlFailedTransfers, k.FailedTransfers)
 		addPositive(&c.nixlFailedNotifs, k.FailedNotifications)
 		addPositive(&c.nixlX, k.ExpiredRequests)
+		addPositive(&c.nixlAfterExpiry, k.NotificationsAfterExpiry)
+	}
+	if p := s.Perf; p != nil {
+		addFloat(&c.perf[0], p.FLOPs)
+		addFloat(&c.perf[1], p.ReadBytes)
+		addFloat(&c.perf[2], p.WriteBytes)
+	}
+	if k := s.KVFetch; k != nil {
+		for _, st := range stats.FetchStages() {
+			c.kvFetch[st].Store(k.ByStage(st))
+		}
+		c.kvFetchReported.Store(true)
 	}
 	for i := range s.Evictions {
 		ev := &s.Evictions[i]
@@ -398,6 +457,7 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 			in.kvReuseGap.Record(ctx, g, rec...)
 		}
 	}
+	e.recordOffload(ctx, s.KVOffload)
 }
 
 // positionMeasures returns the measures of draft positions 0..n-1 (at most
@@ -453,5 +513,20 @@ func (e *Engine) setLoRA(l *stats.LoRA) {
 func addPositive(a *atomic.Int64, v int64) {
 	if v > 0 {
 		a.Add(v)
+	}
+}
+
+// addFloat adds v to a float64 counter's cell (float64 bits) when it is
+// above zero. Values are validated (at most stats.MaxPerfEstimate or
+// stats.MaxSeconds), so the sum stays finite.
+func addFloat(a *atomic.Uint64, v float64) {
+	if v <= 0 {
+		return
+	}
+	for {
+		old := a.Load()
+		if a.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
 	}
 }

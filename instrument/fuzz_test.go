@@ -59,6 +59,10 @@ func collectExact(t testing.TB, h *harness) exactState {
 				for _, dp := range d.DataPoints {
 					s[key(m.Name, dp.Attributes)] = exactValue{monotone: d.IsMonotonic, i: dp.Value}
 				}
+			case metricdata.Sum[float64]:
+				for _, dp := range d.DataPoints {
+					s[key(m.Name, dp.Attributes)] = exactValue{monotone: d.IsMonotonic, f: dp.Value}
+				}
 			case metricdata.Gauge[int64]:
 				for _, dp := range d.DataPoints {
 					s[key(m.Name, dp.Attributes)] = exactValue{i: dp.Value}

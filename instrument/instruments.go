@@ -36,6 +36,22 @@ type instruments struct {
 	loraInfo        metric.Float64ObservableGauge
 	cacheConfigInfo metric.Int64Gauge
 
+	// Priority scheduling and KV offloading (priority.go, offload.go).
+	requestPriority                                        metric.Float64Histogram
+	schedulerPolicy                                        metric.Int64ObservableGauge
+	kvOffloadLoadBytes, kvOffloadStoreBytes                metric.Int64ObservableCounter
+	kvOffloadAllocFail                                     metric.Int64ObservableCounter
+	kvOffloadLoadTime, kvOffloadStoreTime                  metric.Float64ObservableCounter
+	kvOffloadLoadSize, kvOffloadStoreSize                  metric.Int64Histogram
+	kvOffloadLookupSync, kvOffloadLookupAsync              metric.Float64Histogram
+	kvOffloadCPUUsage, kvOffloadCPUWrite, kvOffloadCPURead metric.Float64ObservableGauge
+	kvOffloadCPUAlloc                                      metric.Int64Histogram
+	// Families of newer vLLM versions (see docs/metrics.md for the commits).
+	requestNumPreemptions         metric.Int64Histogram
+	kvFetchByStage                metric.Int64ObservableGauge
+	estFlops, estReadB, estWriteB metric.Float64ObservableCounter
+	nixlNotifsAfterExpiry         metric.Int64ObservableCounter
+
 	observed []metric.Observable // every observable instrument above
 	meter    metric.Meter        // kept reachable: its address identifies claims (see scopeMeter)
 }
@@ -72,6 +88,14 @@ func (b *builder) note(err error) {
 func (b *builder) int64ObservableCounter(name string) metric.Int64ObservableCounter {
 	d, _ := b.describe(name)
 	c, err := b.meter.Int64ObservableCounter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	b.observed = append(b.observed, c)
+	return c
+}
+
+func (b *builder) float64ObservableCounter(name string) metric.Float64ObservableCounter {
+	d, _ := b.describe(name)
+	c, err := b.meter.Float64ObservableCounter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 	b.note(err)
 	b.observed = append(b.observed, c)
 	return c
@@ -172,6 +196,28 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 
 		loraInfo:        b.float64ObservableGauge(NameLoRARequestsInfo),
 		cacheConfigInfo: b.int64Gauge(NameCacheConfigInfo),
+
+		requestPriority:       b.float64Histogram(NameRequestPriority),
+		schedulerPolicy:       b.int64ObservableGauge(NameSchedulerPolicyInfo),
+		kvOffloadLoadBytes:    b.int64ObservableCounter(NameKVOffloadLoadBytes),
+		kvOffloadStoreBytes:   b.int64ObservableCounter(NameKVOffloadStoreBytes),
+		kvOffloadAllocFail:    b.int64ObservableCounter(NameKVOffloadAllocFail),
+		kvOffloadLoadTime:     b.float64ObservableCounter(NameKVOffloadLoadTime),
+		kvOffloadStoreTime:    b.float64ObservableCounter(NameKVOffloadStoreTime),
+		kvOffloadLoadSize:     b.int64Histogram(NameKVOffloadLoadSize),
+		kvOffloadStoreSize:    b.int64Histogram(NameKVOffloadStoreSize),
+		kvOffloadLookupSync:   b.float64Histogram(NameKVOffloadLookupSync),
+		kvOffloadLookupAsync:  b.float64Histogram(NameKVOffloadLookupAsync),
+		kvOffloadCPUUsage:     b.float64ObservableGauge(NameKVOffloadCPUUsage),
+		kvOffloadCPUWrite:     b.float64ObservableGauge(NameKVOffloadCPUWrite),
+		kvOffloadCPURead:      b.float64ObservableGauge(NameKVOffloadCPURead),
+		kvOffloadCPUAlloc:     b.int64Histogram(NameKVOffloadCPUAlloc),
+		requestNumPreemptions: b.int64Histogram(NameRequestNumPreemptions),
+		kvFetchByStage:        b.int64ObservableGauge(NameNumRequestsKVFetchByStage),
+		estFlops:              b.float64ObservableCounter(NameEstimatedFlopsPerGPU),
+		estReadB:              b.float64ObservableCounter(NameEstimatedReadBytesPerGPU),
+		estWriteB:             b.float64ObservableCounter(NameEstimatedWriteBytesPerGPU),
+		nixlNotifsAfterExpiry: b.int64ObservableCounter(NameNIXLNumNotifsAfterExp),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)

@@ -110,7 +110,8 @@ func TestDecodeNodeTokens(t *testing.T) {
 }
 
 // TestPrefillNodeTokens is a prefill node with partial local prefix cache
-// hits and a preemption before the first output, which replaces the snapshot.
+// hits and a preemption before the first output, after which the first
+// scheduling's snapshot still counts.
 func TestPrefillNodeTokens(t *testing.T) {
 	h := newHarness(t, instrument.WithMaxModelLen(4096))
 	e := h.engine(0)
@@ -121,7 +122,7 @@ func TestPrefillNodeTokens(t *testing.T) {
 	if err := r3.Preempted(ms(30)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r3.Scheduled(ms(60), 64, 0); err != nil { // computed 200 - 64 = 136
+	if err := r3.Scheduled(ms(60), 64, 0); err != nil { // not counted: still 200 computed
 		t.Fatal(err)
 	}
 
@@ -132,16 +133,16 @@ func TestPrefillNodeTokens(t *testing.T) {
 
 	s := h.collect()
 	eng := engineLabels("0")
-	// Total 1000 + 600 + 200 = 1800 = computed 744+88+136 = 968 + local 256+512+64 = 832.
-	checkPromptTokens(t, s, "0", promptTokens{total: 1800, computed: 968, localHit: 832, external: 0, cached: 832})
+	// Total 1000 + 600 + 200 = 1800 = computed 744+88+200 = 1032 + local 256+512 = 768.
+	checkPromptTokens(t, s, "0", promptTokens{total: 1800, computed: 1032, localHit: 768, external: 0, cached: 768})
 	checkCounter(t, s, 3, "vllm:generation_tokens", eng...)
 	checkCounter(t, s, 1, "vllm:num_preemptions", eng...)
-	// Step 1: 744 + 88 + 2 = 834 in (512, 1024] (bucket 8); step 2: 136 + 1 = 137
+	// Step 1: 744 + 88 + 2 = 834 in (512, 1024] (bucket 8); step 2: 200 + 1 = 201
 	// in (128, 256] (bucket 6).
-	// Sum 971, not prompt total + generation = 1803.
-	checkHistogram(t, s, 2, 971, map[int]uint64{8: 1, 6: 1}, "vllm:iteration_tokens_total", eng...)
-	// Per finished request: 744 in (500, 1000], 88 in (50, 100], 136 in (100, 200]: sum 968.
-	checkHistogram(t, s, 3, 968, map[int]uint64{9: 1, 6: 1, 7: 1}, "vllm:request_prefill_kv_computed_tokens", eng...)
+	// Sum 1035, not prompt total + generation = 1803.
+	checkHistogram(t, s, 2, 1035, map[int]uint64{8: 1, 6: 1}, "vllm:iteration_tokens_total", eng...)
+	// Per finished request: 744 in (500, 1000], 88 in (50, 100], 200 in (100, 200]: sum 1032.
+	checkHistogram(t, s, 3, 1032, map[int]uint64{9: 1, 6: 1, 7: 1}, "vllm:request_prefill_kv_computed_tokens", eng...)
 	checkCounter(t, s, 3, "vllm:request_success", engineLabels("0", "finished_reason", "length")...)
 	// max_tokens 1 for each request: three observations of 1, in (-inf, 1].
 	checkHistogram(t, s, 3, 3, map[int]uint64{0: 3}, "vllm:request_params_max_tokens", eng...)

@@ -91,5 +91,14 @@ func configuredFeatures(cfg *config) []Feature {
 	if cfg.cacheConfig != nil {
 		fs = append(fs, CacheConfig)
 	}
+	if cfg.priority {
+		fs = append(fs, PriorityScheduling)
+	}
+	if cfg.kvOffload {
+		fs = append(fs, KVOffload)
+	}
+	if cfg.kvOffloadCPU {
+		fs = append(fs, KVOffloadCPU)
+	}
 	return fs
 }

@@ -17,7 +17,11 @@ var (
 	// startupCounters are the always-on counters without extra labels.
 	startupCounters = []string{"vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
 		"vllm:mm_cache_queries", "vllm:mm_cache_hits", "vllm:num_preemptions",
-		"vllm:prompt_tokens", "vllm:prompt_tokens_cached", "vllm:generation_tokens"}
+		"vllm:prompt_tokens", "vllm:prompt_tokens_cached", "vllm:generation_tokens",
+		// Always registered in newer vLLM: the external prefix cache counters
+		// (0 without a connector) and the MFU counters (0 without estimates).
+		"vllm:external_prefix_cache_queries", "vllm:external_prefix_cache_hits",
+		"vllm:estimated_flops_per_gpu", "vllm:estimated_read_bytes_per_gpu", "vllm:estimated_write_bytes_per_gpu"}
 	// startupGauges are the always-on gauges without extra labels.
 	startupGauges = []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"}
 	// startupLabelled are the always-on families with one extra label: every
@@ -28,14 +32,17 @@ var (
 	}{
 		{"vllm:prompt_tokens_by_source", "source",
 			map[string]float64{"local_compute": 0, "local_cache_hit": 0, "external_kv_transfer": 0}},
+		{"vllm:prompt_tokens_cached_by_source", "source",
+			map[string]float64{"device": 0, "host": 0, "p2p": 0, "disk": 0, "external_unspecified": 0}},
 		{"vllm:request_success", "finished_reason",
 			map[string]float64{"stop": 0, "length": 0, "abort": 0, "error": 0, "repetition": 0}},
 		{"vllm:num_requests_waiting_by_reason", "reason", map[string]float64{"capacity": 0, "deferred": 0}},
 		{"vllm:engine_sleep_state", "sleep_state", map[string]float64{"awake": 1, "weights_offloaded": 0, "discard_all": 0}},
+		{"vllm:scheduler_policy_info", "policy", map[string]float64{"fcfs": 1, "priority": 0}},
 	}
 	// connectorCounters exist from start-up with a KV connector.
-	connectorCounters = []string{"vllm:external_prefix_cache_queries", "vllm:external_prefix_cache_hits",
-		"vllm:nixl_num_failed_transfers", "vllm:nixl_num_failed_notifications", "vllm:nixl_num_kv_expired_reqs"}
+	connectorCounters = []string{"vllm:nixl_num_failed_transfers", "vllm:nixl_num_failed_notifications",
+		"vllm:nixl_num_kv_expired_reqs", "vllm:nixl_num_notifications_after_expiry"}
 	// specCounters exist from start-up with speculative decoding.
 	specCounters = []string{"vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
 		"vllm:spec_decode_num_accepted_tokens"}
@@ -92,10 +99,11 @@ func checkStartup(t *testing.T, s snapshot, want map[string]float64) {
 
 func TestStartupSeries(t *testing.T) {
 	h := newHarness(t, instrument.WithEngines(0, 1))
-	// 2 engines x (8 counters + 3 gauges + 3 sources + 5 reasons + 2 waiting reasons + 3 sleep states) = 48.
+	// 2 engines x (13 counters + 3 gauges + 3 sources + 5 tiers + 5 reasons + 2 waiting reasons
+	// + 3 sleep states + 2 scheduler policies) = 72.
 	want := startupSeries([]string{"0", "1"}, nil, false, 0)
-	if len(want) != 48 {
-		t.Fatalf("expected list has %d series, want 48", len(want))
+	if len(want) != 72 {
+		t.Fatalf("expected list has %d series, want 72", len(want))
 	}
 	checkStartup(t, h.collect(), want)
 }
@@ -109,9 +117,9 @@ func TestStartupSeriesWithFeatures(t *testing.T) {
 	for _, rank := range []string{"0", "1"} {
 		want[series("vllm:cache_config_info", "engine", rank, "block_size", "16", "num_gpu_blocks", "2048")] = 1
 	}
-	// 48 + 2 engines x (5 connector + 3 spec + 2 positions + 1 info) = 70.
-	if len(want) != 70 {
-		t.Fatalf("expected list has %d series, want 70", len(want))
+	// 72 + 2 engines x (4 connector + 3 spec + 2 positions + 1 info) = 92.
+	if len(want) != 92 {
+		t.Fatalf("expected list has %d series, want 92", len(want))
 	}
 	checkStartup(t, h.collect(), want)
 }

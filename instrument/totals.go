@@ -43,6 +43,12 @@ const (
 	totNIXLFailedTransfers
 	totNIXLFailedNotifs
 	totNIXLKVExpired
+	totKVOffloadLoadBytes // bounds the load size histogram's sum too
+	totKVOffloadStoreBytes
+	totKVOffloadAllocFailures
+	totKVOffloadCPUChunks
+	totRequestPreemptions
+	totNIXLNotifsAfterExpiry
 
 	numTotals
 )
@@ -55,6 +61,8 @@ var totalInstruments = [numTotals]string{
 	NameExternalPrefixCacheQueries, NameSpecDecodeNumDrafts, NameSpecDecodeNumDraftTokens,
 	NameSpecDecodeNumAcceptedTokens, NameSpecDecodeNumAcceptedTokensPerPos, NameNIXLBytesTransferred,
 	NameNIXLNumDescriptors, NameNIXLNumFailedTransfers, NameNIXLNumFailedNotifs, NameNIXLNumKVExpiredReqs,
+	NameKVOffloadLoadBytes, NameKVOffloadStoreBytes, NameKVOffloadAllocFail, NameKVOffloadCPUAlloc,
+	NameRequestNumPreemptions, NameNIXLNumNotifsAfterExp,
 }
 
 // increments are what one Record call adds to each total. Values added are
@@ -92,6 +100,7 @@ func (in *increments) finished(f *stats.FinishedRequest) {
 		in.add(totParamsN, n)
 		in.add(totMaxGeneration, maxGen)
 	}
+	in.add(totRequestPreemptions, f.Preemptions)
 }
 
 func (in *increments) scheduler(s *stats.Scheduler) {
@@ -118,7 +127,9 @@ func (in *increments) scheduler(s *stats.Scheduler) {
 		in.add(totNIXLFailedTransfers, k.FailedTransfers)
 		in.add(totNIXLFailedNotifs, k.FailedNotifications)
 		in.add(totNIXLKVExpired, k.ExpiredRequests)
+		in.add(totNIXLNotifsAfterExpiry, k.NotificationsAfterExpiry)
 	}
+	in.offload(s.KVOffload)
 }
 
 // reserve adds in to the engine's totals, or returns an error matching

@@ -42,6 +42,11 @@ var (
 	ErrOutOfOrder = errors.New("event out of order")
 	// ErrFinished reports a timeline event after the request finished.
 	ErrFinished = errors.New("request already finished")
+	// ErrUnknownTier reports a Tier that is not one of Tiers().
+	ErrUnknownTier = errors.New("unknown cache tier")
+	// ErrTiersExceedExternal reports external tiers (host, p2p, disk) that
+	// attribute more tokens than were received through the KV connector.
+	ErrTiersExceedExternal = errors.New("tiers exceed the external KV tokens they split")
 )
 
 // FieldError is the error for one bad field: it names the field and the value

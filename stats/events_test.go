@@ -22,12 +22,7 @@ func TestIterationEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustNil(t)
 	must(a.Scheduled(ms(10), 60, 0))
 	must(b.Scheduled(ms(10), 0, 0))
 

@@ -75,6 +75,19 @@ type FinishedRequest struct {
 	// TimePerOutputToken is DecodeTime / (GenerationTokens - 1), or 0 when
 	// GenerationTokens <= 1.
 	TimePerOutputToken float64
+
+	// Priority is the request's scheduling priority (lower is more urgent),
+	// exported only under priority scheduling: bucketed as the priority
+	// label (BucketPriority) and raw in vllm:request_priority.
+	Priority int
+	// TimeToFirstToken is arrival to first output, 0 without an output.
+	// Under priority scheduling TTFT is observed from it, at the finish, so
+	// that it carries the priority label; otherwise from Iteration.TTFT.
+	TimeToFirstToken float64
+	// Preemptions is how many times the request was preempted
+	// (vllm:request_num_preemptions, observed for every finished request,
+	// 0 included).
+	Preemptions int64
 }
 
 // Parent returns what request_params_n and request_max_num_generation_tokens
@@ -111,6 +124,7 @@ func (f FinishedRequest) Validate() error {
 		{"MaxTokens", f.MaxTokens},
 		{"N", f.N},
 		{"MaxGenerationTokens", f.MaxGenerationTokens},
+		{"Preemptions", f.Preemptions},
 	} {
 		if err := checkCount(c.name, c.v); err != nil {
 			return err
@@ -132,6 +146,7 @@ func (f FinishedRequest) Validate() error {
 		{"InferenceTime", f.InferenceTime},
 		{"DecodeTime", f.DecodeTime},
 		{"TimePerOutputToken", f.TimePerOutputToken},
+		{"TimeToFirstToken", f.TimeToFirstToken},
 	} {
 		if err := checkSeconds(d.name, d.v); err != nil {
 			return err

@@ -217,6 +217,10 @@ type KVTransfer struct {
 	FailedTransfers     int64
 	FailedNotifications int64
 	ExpiredRequests     int64 // requests whose KV expired before it was read
+	// NotificationsAfterExpiry are notifications (the consumer saying it read
+	// a request's KV) that arrived after that KV had expired, so its blocks
+	// may already have been reused.
+	NotificationsAfterExpiry int64
 }
 
 // Validate reports NaN, infinite or negative values.
@@ -236,7 +240,8 @@ func (k *KVTransfer) Validate() error {
 	for _, c := range [...]struct {
 		name string
 		v    int64
-	}{{"FailedTransfers", k.FailedTransfers}, {"FailedNotifications", k.FailedNotifications}, {"ExpiredRequests", k.ExpiredRequests}} {
+	}{{"FailedTransfers", k.FailedTransfers}, {"FailedNotifications", k.FailedNotifications}, {"ExpiredRequests", k.ExpiredRequests},
+		{"NotificationsAfterExpiry", k.NotificationsAfterExpiry}} {
 		if err := checkCount(c.name, c.v); err != nil {
 			return err
 		}
@@ -269,6 +274,15 @@ type Scheduler struct {
 	KVTransfer           *KVTransfer
 	// Evictions are sampled KV block eviction events of this step.
 	Evictions []KVEviction
+	// KVOffload is what the KV offloading tier (host memory or disk) did
+	// this step.
+	KVOffload *KVOffload
+	// Perf is the step's work estimate per GPU (the MFU counters), nil when
+	// the engine does not estimate it.
+	Perf *PerfEstimate
+	// KVFetch counts the waiting requests of a KV consumer by the stage of
+	// their KV load, nil on an engine that does not receive KV.
+	KVFetch *KVFetch
 }
 
 // Waiting returns every waiting request: capacity plus deferred.
@@ -325,6 +339,21 @@ func (s *Scheduler) Validate() error {
 	for i := range s.Evictions {
 		if err := s.Evictions[i].Validate(); err != nil {
 			return prefixed(fmt.Sprintf("Evictions[%d]", i), err)
+		}
+	}
+	if s.KVOffload != nil {
+		if err := s.KVOffload.Validate(); err != nil {
+			return prefixed("KVOffload", err)
+		}
+	}
+	if s.Perf != nil {
+		if err := s.Perf.Validate(); err != nil {
+			return prefixed("Perf", err)
+		}
+	}
+	if s.KVFetch != nil {
+		if err := s.KVFetch.Validate(); err != nil {
+			return prefixed("KVFetch", err)
 		}
 	}
 	return nil

@@ -48,6 +48,9 @@ type PromptTokens struct {
 	LocalCacheHit int64
 	// ExternalKVTransfer tokens arrived through a KV connector.
 	ExternalKVTransfer int64
+	// ExternalTiers splits ExternalKVTransfer by the tier the KV came from
+	// (see ByTier); the zero value leaves it all external_unspecified.
+	ExternalTiers ExternalTiers
 }
 
 // SplitPrompt derives the per-source counts of one request's prompt from its
@@ -116,6 +119,9 @@ func (p *PromptTokens) Add(q PromptTokens) error {
 	if sum.ExternalKVTransfer, err = addChecked("ExternalKVTransfer", p.ExternalKVTransfer, q.ExternalKVTransfer); err != nil {
 		return err
 	}
+	if sum.ExternalTiers, err = p.ExternalTiers.add(q.ExternalTiers); err != nil {
+		return prefixed("ExternalTiers", err)
+	}
 	if err := sum.Validate(); err != nil {
 		return err
 	}
@@ -123,8 +129,9 @@ func (p *PromptTokens) Add(q PromptTokens) error {
 	return nil
 }
 
-// Validate reports a negative count (ErrNegative) or a total that does not fit
-// in an int64 (ErrOverflow).
+// Validate reports a negative count (ErrNegative), a total that does not fit
+// in an int64 (ErrOverflow), or external tiers that attribute more tokens
+// than ExternalKVTransfer (ErrTiersExceedExternal).
 func (p PromptTokens) Validate() error {
 	if err := checkCount("Computed", p.Computed); err != nil {
 		return err
@@ -139,6 +146,11 @@ func (p PromptTokens) Validate() error {
 	if err != nil {
 		return err
 	}
-	_, err = addChecked("Computed", cached, p.Computed)
-	return err
+	if _, err = addChecked("Computed", cached, p.Computed); err != nil {
+		return err
+	}
+	if err := p.ExternalTiers.within(p.ExternalKVTransfer); err != nil {
+		return prefixed("ExternalTiers", err)
+	}
+	return nil
 }

@@ -16,6 +16,9 @@ type Request struct {
 	// N is the sampling parameter n: the number of child requests, each with
 	// its own Timeline and each counting its own prompt. 0 means 1.
 	N int64
+	// Priority is the scheduling priority (lower is more urgent), passed on
+	// to the FinishedRequest; any value is valid.
+	Priority int
 }
 
 // Validate reports a zero arrival time, a negative count, or a MaxTokens given
@@ -88,6 +91,7 @@ type Timeline struct {
 	hasOutput   bool         // Output at least once; firstOutput is set
 	prompt      PromptTokens // the split at the last scheduling before the first output
 	generated   int64
+	preemptions int64 // Preempted events so far
 
 	parent *parent
 }
@@ -173,11 +177,28 @@ func (t *Timeline) Queued(at time.Time) error {
 
 // Scheduled records that the scheduler took the request from waiting, with
 // the prompt tokens it found in the local prefix cache and through the KV
-// connector at that moment. Until the first output, a later scheduling (after
-// a preemption) replaces this snapshot; after it, re-prefills are not counted,
-// and the cached tokens may cover generated tokens too: they must not exceed
-// the prompt plus the tokens generated so far.
+// connector at that moment. The first scheduling's snapshot is what the first
+// output counts: a re-scheduling after a preemption, before or after the
+// first output, counts no prompt token again (newest vLLM sets a request's
+// prefill stats at its first admission only, while num_preemptions is 0:
+// vllm/v1/core/sched/scheduler.py, see docs/design.md). A re-scheduling is
+// still validated: its cached tokens may cover generated tokens too and must
+// not exceed the prompt plus the tokens generated so far. The external tokens
+// count as tier external_unspecified: ScheduledWith names their tiers.
+//
+// A prompt found whole in the local prefix cache is still reported as the
+// engine found it; vLLM caps a local hit at the prompt length minus one, so
+// that the last token is recomputed for its logits: an engine that does the
+// same reports prompt-1 local cached tokens, and one computed token counts.
 func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) error {
+	return t.ScheduledWith(at, Cached{Local: localCached, External: externalCached})
+}
+
+// ScheduledWith is Scheduled with the external tokens split by the tier they
+// came from (host, p2p, disk; the rest external_unspecified). The snapshot's
+// tiers reach the step of the first output with its prompt split
+// (Output.PromptTokens), where vllm:prompt_tokens_cached_by_source counts them.
+func (t *Timeline) ScheduledWith(at time.Time, c Cached) error {
 	if err := t.check(evScheduled, at, arrived, queued, preempted); err != nil {
 		return err
 	}
@@ -189,15 +210,12 @@ func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) er
 			tokens = math.MaxInt64
 		}
 	}
-	split, err := SplitPrompt(tokens, localCached, externalCached)
+	split, err := SplitCached(tokens, c)
 	if err != nil {
 		return err
 	}
 	if !t.hasSnapshot {
-		t.scheduled = at
-	}
-	if !t.hasOutput {
-		t.prompt, t.hasSnapshot = split, true
+		t.scheduled, t.prompt, t.hasSnapshot = at, split, true
 	}
 	t.phase, t.last, t.event = scheduled, at, evScheduled
 	return nil
@@ -260,6 +278,7 @@ func (t *Timeline) preempted(at time.Time) (Timeline, error) {
 	}
 	next := *t
 	next.phase, next.last, next.event = preempted, at, evPreempted
+	next.preemptions++
 	return next, nil
 }
 
@@ -292,12 +311,15 @@ func (t *Timeline) finish(at time.Time, reason FinishReason) (Timeline, Finished
 		MaxTokens:        t.req.MaxTokens,
 		N:                t.parent.n,
 		E2ELatency:       at.Sub(t.req.Arrival).Seconds(),
+		Preemptions:      t.preemptions,
 	}
 	if t.hasSnapshot {
 		f.PrefillComputedTokens = t.prompt.Computed
 		f.QueueTime = t.scheduled.Sub(t.queued).Seconds()
 	}
+	f.Priority = t.req.Priority
 	if t.hasOutput {
+		f.TimeToFirstToken = t.firstOutput.Sub(t.req.Arrival).Seconds()
 		f.PrefillTime = t.firstOutput.Sub(t.scheduled).Seconds()
 		f.DecodeTime = t.lastOutput.Sub(t.firstOutput).Seconds()
 		f.InferenceTime = t.lastOutput.Sub(t.scheduled).Seconds()

@@ -11,6 +11,16 @@ import (
 	"github.com/infermetrics/infermetrics/stats"
 )
 
+// mustNil returns a function that fails the test on a non-nil error.
+func mustNil(t *testing.T) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // t0 is the arrival time of the scenarios; events are given in milliseconds
 // after it.
 var t0 = time.Unix(1000, 0)
@@ -113,7 +123,8 @@ func checkFinished(t *testing.T, got, want stats.FinishedRequest) {
 	g, w := got, want
 	ints := g.Reason == w.Reason && g.PromptTokens == w.PromptTokens && g.GenerationTokens == w.GenerationTokens &&
 		g.PrefillComputedTokens == w.PrefillComputedTokens && g.MaxTokens == w.MaxTokens &&
-		g.N == w.N && g.MaxGenerationTokens == w.MaxGenerationTokens && g.ParentPending == w.ParentPending
+		g.N == w.N && g.MaxGenerationTokens == w.MaxGenerationTokens && g.ParentPending == w.ParentPending &&
+		g.Preemptions == w.Preemptions
 	floats := near(g.E2ELatency, w.E2ELatency) && near(g.QueueTime, w.QueueTime) &&
 		near(g.PrefillTime, w.PrefillTime) && near(g.InferenceTime, w.InferenceTime) &&
 		near(g.DecodeTime, w.DecodeTime) && near(g.TimePerOutputToken, w.TimePerOutputToken)
@@ -175,9 +186,9 @@ func TestTimelineScenarios(t *testing.T) {
 			},
 		},
 		{
-			// The second scheduling replaces the first snapshot (800 computed):
-			// the first output reports 800-512 = 288 computed. Queue and prefill
-			// times still start at the first scheduling.
+			// The first scheduling's snapshot counts (800 computed), as in
+			// newest vLLM; the second one's 512 cache hits are not counted.
+			// Queue and prefill times start at the first scheduling.
 			name: "preemption before the first output",
 			req:  stats.Request{Arrival: t0, PromptTokens: 800},
 			events: []event{
@@ -186,14 +197,15 @@ func TestTimelineScenarios(t *testing.T) {
 				finish(600, stats.FinishStop),
 			},
 			outs: []stats.Output{
-				{First: true, PromptTokens: stats.PromptTokens{Computed: 288, LocalCacheHit: 512}, GenerationTokens: 1, TTFT: 0.5},
+				{First: true, PromptTokens: stats.PromptTokens{Computed: 800}, GenerationTokens: 1, TTFT: 0.5},
 				{GenerationTokens: 1, ITL: 0.1},
 			},
 			want: stats.FinishedRequest{
-				Reason: stats.FinishStop, PromptTokens: 800, GenerationTokens: 2, PrefillComputedTokens: 288,
+				Reason: stats.FinishStop, PromptTokens: 800, GenerationTokens: 2, PrefillComputedTokens: 800,
 				N: 1, MaxGenerationTokens: 2,
 				E2ELatency: 0.6, QueueTime: 0.005, PrefillTime: 0.49, InferenceTime: 0.59, DecodeTime: 0.1,
 				TimePerOutputToken: 0.1,
+				Preemptions:        1,
 			},
 		},
 		{
@@ -220,6 +232,7 @@ func TestTimelineScenarios(t *testing.T) {
 				MaxTokens: 5, N: 1, MaxGenerationTokens: 5,
 				E2ELatency: 0.5, QueueTime: 0.02, PrefillTime: 0.08, InferenceTime: 0.48, DecodeTime: 0.4,
 				TimePerOutputToken: 0.1, // 0.4 s / (5-1)
+				Preemptions:        1,
 			},
 		},
 		{
@@ -245,6 +258,7 @@ func TestTimelineScenarios(t *testing.T) {
 				N: 1, MaxGenerationTokens: 10,
 				E2ELatency: 0.12, QueueTime: 0.01, PrefillTime: 0.04, InferenceTime: 0.11, DecodeTime: 0.07,
 				TimePerOutputToken: 0.07 / 9,
+				Preemptions:        1,
 			},
 		},
 		{
@@ -363,12 +377,7 @@ func TestTimelineZeroTimeIsAValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := mustNil(t)
 	must(tl.Queued(at(-1500)))
 	must(tl.Scheduled(at(0), 4, 0))
 	o1, err := tl.Output(at(0), 1)
@@ -589,6 +598,7 @@ func TestTimelineErrorsLeaveStateUnchanged(t *testing.T) {
 		Reason: stats.FinishStop, PromptTokens: 100, GenerationTokens: 3, PrefillComputedTokens: 60, MaxTokens: 10,
 		N: 1, MaxGenerationTokens: 3,
 		E2ELatency: 0.3, QueueTime: 0.01, PrefillTime: 0.08, InferenceTime: 0.23, DecodeTime: 0.15, TimePerOutputToken: 0.075,
+		Preemptions: 1,
 	})
 
 	tests := []struct {

@@ -27,7 +27,8 @@ type Family struct {
 
 // Families returns every family VLLM exports, in the order of
 // instrument.Descriptors, with vllm:prompt_tokens_by_source after
-// vllm:prompt_tokens.
+// vllm:prompt_tokens and vllm:prompt_tokens_cached_by_source after
+// vllm:prompt_tokens_cached.
 func Families() []Family {
 	semconv := map[string]string{}
 	for _, f := range semconvFamilies {
@@ -37,11 +38,12 @@ func Families() []Family {
 	for _, d := range instrument.Descriptors() {
 		f := Family{Name: exposedName(VLLMName(d), d.Kind), Type: d.Kind.String(), Buckets: d.Buckets, Instrument: d, Semconv: semconv[d.Name]}
 		f.Labels = labels(d)
-		if d.Name == instrument.NamePromptTokens {
+		if family, desc, ok := splitBySource(d.Name); ok {
 			total := f
 			total.Labels = slices.DeleteFunc(slices.Clone(f.Labels), func(k string) bool { return k == instrument.KeySource })
+			total.Instrument.Description = desc
 			out = append(out, total)
-			f.Name = exposedName(PromptTokensBySource, d.Kind)
+			f.Name = exposedName(family, d.Kind)
 		}
 		out = append(out, f)
 	}

@@ -29,6 +29,14 @@ var specBuckets = map[string][]float64{
 	"nixl_bytes": {2048, 8192, 32768, 131072, 524288, 2097152, 8388608, 33554432, 134217728,
 		536870912, 2147483648, 8589934592},
 	"nixl_descriptors": {10, 20, 30, 50, 75, 100, 200, 400, 1000, 2000, 4000, 10000, 20000, 50000},
+	// vLLM's kv_connector/v1/offloading/metrics.py (TRANSFER_SIZE_BUCKETS and
+	// the lookup delays) and kv_offload/cpu/spec.py (allocation size).
+	"offload_size":         {1e6, 5e6, 10e6, 20e6, 40e6, 60e6, 80e6, 100e6, 150e6, 200e6},
+	"offload_lookup_sync":  {0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1},
+	"offload_lookup_async": {0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10},
+	"offload_cpu_alloc":    {1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144},
+	// REQUEST_NUM_PREEMPTIONS_BUCKETS (vllm/v1/metrics/buckets.py @139b1c3f).
+	"preemptions": {1, 2, 3, 4, 5, 10, 20},
 }
 
 // specFamily is one row of the family table as it appears in a scrape.
@@ -111,6 +119,28 @@ var specFamilies = []specFamily{
 	counter("vllm:nixl_num_failed_transfers"),
 	counter("vllm:nixl_num_failed_notifications"),
 	counter("vllm:nixl_num_kv_expired_reqs"),
+	gauge("vllm:scheduler_policy_info").with("policy", "fcfs", "priority"),
+	counter("vllm:kv_offload_load_bytes"),
+	counter("vllm:kv_offload_load_time"),
+	histogram("vllm:kv_offload_load_size", "offload_size"),
+	counter("vllm:kv_offload_store_bytes"),
+	counter("vllm:kv_offload_store_time"),
+	histogram("vllm:kv_offload_store_size", "offload_size"),
+	histogram("vllm:kv_offload_lookup_sync_delay_seconds", "offload_lookup_sync"),
+	histogram("vllm:kv_offload_lookup_async_delay_seconds", "offload_lookup_async"),
+	counter("vllm:kv_offload_allocation_failure"),
+	gauge("vllm:kv_offload_cpu_cache_usage_perc"),
+	gauge("vllm:kv_offload_cpu_cache_write_usage_perc"),
+	gauge("vllm:kv_offload_cpu_cache_read_usage_perc"),
+	histogram("vllm:kv_offload_cpu_allocation_size", "offload_cpu_alloc"),
+	// Families of newer vLLM (see docs/metrics.md for the commits read).
+	counter("vllm:prompt_tokens_cached_by_source").with("source", "device", "host", "p2p", "disk", "external_unspecified"),
+	histogram("vllm:request_num_preemptions", "preemptions"),
+	counter("vllm:estimated_flops_per_gpu"),
+	counter("vllm:estimated_read_bytes_per_gpu"),
+	counter("vllm:estimated_write_bytes_per_gpu"),
+	counter("vllm:nixl_num_notifications_after_expiry"),
+	gauge("vllm:num_requests_kv_fetch_by_stage").with("stage", "waiting_to_start", "in_progress", "completed_waiting"),
 }
 
 // labelNames returns the sorted label names of a series.

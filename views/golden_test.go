@@ -11,6 +11,7 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -39,7 +40,12 @@ func normalise(t *testing.T, text string, from, to time.Time) string {
 // checkGolden records the scenario through views, scrapes it and compares the
 // text with testdata/<name>, which -update rewrites.
 func checkGolden(t *testing.T, name string, vs []sdkmetric.View) {
-	x := newExported(t, vs, scenarioOptions...)
+	checkGoldenWith(t, name, vs, scenarioOptions)
+}
+
+// checkGoldenWith is checkGolden with the given Recorder options.
+func checkGoldenWith(t *testing.T, name string, vs []sdkmetric.View, opts []instrument.Option) {
+	x := newExported(t, vs, opts...)
 	from := time.Now()
 	recordScenario(t, x.rec)
 	got := normalise(t, x.scrape(), from, time.Now())

@@ -97,9 +97,10 @@ func labelValue(m *dto.Metric, name string) string {
 // scenarioOptions are the Recorder options of the golden scenario.
 var scenarioOptions = []instrument.Option{
 	instrument.WithEngines(0, 1), instrument.WithMaxModelLen(4096), instrument.WithKVConnector(),
-	instrument.WithSpecDecoding(2),
+	instrument.WithSpecDecoding(2), instrument.WithKVConsumer(),
 	instrument.WithCacheConfig(stats.CacheConfig{"block_size": "16", "num_gpu_blocks": "2048",
 		"cache_dtype": "auto", "enable_prefix_caching": "True"}),
+	instrument.WithKVOffloadCPU(),
 }
 
 // recordScenario drives a fixed set of request timelines and scheduler steps
@@ -118,7 +119,8 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 	}
 	// newRequest returns the n timelines of a request queued at queuedMs.
 	newRequest := func(prompt, maxTokens, n int64, queuedMs int) []*stats.Timeline {
-		tls, err := stats.NewTimelines(stats.Request{Arrival: start, PromptTokens: prompt, MaxTokens: maxTokens, N: n})
+		tls, err := stats.NewTimelines(stats.Request{Arrival: start, PromptTokens: prompt, MaxTokens: maxTokens, N: n,
+			Priority: scenarioPriority[prompt]})
 		must(err)
 		for _, tl := range tls {
 			must(tl.Queued(at(queuedMs)))
@@ -154,21 +156,22 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 		}
 	}
 
-	// Engine 0: a, prompt 1000 with 256 local and 512 external cached tokens;
+	// Engine 0: a, prompt 1000 with 256 local and 512 external cached tokens
+	// (384 of them from a host tier, the rest unspecified);
 	// b, two children of a 40-token prompt (n = 2); c aborted while queued;
 	// d failing after its first token.
 	a := newRequest(1000, 64, 1, 10)[0]
 	b := newRequest(40, 8, 2, 20)
 	c := newRequest(20, 16, 1, 5)[0]
 	d := newRequest(10, 0, 1, 20)[0]
-	must(a.Scheduled(at(50), 256, 512))
+	must(a.ScheduledWith(at(50), stats.Cached{Local: 256, External: 512, ExternalTiers: stats.ExternalTiers{Host: 384}}))
 	must(b[0].Scheduled(at(50), 0, 0))
 	must(b[1].Scheduled(at(50), 0, 0))
 	must(d.Scheduled(at(50), 0, 0))
 	// Engine 1: e, a P/D decode request whose 3000 prompt tokens all arrive
-	// through the KV connector.
+	// through the KV connector, from the prefill node (p2p).
 	e := newRequest(3000, 0, 1, 50)[0]
-	must(e.Scheduled(at(100), 0, 3000))
+	must(e.ScheduledWith(at(100), stats.Cached{External: 3000, ExternalTiers: stats.ExternalTiers{P2P: 3000}}))
 	order = []*stats.Timeline{a, b[0], b[1], c, d, e}
 
 	record(0,
@@ -201,14 +204,18 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 		LoRA:                 &stats.LoRA{MaxLoRA: 4, Running: []string{"sql-lora"}, Waiting: []string{"chat-lora", "math-lora"}},
 		KVTransfer: &stats.KVTransfer{XferTime: []float64{0.012, 0.3}, PostTime: []float64{0.0005},
 			BytesTransferred: []int64{4096, 1 << 20}, NumDescriptors: []int64{12, 150},
-			FailedTransfers: 1, ExpiredRequests: 2},
+			FailedTransfers: 1, ExpiredRequests: 2, NotificationsAfterExpiry: 1},
 		Evictions: []stats.KVEviction{{Lifetime: 12.5, IdleBeforeEvict: 3, ReuseGaps: []float64{0.5, 1.5}}},
+		KVOffload: scenarioOffload(),
+		Perf:      &stats.PerfEstimate{FLOPs: 1.6e13, ReadBytes: 1.6e10, WriteBytes: 1.25e8},
 	}))
 	must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{
 		Running: 1, WaitingDeferred: 2, KVCacheUsage: 0.75,
 		PrefixCache:          stats.CacheQueries{Queries: 3000},
 		ConnectorPrefixCache: &stats.CacheQueries{Queries: 3000, Hits: 3000},
 		KVTransfer:           &stats.KVTransfer{XferTime: []float64{0.08}, BytesTransferred: []int64{1 << 30}, NumDescriptors: []int64{40000}, FailedNotifications: 1},
+		KVFetch:              &stats.KVFetch{WaitingToStart: 1, InProgress: 1},
+		Perf:                 &stats.PerfEstimate{FLOPs: 4.8e10, ReadBytes: 1.7e10},
 	}))
 	must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{SleepState: stats.WeightsOffloaded,
 		Evictions: []stats.KVEviction{{Lifetime: 600, IdleBeforeEvict: 0.004}}}))

@@ -218,3 +218,19 @@ func TestWithBucketsEmpty(t *testing.T) {
 		})
 	}
 }
+
+// The tier family is named by options as Families names it, apart from its
+// total: an allow-list on it leaves vllm:prompt_tokens_cached_total alone.
+func TestOptionsNameTheTierFamily(t *testing.T) {
+	r := scenarioReader(t, views.WithAttributes("vllm:prompt_tokens_cached_by_source_total", "model_name", "source"))
+	// Engines summed: device 256 (engine 0), p2p 3000 (engine 1).
+	if got := r.Value("vllm:prompt_tokens_cached_by_source_total", "model_name", modelName, "source", "p2p"); got != 3000 {
+		t.Errorf("p2p over engines = %v, want 3000", got)
+	}
+	if got := r.Value("vllm:prompt_tokens_cached_total", "model_name", modelName, "engine", "0"); got != 768 {
+		t.Errorf("the total of engine 0 = %v, want 768", got)
+	}
+	if _, err := views.VLLM(views.WithAttributes("vllm:prompt_tokens_cached_by_source", "model_name")); !errors.Is(err, views.ErrOption) {
+		t.Errorf("the name without _total: %v, want ErrOption", err)
+	}
+}

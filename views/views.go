@@ -39,20 +39,53 @@ const (
 	iterationTokens      = "vllm:iteration_tokens_total"
 )
 
+// PromptTokensCachedBySource is the family of cached prompt tokens by tier,
+// which VLLM derives from the cached-tokens instrument beside its total.
+const PromptTokensCachedBySource = "vllm:prompt_tokens_cached_by_source"
+
 // promptTokensTotalDescription is the description of vllm:prompt_tokens: the
 // instrument's own describes the breakdown by source, which that family sums away.
 const promptTokensTotalDescription = "Prompt tokens of requests that produced their first output, over all sources " +
 	"(computed here, local prefix cache hits and KV received through a connector)."
 
+// bySource are the instruments with a source attribute that VLLM exports as
+// two families: the total (source summed away, under VLLMName) and the
+// breakdown (source kept, under bySource). The total's description replaces
+// the instrument's, which describes the breakdown.
+var bySource = []struct{ instrument, family, totalDescription string }{
+	{instrument.NamePromptTokens, PromptTokensBySource, promptTokensTotalDescription},
+	{instrument.NamePromptTokensCached, PromptTokensCachedBySource, "Prompt tokens not computed here: " +
+		"local prefix cache hits plus KV received through a connector, over all tiers."},
+}
+
+// splitBySource returns the bySource entry of an instrument, if any.
+func splitBySource(name string) (family, totalDescription string, ok bool) {
+	for _, b := range bySource {
+		if b.instrument == name {
+			return b.family, b.totalDescription, true
+		}
+	}
+	return "", "", false
+}
+
 // ratioUnit replaces the unit "1" of the KV cache usage gauge: the Prometheus
 // exporter appends _ratio to gauges in unit "1", and vLLM's name has none.
 const ratioUnit = "{fraction}"
 
+// unsuffixed are the instruments with a unit whose vLLM names carry no unit
+// suffix: vLLM's KV offloading transfer families (vllm:kv_offload_load_time
+// counts seconds, vllm:kv_offload_load_size observes bytes). VLLMName adds
+// no "_seconds" to them and their streams take the unit as an annotation
+// ("{s}", "{By}"), which the Prometheus exporter does not turn into a suffix.
+var unsuffixed = []string{instrument.NameKVOffloadLoadTime, instrument.NameKVOffloadStoreTime,
+	instrument.NameKVOffloadLoadSize, instrument.NameKVOffloadStoreSize}
+
 // VLLMName returns the vLLM stream name of an instrument of package
 // instrument, as OTLP carries it: "vllm:" and the name after "vllm.", with
 // "_seconds" for instruments in seconds; vllm.kv_cache_usage and
-// vllm.iteration_tokens keep vLLM's own names. A scrape shows counters with
-// "_total" (Families), and options name families that way.
+// vllm.iteration_tokens keep vLLM's own names, and the KV offloading
+// transfer families have no unit suffix (unsuffixed). A scrape shows
+// counters with "_total" (Families), and options name families that way.
 func VLLMName(d instrument.Descriptor) string {
 	switch d.Name {
 	case instrument.NameKVCacheUsage:
@@ -61,7 +94,7 @@ func VLLMName(d instrument.Descriptor) string {
 		return iterationTokens
 	}
 	name := "vllm:" + strings.TrimPrefix(d.Name, "vllm.")
-	if d.Unit == "s" {
+	if d.Unit == "s" && !slices.Contains(unsuffixed, d.Name) {
 		name += "_seconds"
 	}
 	return name
@@ -282,6 +315,9 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 	if d.Unit == "1" && d.Kind == instrument.Gauge {
 		s.Unit = ratioUnit
 	}
+	if slices.Contains(unsuffixed, d.Name) {
+		s.Unit = "{" + d.Unit + "}"
+	}
 	return sdkmetric.NewView(sdkmetric.Instrument{
 		Name:  d.Name,
 		Scope: instrumentation.Scope{Name: instrument.ScopeName},
@@ -298,12 +334,12 @@ func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	}
 	var views []sdkmetric.View
 	for _, d := range instrument.Descriptors() {
-		if d.Name == instrument.NamePromptTokens {
+		if family, desc, ok := splitBySource(d.Name); ok {
 			total := d
-			total.Description = promptTokensTotalDescription
+			total.Description = desc
 			views = append(views,
 				c.stream(total, VLLMName(d), deny(d, instrument.KeySource)),
-				c.stream(d, PromptTokensBySource, deny(d)))
+				c.stream(d, family, deny(d)))
 			continue
 		}
 		views = append(views, c.stream(d, VLLMName(d), deny(d)))

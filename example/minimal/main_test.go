@@ -20,6 +20,11 @@ func TestMinimal(t *testing.T) {
 		`vllm:prompt_tokens_by_source_total{` + labels + `,source="external_kv_transfer"} 512`,
 		`vllm:prompt_tokens_by_source_total{` + labels + `,source="local_cache_hit"} 0`,
 		`vllm:prompt_tokens_by_source_total{` + labels + `,source="local_compute"} 0`,
+		`vllm:prompt_tokens_cached_by_source_total{` + labels + `,source="device"} 0`,
+		`vllm:prompt_tokens_cached_by_source_total{` + labels + `,source="disk"} 0`,
+		`vllm:prompt_tokens_cached_by_source_total{` + labels + `,source="external_unspecified"} 512`,
+		`vllm:prompt_tokens_cached_by_source_total{` + labels + `,source="host"} 0`,
+		`vllm:prompt_tokens_cached_by_source_total{` + labels + `,source="p2p"} 0`,
 		`vllm:prompt_tokens_cached_total{` + labels + `} 512`,
 		`vllm:prompt_tokens_total{` + labels + `} 512`,
 	}, "\n") + "\n"

@@ -21,6 +21,9 @@ const (
 	prefixCacheSlots = 4         // shared prompts a prefix cache holds
 	kvFailureRate    = 0.01      // KV transfers that fail and fall back to local prefill
 	stepBase         = 12 * time.Millisecond
+	modelParams      = 8e9  // parameters, for the MFU estimates
+	weightBytes      = 16e9 // bf16 weights read once per step
+	expiryEvery      = 10   // a prefill node's KV of one handoff in this many expires before it is read
 )
 
 // role says what an instance does in the prefill/decode deployment.
@@ -39,7 +42,8 @@ type job struct {
 	toCompute int64 // prompt (or recompute) tokens still to prefill
 	kvTokens  int64 // KV cache tokens held
 	kvReady   time.Time
-	transfer  bool // its KV arrives from the prefill node
+	fetchAt   time.Time // when its KV transfer starts (decode role)
+	transfer  bool      // its KV arrives from the prefill node
 	preempted bool
 }
 
@@ -57,6 +61,11 @@ type engine struct {
 	deferred, waiting, running []*job
 	kvUsed                     int64
 	cache                      *prefixCache
+	offload                    *offloadTier // host-memory KV tier, or nil (see offload.go)
+
+	// Prefill role: handoffs so far, and the KV expiries and late
+	// notifications not yet reported.
+	handoffs, expired, lateNotifs int64
 }
 
 func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, handoff func(request)) *engine {
@@ -70,7 +79,8 @@ func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, ha
 
 // submit hands a request to the engine; it is queued at the next step.
 func (e *engine) submit(r request, maxTokens int64, transfer bool) error {
-	tl, err := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens})
+	tl, err := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens,
+		Priority: requestPriority(r.id)})
 	if err != nil {
 		return err
 	}
@@ -117,9 +127,26 @@ func (e *engine) step(ctx context.Context) bool {
 	end := time.Now()
 
 	e.emit(end, &it)
+	sched.Perf = e.estimate(computed, it.GenerationTokens)
 	e.preemptIfFull(end, &it)
 	e.report(ctx, &it, &sched, &kv)
 	return true
+}
+
+// estimate returns a rough MFU estimate of a step on this engine's one GPU:
+// 2 x parameters FLOPs per token processed; the weights and the running
+// requests' KV read; the new tokens' KV written.
+func (e *engine) estimate(computed, generated int64) *stats.PerfEstimate {
+	tokens := float64(computed + generated)
+	var kvRead int64
+	for _, j := range e.running {
+		kvRead += j.kvTokens
+	}
+	return &stats.PerfEstimate{
+		FLOPs:      2 * modelParams * tokens,
+		ReadBytes:  weightBytes + float64(kvRead*kvBytesPerToken),
+		WriteBytes: tokens * kvBytesPerToken,
+	}
 }
 
 // admit queues new jobs; jobs whose KV is being transferred wait deferred.
@@ -133,7 +160,8 @@ func (e *engine) admit(now time.Time, kv *stats.KVTransfer) {
 			}
 			if j.transfer {
 				bytes := (j.prompt - e.localHit(j)) * kvBytesPerToken
-				j.kvReady = now.Add(2*time.Millisecond + time.Duration(float64(bytes)/transferRate*float64(time.Second)))
+				j.fetchAt = now.Add(2 * time.Millisecond)
+				j.kvReady = j.fetchAt.Add(time.Duration(float64(bytes) / transferRate * float64(time.Second)))
 				e.deferred = append(e.deferred, j)
 			} else {
 				e.waiting = append(e.waiting, j)
@@ -193,12 +221,18 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 		if e.kvUsed+need > e.kvCapacity {
 			break
 		}
+		e.offloadLookup(now, j, sched)
 		local := e.localHit(j)
-		var external int64
+		cached := stats.Cached{Local: local}
 		if j.transfer && !j.preempted {
-			external = j.prompt - local
+			// The KV comes from the prefill node (p2p), but the part of the
+			// shared prefix offloaded to this node's host memory loads from there.
+			cached.External = j.prompt - local
+			host := min(e.offloadedHit(j)-local, cached.External)
+			cached.ExternalTiers = stats.ExternalTiers{Host: max(host, 0), P2P: cached.External - max(host, 0)}
 		}
-		if err := j.tl.Scheduled(now, local, external); err != nil {
+		external := cached.External
+		if err := j.tl.ScheduledWith(now, cached); err != nil {
 			slog.Error("schedule", "err", err)
 			e.drop(j)
 			e.waiting = e.waiting[1:]
@@ -229,7 +263,39 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 	sched.WaitingCapacity = int64(len(e.waiting))
 	sched.WaitingDeferred = int64(len(e.deferred))
 	sched.KVCacheUsage = min(float64(e.kvUsed)/float64(e.kvCapacity), 1)
+	if e.role == decodeRole {
+		sched.KVFetch = e.fetchStages(now)
+	}
 	return computed
+}
+
+// offloadedHit is the prompt tokens of j found in this engine's host memory
+// tier, whole blocks only: a shared prefix evicted from the prefix cache is
+// offloaded there.
+func (e *engine) offloadedHit(j *job) int64 {
+	if j.prefix < 0 || !e.cache.offloaded[j.prefix] {
+		return 0
+	}
+	return min(j.prefixLen, j.prompt-1) / blockSize * blockSize
+}
+
+// fetchStages counts the waiting requests whose KV comes from the prefill
+// node by the stage of its transfer.
+func (e *engine) fetchStages(now time.Time) *stats.KVFetch {
+	var k stats.KVFetch
+	for _, j := range e.deferred {
+		if now.Before(j.fetchAt) {
+			k.WaitingToStart++
+		} else {
+			k.InProgress++
+		}
+	}
+	for _, j := range e.waiting {
+		if j.transfer && !j.preempted {
+			k.CompletedWaiting++
+		}
+	}
+	return &k
 }
 
 // emit produces this step's outputs: a token for every running job whose
@@ -284,6 +350,14 @@ func (e *engine) finish(now time.Time, j *job, reason stats.FinishReason, it *st
 	e.drop(j)
 	if e.role == prefillRole && reason == stats.FinishLength && e.handoff != nil {
 		e.handoff(j.request)
+		// Now and then the KV kept for the decode node expires before it is
+		// read; every second time the decode node's notification comes late.
+		if e.handoffs++; e.handoffs%expiryEvery == 0 {
+			e.expired++
+			if e.handoffs%(2*expiryEvery) == 0 {
+				e.lateNotifs++
+			}
+		}
 	}
 }
 
@@ -314,7 +388,11 @@ func (e *engine) preemptIfFull(now time.Time, it *stats.Iteration) {
 // report records the step: the scheduler stats always, the iteration when
 // the step produced outputs or preemptions.
 func (e *engine) report(ctx context.Context, it *stats.Iteration, sched *stats.Scheduler, kv *stats.KVTransfer) {
+	kv.ExpiredRequests += e.expired
+	kv.NotificationsAfterExpiry += e.lateNotifs
+	e.expired, e.lateNotifs = 0, 0
 	sched.KVTransfer = kv
+	sched.KVOffload = e.offload.take()
 	if err := e.rec.RecordScheduler(ctx, sched); err != nil {
 		slog.Error("record scheduler", "err", err)
 	}
@@ -326,16 +404,18 @@ func (e *engine) report(ctx context.Context, it *stats.Iteration, sched *stats.S
 	}
 }
 
-// prefixCache is a small LRU of shared prompts.
+// prefixCache is a small LRU of shared prompts. Evicted prompts are
+// offloaded to host memory, which keeps them all.
 type prefixCache struct {
-	slots int
-	entry map[int]*cacheEntry
+	slots     int
+	entry     map[int]*cacheEntry
+	offloaded map[int]bool
 }
 
 type cacheEntry struct{ inserted, used time.Time }
 
 func newPrefixCache(slots int) *prefixCache {
-	return &prefixCache{slots: slots, entry: map[int]*cacheEntry{}}
+	return &prefixCache{slots: slots, entry: map[int]*cacheEntry{}, offloaded: map[int]bool{}}
 }
 
 func (c *prefixCache) has(prefix int) bool { return c.entry[prefix] != nil }
@@ -359,6 +439,7 @@ func (c *prefixCache) touch(prefix int, now time.Time) (stats.KVEviction, bool) 
 		if v := c.entry[victim]; v != nil {
 			ev = stats.KVEviction{Lifetime: now.Sub(v.inserted).Seconds(), IdleBeforeEvict: now.Sub(v.used).Seconds()}
 			delete(c.entry, victim)
+			c.offloaded[victim] = true
 			evicted = true
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -35,6 +34,8 @@ type instanceConfig struct {
 	seed       uint64
 	handoff    func(request)
 	setup      []exporters.Option
+	priority   bool // priority scheduling
+	offload    bool // a host-memory KV offload tier
 }
 
 func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
@@ -51,27 +52,46 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	for i := range ranks {
 		ranks[i] = i
 	}
-	rec, err := instrument.NewRecorder(
+	// vLLM's cache config fields, as vllm:cache_config_info labels them.
+	cacheConfig := stats.VLLMCacheConfig{
+		BlockSize:             blockSize,
+		NumGPUBlocks:          new(c.kvCapacity / blockSize),
+		NumCPUBlocks:          new(int64(0)),
+		GPUMemoryUtilization:  0.9,
+		CacheDType:            "auto",
+		EnablePrefixCaching:   true,
+		PrefixCachingHashAlgo: "sha256",
+		KVOffloadingBackend:   new("native"),
+		KVOffloadingSize:      new(4.0), // GiB of host memory for offloaded prefixes
+		KVCacheSizeTokens:     new(c.kvCapacity),
+		KVCacheMaxConcurrency: new(float64(c.kvCapacity) / maxModelLen),
+	}
+	recOpts := []instrument.Option{
 		instrument.WithMeterProvider(provider.MeterProvider()),
 		instrument.WithModelName(c.model),
 		instrument.WithEngines(ranks...),
 		instrument.WithMaxModelLen(maxModelLen),
 		instrument.WithAttributes(attribute.String("role", string(c.role))),
 		instrument.WithKVConnector(),
-		instrument.WithCacheConfig(stats.CacheConfig{
-			"block_size":            strconv.Itoa(blockSize),
-			"num_gpu_blocks":        strconv.FormatInt(c.kvCapacity/blockSize, 10),
-			"cache_dtype":           "auto",
-			"enable_prefix_caching": "True",
-		}),
-	)
+		instrument.WithCacheConfig(cacheConfig.CacheConfig()),
+	}
+	recOpts = append(recOpts, c.features()...)
+	if c.role == decodeRole {
+		// The decode node receives KV: it is vLLM's KV consumer.
+		recOpts = append(recOpts, instrument.WithKVConsumer())
+	}
+	rec, err := instrument.NewRecorder(recOpts...)
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(ctx))
 	}
 	in := &instance{role: c.role, provider: provider}
 	for _, rank := range ranks {
 		e, _ := rec.Engine(rank) // one of the Recorder's own ranks: never an error
-		in.engines = append(in.engines, newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff))
+		eng := newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff)
+		if c.offload {
+			eng.offload = newOffloadTier(c.seed + uint64(rank))
+		}
+		in.engines = append(in.engines, eng)
 	}
 	in.listener, err = net.Listen("tcp", c.listen)
 	if err != nil {
@@ -83,6 +103,18 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	// headers.
 	in.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return in, nil
+}
+
+// features are the Recorder options of the instance's optional features.
+func (c instanceConfig) features() []instrument.Option {
+	var opts []instrument.Option
+	if c.priority {
+		opts = append(opts, instrument.WithPriorityScheduling())
+	}
+	if c.offload {
+		opts = append(opts, instrument.WithKVOffloadCPU())
+	}
+	return opts
 }
 
 // url is the address of the instance's /metrics endpoint.

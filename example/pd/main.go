@@ -52,6 +52,8 @@ func run() error {
 	otlpEndpoint := flag.String("otlp-endpoint", "", "OTLP collector host:port, insecure (default: from OTEL_EXPORTER_OTLP_ENDPOINT)")
 	otlpProtocol := flag.String("otlp-protocol", string(exporters.ProtocolGRPC), "OTLP protocol of -otlp-endpoint: grpc (port 4317) or http/protobuf (port 4318)")
 	otlpInterval := flag.Duration("otlp-interval", 0, "OTLP export interval (default: OTEL_METRIC_EXPORT_INTERVAL or 60s)")
+	priority := flag.Bool("priority", true, "priority scheduling: requests get priorities -2 to 2 and the finished-request families a priority label")
+	kvOffload := flag.Bool("kv-offload", true, "a host-memory KV offload tier on the prefill instance (vllm:kv_offload_* families)")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
 		return errors.New("-rate must be positive, -decode-engines at least 1 and -idle not negative")
@@ -81,7 +83,7 @@ func run() error {
 	}
 
 	decode, err := newInstance(ctx, instanceConfig{role: decodeRole, listen: *decodeAddr, model: *model,
-		engines: *decodeEngines, kvCapacity: 10 << 10, seed: *seed, setup: setup(decodeRole)})
+		engines: *decodeEngines, kvCapacity: 10 << 10, seed: *seed, setup: setup(decodeRole), priority: *priority})
 	if err != nil {
 		return err
 	}
@@ -94,7 +96,8 @@ func run() error {
 		}
 	}
 	prefill, err := newInstance(ctx, instanceConfig{role: prefillRole, listen: *prefillAddr, model: *model,
-		engines: 1, kvCapacity: 64 << 10, seed: *seed + 1, handoff: handoff, setup: setup(prefillRole)})
+		engines: 1, kvCapacity: 64 << 10, seed: *seed + 1, handoff: handoff, setup: setup(prefillRole),
+		priority: *priority, offload: *kvOffload})
 	if err != nil {
 		return errors.Join(err, decode.shutdown(context.Background()))
 	}

@@ -97,6 +97,9 @@ func TestExampleSmoke(t *testing.T) {
 	if got := counter(final["prefill"], "vllm:prompt_tokens_by_source_total", "0", "external_kv_transfer"); got != 0 {
 		t.Errorf("prefill: external_kv_transfer = %v, want 0", got)
 	}
+	checkFeatures(t, final)
+
+	checkNewerFamilies(t, final)
 
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -205,4 +208,115 @@ func counter(families map[string]*dto.MetricFamily, name, engine, source string)
 
 func histogramSum(families map[string]*dto.MetricFamily, name, engine string) float64 {
 	return series(families, name, engine, "").GetHistogram().GetSampleSum()
+}
+
+// checkNewerFamilies checks, in the final scrapes, one thing per family of
+// newer vLLM versions the example exercises.
+func checkNewerFamilies(t *testing.T, final map[string]map[string]*dto.MetricFamily) {
+	t.Helper()
+	engines := map[string][]string{"prefill": {"0"}, "decode": {"0", "1"}}
+	for role, fams := range final {
+		for _, engine := range engines[role] {
+			at := map[string]string{"engine": engine}
+			// The tiers sum to the cached tokens.
+			var tiers float64
+			for _, tier := range []string{"device", "host", "p2p", "disk", "external_unspecified"} {
+				tiers += sum(t, fams, "vllm:prompt_tokens_cached_by_source_total", with(at, "source", tier))
+			}
+			if cached := sum(t, fams, "vllm:prompt_tokens_cached_total", at); tiers != cached {
+				t.Errorf("%s engine %s: tiers sum to %v, vllm:prompt_tokens_cached_total = %v", role, engine, tiers, cached)
+			}
+			// Every finished request observed its preemptions.
+			finished := sum(t, fams, "vllm:request_success_total", at)
+			if n := histogramCount(fams, "vllm:request_num_preemptions", at); n != finished || n == 0 {
+				t.Errorf("%s engine %s: vllm:request_num_preemptions count = %v, want the %v finished requests", role, engine, n, finished)
+			}
+			for _, name := range []string{"vllm:estimated_flops_per_gpu_total", "vllm:estimated_read_bytes_per_gpu_total",
+				"vllm:estimated_write_bytes_per_gpu_total"} {
+				if v := sum(t, fams, name, at); v <= 0 {
+					t.Errorf("%s engine %s: %s = %v, want > 0", role, engine, name, v)
+				}
+			}
+			if v := sum(t, fams, "vllm:external_prefix_cache_queries_total", at); role == "decode" && v <= 0 {
+				t.Errorf("decode engine %s: external prefix cache queries = %v, want > 0", engine, v)
+			}
+		}
+		for _, m := range fams["vllm:cache_config_info"].GetMetric() {
+			labels := labelMap(m)
+			if labels["kv_cache_size_tokens"] == "" || labels["kv_cache_max_concurrency"] == "" || labels["enable_prefix_caching"] != "True" {
+				t.Errorf("%s: vllm:cache_config_info labels %v, want vLLM's fields", role, labels)
+			}
+		}
+	}
+	decode, prefill := final["decode"], final["prefill"]
+	if v := sum(t, decode, "vllm:prompt_tokens_cached_by_source_total", map[string]string{"source": "p2p"}); v <= 0 {
+		t.Errorf("decode: p2p tier = %v, want > 0 (KV from the prefill node)", v)
+	}
+	if v := sum(t, prefill, "vllm:prompt_tokens_cached_by_source_total", map[string]string{"source": "p2p"}); v != 0 {
+		t.Errorf("prefill: p2p tier = %v, want 0", v)
+	}
+	if v := sum(t, prefill, "vllm:nixl_num_notifications_after_expiry_total", nil); v <= 0 {
+		t.Errorf("prefill: vllm:nixl_num_notifications_after_expiry_total = %v, want > 0", v)
+	}
+	// Only the decode node is a KV consumer: three stages per engine.
+	if n := len(decode["vllm:num_requests_kv_fetch_by_stage"].GetMetric()); n != 3*len(engines["decode"]) {
+		t.Errorf("decode: %d vllm:num_requests_kv_fetch_by_stage series, want %d", n, 3*len(engines["decode"]))
+	}
+	if prefill["vllm:num_requests_kv_fetch_by_stage"] != nil {
+		t.Error("prefill: vllm:num_requests_kv_fetch_by_stage present on a node that receives no KV")
+	}
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	return labels
+}
+
+func with(labels map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for key, val := range labels {
+		out[key] = val
+	}
+	return out
+}
+
+// sum adds the counter or gauge values of a family's series that carry every
+// given label; the family must exist.
+func sum(t *testing.T, families map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	t.Helper()
+	f := families[name]
+	if f == nil {
+		t.Errorf("family %s missing", name)
+		return 0
+	}
+	var total float64
+	for _, m := range f.GetMetric() {
+		labels, match := labelMap(m), true
+		for k, v := range want {
+			match = match && labels[k] == v
+		}
+		if match {
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return total
+}
+
+// histogramCount sums the observations of a histogram family's series whose
+// labels include want (every series for nil).
+func histogramCount(families map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
+	var n uint64
+	for _, m := range families[name].GetMetric() {
+		labels, match := labelMap(m), true
+		for k, v := range want {
+			match = match && labels[k] == v
+		}
+		if match {
+			n += m.GetHistogram().GetSampleCount()
+		}
+	}
+	return float64(n)
 }

@@ -53,6 +53,7 @@ func RecorderOptions(mp metric.MeterProvider, ranks ...int) []instrument.Option 
 		instrument.WithKVConnector(),
 		instrument.WithSpecDecoding(SpecTokens),
 		instrument.WithCacheConfig(CacheConfig()),
+		instrument.WithKVConsumer(),
 	}
 }
 
@@ -169,5 +170,8 @@ func ScrapeSteps(rank int) ([]stats.Iteration, stats.Scheduler) {
 	s.KVTransfer.FailedTransfers = 1
 	s.KVTransfer.FailedNotifications = 2
 	s.KVTransfer.ExpiredRequests = 3
+	s.KVTransfer.NotificationsAfterExpiry = 1
+	s.Perf = &stats.PerfEstimate{FLOPs: 2 * 8e9 * Batch, ReadBytes: 16e9, WriteBytes: float64(Batch * 128 << 10)}
+	s.KVFetch = &stats.KVFetch{WaitingToStart: 1, InProgress: int64(rank), CompletedWaiting: 2}
 	return its, s
 }

@@ -44,6 +44,7 @@ type otelInstruments struct {
 
 	loraInfo        metric.Float64Gauge
 	cacheConfigInfo metric.Int64Gauge
+	schedulerPolicy metric.Int64Gauge
 }
 
 // meter returns the meter of the Recorder's scope.
@@ -69,6 +70,8 @@ func newOTelInstruments(m metric.Meter, skip ...string) (*otelInstruments, error
 		switch {
 		case d.Kind == instrument.Counter && d.Integer:
 			inst, err = m.Int64Counter(d.Name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+		case d.Kind == instrument.Counter:
+			inst, err = m.Float64Counter(d.Name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 		case d.Kind == instrument.Gauge && d.Integer:
 			inst, err = m.Int64Gauge(d.Name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 		case d.Kind == instrument.Gauge:
@@ -156,6 +159,7 @@ func newOTelInstruments(m metric.Meter, skip ...string) (*otelInstruments, error
 		{&in.nixlKVExpired, instrument.NameNIXLNumKVExpiredReqs},
 		{&in.loraInfo, instrument.NameLoRARequestsInfo},
 		{&in.cacheConfigInfo, instrument.NameCacheConfigInfo},
+		{&in.schedulerPolicy, instrument.NameSchedulerPolicyInfo},
 	} {
 		if _, known := byName[f.name]; !known && !slices.Contains(skip, f.name) {
 			errs = append(errs, fmt.Errorf("catalog has no instrument %s", f.name))
@@ -179,6 +183,17 @@ func cacheConfigAttrs(rank int) []attribute.KeyValue {
 		kv = append(kv, attribute.String(k, cfg[k]))
 	}
 	return kv
+}
+
+// recordPolicy sets vllm:scheduler_policy_info of an engine: fcfs active.
+func recordPolicy(ctx context.Context, in *otelInstruments, rank int) {
+	for _, p := range []struct {
+		policy string
+		v      int64
+	}{{instrument.PolicyFCFS, 1}, {instrument.PolicyPriority, 0}} {
+		in.schedulerPolicy.Record(ctx, p.v, metric.WithAttributes(attribute.String(instrument.KeyModelName, Model),
+			attribute.String(instrument.KeyEngine, engineLabel(rank)), attribute.String(instrument.KeyPolicy, p.policy)))
+	}
 }
 
 // loraLabels returns the three label values of a LoRA state.
@@ -266,6 +281,7 @@ func newPrecomputedEngine(in *otelInstruments, rank int) *PrecomputedEngine {
 	}
 	e.RecordScheduler(ctx, &stats.Scheduler{})
 	in.cacheConfigInfo.Record(ctx, 1, newOpts(cacheConfigAttrs(rank)...).rec...)
+	recordPolicy(ctx, in, rank)
 	return e
 }
 
@@ -478,6 +494,7 @@ func NewNaive(mp metric.MeterProvider, ranks ...int) (*Naive, error) {
 		}
 		e.RecordScheduler(ctx, &stats.Scheduler{})
 		in.cacheConfigInfo.Record(ctx, 1, metric.WithAttributes(cacheConfigAttrs(rank)...))
+		recordPolicy(ctx, in, rank)
 		n.engines[rank] = e
 	}
 	return n, nil

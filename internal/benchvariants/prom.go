@@ -57,6 +57,13 @@ type PromEngine struct {
 	nixlXfer, nixlPost, nixlBytes, nixlDesc                prometheus.Observer
 	kvLifetime, kvIdle, kvReuseGap                         prometheus.Observer
 
+	// Families of newer vLLM versions.
+	byTier                   [5]prometheus.Counter
+	numPreemptions           prometheus.Observer
+	flops, readBytes, writeB prometheus.Counter
+	nixlAfterExpiry          prometheus.Counter
+	kvFetch                  [3]prometheus.Gauge
+
 	loraMu   sync.Mutex
 	loraLast stats.LoRA
 	lora     prometheus.Gauge
@@ -195,6 +202,18 @@ func (c *ClientGolang) newEngine(rank int) (e *PromEngine, err error) {
 	e.kvIdle = hist("vllm:kv_block_idle_before_evict_seconds")
 	e.kvReuseGap = hist("vllm:kv_block_reuse_gap_seconds")
 
+	for _, t := range stats.Tiers() {
+		e.byTier[t] = counter("vllm:prompt_tokens_cached_by_source_total", t.String())
+	}
+	e.numPreemptions = hist("vllm:request_num_preemptions")
+	e.flops = counter("vllm:estimated_flops_per_gpu_total")
+	e.readBytes = counter("vllm:estimated_read_bytes_per_gpu_total")
+	e.writeB = counter("vllm:estimated_write_bytes_per_gpu_total")
+	e.nixlAfterExpiry = counter("vllm:nixl_num_notifications_after_expiry_total")
+	for _, s := range stats.FetchStages() { // RecorderOptions declares a KV consumer
+		e.kvFetch[s] = gauge("vllm:num_requests_kv_fetch_by_stage", s.String())
+	}
+
 	e.RecordScheduler(&stats.Scheduler{}) // gauges at their start-up values
 	cfg := CacheConfig()
 	values := []string{eng}
@@ -202,6 +221,8 @@ func (c *ClientGolang) newEngine(rank int) (e *PromEngine, err error) {
 		values = append(values, cfg[k])
 	}
 	c.gauges["vllm:cache_config_info"].WithLabelValues(values...).Set(1)
+	gauge("vllm:scheduler_policy_info", instrument.PolicyFCFS).Set(1)
+	gauge("vllm:scheduler_policy_info", instrument.PolicyPriority).Set(0)
 	return e, nil
 }
 
@@ -219,6 +240,9 @@ func (e *PromEngine) RecordIteration(it *stats.Iteration) {
 	addIfProm(e.bySource[stats.ExternalKVTransfer], p.ExternalKVTransfer)
 	addIfProm(e.promptTotal, p.Computed+p.LocalCacheHit+p.ExternalKVTransfer)
 	addIfProm(e.promptCached, p.LocalCacheHit+p.ExternalKVTransfer)
+	for _, t := range stats.Tiers() {
+		addIfProm(e.byTier[t], p.ByTier(t))
+	}
 	addIfProm(e.generation, it.GenerationTokens)
 	addIfProm(e.preemptions, it.Preemptions)
 	if it.CorruptedRequests > 0 {
@@ -255,6 +279,7 @@ func (e *PromEngine) RecordFinished(f *stats.FinishedRequest) {
 	e.inference.Observe(f.InferenceTime)
 	e.prefill.Observe(f.PrefillTime)
 	e.decode.Observe(f.DecodeTime)
+	e.numPreemptions.Observe(float64(f.Preemptions))
 }
 
 // RecordScheduler records one scheduler step.
@@ -308,6 +333,17 @@ func (e *PromEngine) RecordScheduler(s *stats.Scheduler) {
 		addIfProm(e.nixlFailedTransfers, k.FailedTransfers)
 		addIfProm(e.nixlFailedNotifs, k.FailedNotifications)
 		addIfProm(e.nixlKVExpired, k.ExpiredRequests)
+		addIfProm(e.nixlAfterExpiry, k.NotificationsAfterExpiry)
+	}
+	if p := s.Perf; p != nil {
+		e.flops.Add(p.FLOPs)
+		e.readBytes.Add(p.ReadBytes)
+		e.writeB.Add(p.WriteBytes)
+	}
+	if k := s.KVFetch; k != nil {
+		for _, st := range stats.FetchStages() {
+			e.kvFetch[st].Set(float64(k.ByStage(st)))
+		}
 	}
 	for i := range s.Evictions {
 		ev := &s.Evictions[i]

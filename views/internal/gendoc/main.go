@@ -44,17 +44,40 @@ value, so over OTLP a histogram appears with its first observation; the Promethe
 handler of package ` + "`exporters`" + ` completes every absent histogram series of each
 live engine at zero from the first scrape, as vLLM does.
 
+` + vllmCommits + `
+
 Token-count histograms marked "1-2-5" use ` + "`instrument.LengthBuckets(max_model_len)`" + `:
 1, 2, 5, 10, 20, 50, ... up to the model's context length (` + "`instrument.WithMaxModelLen`" + `,
 default ` + strconv.Itoa(instrument.DefaultMaxModelLen) + `).
+
+Priority scheduling (` + "`instrument.WithPriorityScheduling`" + `) adds a ` + "`priority`" + ` label to the
+families marked "+ ` + "`priority`" + `", with vLLM's bucketed values ` + "`<-1`, `-1`, `0`, `1`, `>1`" + `
+(` + "`stats.BucketPriority`" + `), adds ` + "`vllm:request_priority`" + ` and marks ` + "`priority`" + ` active in
+` + "`vllm:scheduler_policy_info`" + `; TTFT is then observed when a request finishes. This follows vLLM
+PR #58078's branch (commit 04dc4606d68903cbf8a72a29cf17a6b0e426dfcc and its test
+tests/v1/metrics/test_priority_labels.py), not yet merged when read: the bucket list of
+` + "`vllm:request_priority`" + ` and the labels of ` + "`vllm:scheduler_policy_info`" + ` beyond ` + "`policy`" + ` were not readable
+there and are ours. The KV offloading families follow vLLM's OffloadingConnector
+(vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py and
+vllm/v1/kv_offload/cpu/spec.py, read from the search store without a commit id); vLLM creates
+them at their first observation, we at start-up when configured. Their transfer time and size
+families have no unit suffix in vLLM, so their streams carry the unit as an annotation (` + "`{s}`" + `,
+` + "`{By}`" + `) that the Prometheus exporter does not append. Not exported: the deprecated
+` + "`vllm:kv_offload_total_bytes`, `vllm:kv_offload_total_time` and `vllm:kv_offload_size`" + ` (label
+` + "`transfer_type`" + `), ` + "`vllm:kv_offload_stores_skipped`, `vllm:kv_offload_config_info`" + ` and the
+SimpleCPUOffloadConnector's ` + "`vllm:simple_kv_offload_*`" + ` families.
 
 | vLLM family | type | labels | buckets | OpenTelemetry instrument | unit | recorded | when present | GenAI semantic convention |
 |---|---|---|---|---|---|---|---|---|
 `)
 	for _, f := range views.Families() {
 		d := f.Instrument
+		labels := code(f.Labels)
+		if d.Priority {
+			labels += " (+ `priority`)"
+		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` | %s | %s | %s | %s |\n",
-			f.Name, f.Type, code(f.Labels), buckets(f), d.Name, orDash(code1(d.Unit)), d.Recorded, feature(d.Feature), orDash(code1(f.Semconv)))
+			f.Name, f.Type, labels, buckets(f), d.Name, orDash(code1(d.Unit)), d.Recorded, feature(d.Feature), orDash(code1(f.Semconv)))
 	}
 	b.WriteString("\n## Descriptions\n\n")
 	for _, f := range views.Families() {
@@ -115,6 +138,34 @@ func feature(f instrument.Feature) string {
 		return "`WithCacheConfig`"
 	case instrument.Corruption:
 		return "corrupted requests in an iteration"
+	case instrument.PriorityScheduling:
+		return "priority scheduling (`WithPriorityScheduling`)"
+	case instrument.KVOffload:
+		return "KV offload tier (`WithKVOffload`, or offloading data in a step)"
+	case instrument.KVOffloadCPU:
+		return "CPU KV offload tier (`WithKVOffloadCPU`, or a CPU tier in a step)"
+	case instrument.KVConsumer:
+		return "KV consumer (`WithKVConsumer`, or KV fetch stages in a step)"
 	}
 	return "-"
 }
+
+// vllmCommits names the vLLM sources the families were compared against.
+// The vLLM repository is too large to fetch whole; these are the files read.
+const vllmCommits = `Compared against vLLM's metric code at these commits (vllm-project/vllm):
+` + "`vllm/v1/metrics/loggers.py`" + ` @5b846bf6237ea1227df342b03a864090bf2c29d6 (with PR #59988),
+` + "`vllm/v1/metrics/buckets.py`" + ` @139b1c3f17720f4bb6865309f365e6b1f1607a45,
+` + "`vllm/v1/metrics/stats.py`" + ` and ` + "`vllm/v1/engine/output_processor.py`" + ` @04dc4606d68903cbf8a72a29cf17a6b0e426dfcc,
+` + "`vllm/v1/metrics/cache_hit_source.py`" + ` @8548f56c179e971e6ef25549498acb83787dd0d8 (PR #56318),
+` + "`vllm/v1/metrics/perf.py`" + ` @88cf72694d16f730a8916e745f46db5a7b527004,
+` + "`vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py`" + ` @bd33ba3ea6d0202d5d6fe7e21c9b1d36374fc638,
+` + "`vllm/config/cache.py`" + ` @002f10e0cfa1373a19a0d2756598a34b700d20e5,
+` + "`vllm/v1/core/sched/scheduler.py`" + ` (a recent upstream copy, commit not known, cross-checked with
+vllm-ascend's override based on v0.29/v0.30: prefill stats set at the first admission only), and the Grafana dashboards under
+` + "`examples/observability/dashboards/grafana`" + ` @8aed4e52b9351d034c652dec96bd94cf8d441711.
+Not read in final code: ` + "`vllm:prompt_tokens_cached_by_source_total`" + ` follows the PR #56318 description,
+final code not read. That description says vLLM counts it "at admission", so after a preemption vLLM's tiers
+can differ from ` + "`vllm:prompt_tokens_cached_total`" + `; we count it at the first output, with
+` + "`vllm:prompt_tokens_by_source_total`" + `, so that the tiers always sum exactly to ` + "`vllm:prompt_tokens_cached_total`" + `.
+The registration of ` + "`vllm:nixl_num_notifications_after_expiry_total`" + ` is known
+from the KV Cache dashboard @8aed4e52, whose generator fails unless a queried name is defined in vLLM.`

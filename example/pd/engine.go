@@ -62,6 +62,10 @@ type engine struct {
 	kvUsed                     int64
 	cache                      *prefixCache
 	offload                    *offloadTier // host-memory KV tier, or nil (see offload.go)
+	spec                       *specDecoder // speculative decoding, or nil (see specdecode.go)
+	sleep                      *sleeper     // sleep mode when idle, or nil (see sleep.go)
+	lora                       bool         // requests name LoRA adapters (see lora.go)
+	corruptRate                float64      // share of requests found corrupted (see corrupt.go)
 
 	// Prefill role: handoffs so far, and the KV expiries and late
 	// notifications not yet reported.
@@ -112,7 +116,9 @@ func (e *engine) step(ctx context.Context) bool {
 
 	e.admit(start, &kv)
 	computed := e.schedule(start, &sched)
-	if len(e.running) == 0 && len(e.deferred) == 0 && len(e.waiting) == 0 {
+	busy := len(e.running) > 0 || len(e.deferred) > 0 || len(e.waiting) > 0
+	sched.SleepState = e.updateSleep(start, busy)
+	if !busy {
 		e.report(ctx, &it, &sched, &kv)
 		return false
 	}
@@ -127,8 +133,11 @@ func (e *engine) step(ctx context.Context) bool {
 	end := time.Now()
 
 	e.emit(end, &it)
-	sched.Perf = e.estimate(computed, it.GenerationTokens)
+	sched.SpecDecoding = e.spec.take()
+	// Rejected draft tokens were computed too.
+	sched.Perf = e.estimate(computed, it.GenerationTokens+rejected(sched.SpecDecoding))
 	e.preemptIfFull(end, &it)
+	sched.LoRA = e.loraState() // only when busy: its info gauge's value is the time of the update
 	e.report(ctx, &it, &sched, &kv)
 	return true
 }
@@ -298,8 +307,9 @@ func (e *engine) fetchStages(now time.Time) *stats.KVFetch {
 	return &k
 }
 
-// emit produces this step's outputs: a token for every running job whose
-// prompt is fully computed, and finishes the jobs that are done.
+// emit produces this step's outputs: a token (more under speculative
+// decoding) for every running job whose prompt is fully computed, and
+// finishes the jobs that are done or found corrupted.
 func (e *engine) emit(now time.Time, it *stats.Iteration) {
 	kept := e.running[:0]
 	for _, j := range e.running {
@@ -307,15 +317,21 @@ func (e *engine) emit(now time.Time, it *stats.Iteration) {
 			kept = append(kept, j)
 			continue
 		}
-		out, err := j.tl.Output(now, 1)
+		tokens := e.spec.tokens(j)
+		out, err := j.tl.Output(now, tokens)
 		if err == nil {
 			err = it.AddOutput(out)
 		}
 		if err != nil {
 			slog.Error("output", "err", err)
 		}
-		j.kvTokens++
-		e.kvUsed++
+		j.kvTokens += tokens
+		e.kvUsed += tokens
+		if e.corrupted(j, tokens) {
+			it.CorruptedRequests++
+			e.finish(now, j, stats.FinishError, it)
+			continue
+		}
 		if reason, done := e.finishReason(j); done {
 			e.finish(now, j, reason, it)
 			continue

@@ -2,12 +2,14 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
 
-// checkFeatures checks the families of priority scheduling (both instances)
-// and of the prefill instance's KV offload tier in the final scrapes of the
+// checkFeatures checks the families of priority scheduling (both instances),
+// of the prefill instance's KV offload tier, of LoRA adapters, speculative
+// decoding, sleep mode and corrupted requests in the final scrapes of the
 // smoke test: each is there, with moving values.
 func checkFeatures(t *testing.T, final map[string]map[string]*dto.MetricFamily) {
 	t.Helper()
@@ -62,6 +64,130 @@ func checkFeatures(t *testing.T, final map[string]map[string]*dto.MetricFamily) 
 	if final["decode"]["vllm:kv_offload_load_bytes_total"] != nil {
 		t.Errorf("decode: has KV offload families without a tier")
 	}
+	checkLoRA(t, final)
+	checkSpecDecoding(t, final)
+	checkSleep(t, final)
+	checkCorrupted(t, final)
+}
+
+// checkLoRA checks vllm:lora_requests_info on both instances: one series
+// with vLLM's three labels, max_lora 4, and the time of its last update.
+func checkLoRA(t *testing.T, final map[string]map[string]*dto.MetricFamily) {
+	t.Helper()
+	for role, fams := range final {
+		ms := fams["vllm:lora_requests_info"].GetMetric()
+		if len(ms) != 1 {
+			t.Errorf("%s: %d vllm:lora_requests_info series, want 1", role, len(ms))
+			continue
+		}
+		labels := labelMap(ms[0])
+		_, running := labels["running_lora_adapters"]
+		_, waiting := labels["waiting_lora_adapters"]
+		if len(labels) != 3 || labels["max_lora"] != "4" || !running || !waiting {
+			t.Errorf("%s: vllm:lora_requests_info labels %v, want max_lora=4 and the adapter lists only", role, labels)
+		}
+		// The value is the Unix time of the last update, during the load.
+		if v := ms[0].GetGauge().GetValue(); v < float64(time.Now().Add(-time.Hour).Unix()) {
+			t.Errorf("%s: vllm:lora_requests_info = %v, want the time of the last update", role, v)
+		}
+	}
+}
+
+// checkSpecDecoding checks the speculative decoding counters of each decode
+// engine: 3 draft tokens per draft, some but not all accepted, positions
+// summing to the accepted tokens and accepting less the later they are, and
+// each draft's step giving 1 + its accepted tokens of generation. The
+// prefill instance decodes nothing and has none.
+func checkSpecDecoding(t *testing.T, final map[string]map[string]*dto.MetricFamily) {
+	t.Helper()
+	decode := final["decode"]
+	for _, engine := range []string{"0", "1"} {
+		at := map[string]string{"engine": engine}
+		drafts := sum(t, decode, "vllm:spec_decode_num_drafts_total", at)
+		draftTokens := sum(t, decode, "vllm:spec_decode_num_draft_tokens_total", at)
+		accepted := sum(t, decode, "vllm:spec_decode_num_accepted_tokens_total", at)
+		if drafts <= 0 || draftTokens != 3*drafts || accepted <= 0 || accepted >= draftTokens {
+			t.Errorf("decode engine %s: %v drafts, %v draft tokens, %v accepted; want 3 draft tokens per draft, some accepted",
+				engine, drafts, draftTokens, accepted)
+		}
+		var perPos float64
+		prev := drafts
+		for _, pos := range []string{"0", "1", "2"} {
+			v := sum(t, decode, "vllm:spec_decode_num_accepted_tokens_per_pos_total", with(at, "position", pos))
+			if v <= 0 || v > prev {
+				t.Errorf("decode engine %s: position %s accepted %v, want > 0 and at most position before (%v)", engine, pos, v, prev)
+			}
+			perPos, prev = perPos+v, v
+		}
+		if perPos != accepted {
+			t.Errorf("decode engine %s: positions sum to %v, accepted tokens %v", engine, perPos, accepted)
+		}
+		// Every request's first output has no draft; then each step's
+		// output is the draft's accepted tokens plus one.
+		if generation := sum(t, decode, "vllm:generation_tokens_total", at); generation < drafts+accepted || generation > drafts+accepted+drafts {
+			t.Errorf("decode engine %s: %v generation tokens, want drafts + accepted (%v) plus the first outputs", engine, generation, drafts+accepted)
+		}
+	}
+	if final["prefill"]["vllm:spec_decode_num_drafts_total"] != nil {
+		t.Error("prefill: speculative decoding families on an instance that does not decode")
+	}
+}
+
+// checkSleep checks vllm:engine_sleep_state: the prefill engine asleep
+// (level 1) after the load, the decode engines awake.
+func checkSleep(t *testing.T, final map[string]map[string]*dto.MetricFamily) {
+	t.Helper()
+	for role, want := range map[string]string{"prefill": "weights_offloaded", "decode": "awake"} {
+		for _, m := range final[role]["vllm:engine_sleep_state"].GetMetric() {
+			state := label(m, "sleep_state")
+			if v := m.GetGauge().GetValue(); (state == want) != (v == 1) {
+				t.Errorf("%s engine %s: vllm:engine_sleep_state{sleep_state=%q} = %v, want the engine %s",
+					role, label(m, "engine"), state, v, want)
+			}
+		}
+	}
+}
+
+// checkCorrupted checks that the decode instance found corrupted requests
+// and finished each with an error (the only errors of the example); the
+// prefill instance finds none.
+func checkCorrupted(t *testing.T, final map[string]map[string]*dto.MetricFamily) {
+	t.Helper()
+	decode := final["decode"]
+	corrupted := sum(t, decode, "vllm:corrupted_requests_total", nil)
+	errored := sum(t, decode, "vllm:request_success_total", map[string]string{"finished_reason": "error"})
+	if corrupted <= 0 || errored != corrupted {
+		t.Errorf("decode: %v corrupted requests, %v finished with an error; want some, the same", corrupted, errored)
+	}
+	if final["prefill"]["vllm:corrupted_requests_total"] != nil {
+		t.Error("prefill: corrupted requests found")
+	}
+}
+
+// waitAsleep polls a /metrics endpoint until every engine's sleep state is
+// weights_offloaded.
+func waitAsleep(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		text, err := get(url)
+		if err != nil {
+			continue
+		}
+		fams, err := parse(withoutProcess(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		asleep := 0
+		for _, m := range fams["vllm:engine_sleep_state"].GetMetric() {
+			if label(m, "sleep_state") == "weights_offloaded" && m.GetGauge().GetValue() == 1 {
+				asleep++
+			}
+		}
+		if asleep > 0 && 3*asleep == len(fams["vllm:engine_sleep_state"].GetMetric()) {
+			return
+		}
+	}
+	t.Fatalf("%s: the engines did not go to sleep within %v", url, timeout)
 }
 
 func label(m *dto.Metric, name string) string {

@@ -36,6 +36,13 @@ type instanceConfig struct {
 	setup      []exporters.Option
 	priority   bool // priority scheduling
 	offload    bool // a host-memory KV offload tier
+	lora       bool // requests name LoRA adapters
+	// specTokens is the draft tokens per step of speculative decoding (0: off).
+	specTokens int
+	// sleepAfter is the idle time after which engines sleep (0: never).
+	sleepAfter time.Duration
+	// corruptRate is the share of requests found corrupted (0: none).
+	corruptRate float64
 }
 
 func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
@@ -91,6 +98,13 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 		if c.offload {
 			eng.offload = newOffloadTier(c.seed + uint64(rank))
 		}
+		if c.specTokens > 0 {
+			eng.spec = newSpecDecoder(c.specTokens, c.seed+uint64(rank))
+		}
+		if c.sleepAfter > 0 {
+			eng.sleep = &sleeper{after: c.sleepAfter}
+		}
+		eng.lora, eng.corruptRate = c.lora, c.corruptRate
 		in.engines = append(in.engines, eng)
 	}
 	in.listener, err = net.Listen("tcp", c.listen)
@@ -113,6 +127,9 @@ func (c instanceConfig) features() []instrument.Option {
 	}
 	if c.offload {
 		opts = append(opts, instrument.WithKVOffloadCPU())
+	}
+	if c.specTokens > 0 {
+		opts = append(opts, instrument.WithSpecDecoding(c.specTokens))
 	}
 	return opts
 }

@@ -54,9 +54,17 @@ func run() error {
 	otlpInterval := flag.Duration("otlp-interval", 0, "OTLP export interval (default: OTEL_METRIC_EXPORT_INTERVAL or 60s)")
 	priority := flag.Bool("priority", true, "priority scheduling: requests get priorities -2 to 2 and the finished-request families a priority label")
 	kvOffload := flag.Bool("kv-offload", true, "a host-memory KV offload tier on the prefill instance (vllm:kv_offload_* families)")
+	lora := flag.Bool("lora", true, "LoRA adapters: 40% of requests name sql-lora, chat-lora or code-lora, max_loras 4 (vllm:lora_requests_info)")
+	specDecode := flag.Int("spec-decode", 3, "draft tokens per step of speculative decoding on the decode instance (vllm:spec_decode_* families); 0: off")
+	sleepAfter := flag.Duration("sleep-after", 2*time.Second, "idle time after serving requests at which the prefill engines sleep (level 1, vllm:engine_sleep_state) until requests come again; 0: never")
+	corrupt := flag.Float64("corrupt", 0.005, "share of requests the decode instance finds corrupted (NaN logits) and finishes with an error (vllm:corrupted_requests_total); 0: none")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
 		return errors.New("-rate must be positive, -decode-engines at least 1 and -idle not negative")
+	}
+	// The Recorder rejects more draft tokens than it counts positions for.
+	if *specDecode < 0 || *sleepAfter < 0 || !(*corrupt >= 0 && *corrupt <= 1) {
+		return errors.New("-spec-decode and -sleep-after must not be negative, -corrupt must be 0 to 1")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -83,7 +91,8 @@ func run() error {
 	}
 
 	decode, err := newInstance(ctx, instanceConfig{role: decodeRole, listen: *decodeAddr, model: *model,
-		engines: *decodeEngines, kvCapacity: 10 << 10, seed: *seed, setup: setup(decodeRole), priority: *priority})
+		engines: *decodeEngines, kvCapacity: 10 << 10, seed: *seed, setup: setup(decodeRole), priority: *priority,
+		lora: *lora, specTokens: *specDecode, corruptRate: *corrupt})
 	if err != nil {
 		return err
 	}
@@ -97,7 +106,7 @@ func run() error {
 	}
 	prefill, err := newInstance(ctx, instanceConfig{role: prefillRole, listen: *prefillAddr, model: *model,
 		engines: 1, kvCapacity: 64 << 10, seed: *seed + 1, handoff: handoff, setup: setup(prefillRole),
-		priority: *priority, offload: *kvOffload})
+		priority: *priority, offload: *kvOffload, lora: *lora, sleepAfter: *sleepAfter})
 	if err != nil {
 		return errors.Join(err, decode.shutdown(context.Background()))
 	}

@@ -29,8 +29,10 @@ func TestExampleSmoke(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	// One request in ten found corrupted (default: one in 200), so a few of
+	// the ~60 requests are.
 	cmd := exec.Command(bin, "-prefill-listen", "127.0.0.1:0", "-decode-listen", "127.0.0.1:0",
-		"-rate", "20", "-duration", "3s", "-seed", "7", "-log-interval", "1s")
+		"-rate", "20", "-duration", "3s", "-seed", "7", "-log-interval", "1s", "-corrupt", "0.1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +71,10 @@ func TestExampleSmoke(t *testing.T) {
 
 	final := map[string]map[string]*dto.MetricFamily{}
 	for role, url := range urls {
+		if role == "prefill" {
+			// Its engines sleep once idle after the load; then nothing changes.
+			waitAsleep(t, url, 90*time.Second)
+		}
 		final[role] = waitIdle(t, url, 90*time.Second)
 		for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
 			"vllm:prompt_tokens_total", "vllm:prompt_tokens_by_source_total", "vllm:generation_tokens_total",

@@ -32,6 +32,9 @@ var notApplicable = []struct{ family, reason string }{
 	// The SimpleCPUOffloadConnector's own families: a connector the library
 	// does not model (its KV offloading families are vllm:kv_offload_*).
 	{"vllm:simple_kv_offload_", "families of vLLM's SimpleCPUOffloadConnector, which the library does not model"},
+	// vLLM registers it only with a CPU offloading store_threshold of 2 or
+	// more; the library does not export it (docs/metrics.md).
+	{"vllm:kv_offload_stores_skipped_total", "store-threshold skips of vLLM's CPU offloading spec, not exported by the library"},
 	// The example serves a text-only model: mm_cache_queries stays 0, so the
 	// hit-rate panel's "> 0" guard leaves it empty, as on a text-only vLLM.
 	{"vllm:mm_cache_", "multimodal cache of a text-only model: queries stay 0"},

@@ -331,3 +331,29 @@ func TestStartupHistogramsWithPriorityAndOffload(t *testing.T) {
 	}
 	promtoolClean(t, body)
 }
+
+// WithKVResidency and WithCorruptionDetection put their families in the
+// first scrape, at zero; without them the families wait for data.
+func TestStartupResidencyAndCorruption(t *testing.T) {
+	for _, configured := range []bool{false, true} {
+		prom, mp := startupProvider(t, nil)
+		opts := []instrument.Option{instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("m")}
+		if configured {
+			opts = append(opts, instrument.WithKVResidency(), instrument.WithCorruptionDetection())
+		}
+		rec, err := instrument.NewRecorder(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := parseScrape(t, scrapeOK(t, prom))
+		base := map[string]string{"model_name": "m", "engine": "0"}
+		for _, name := range []string{"vllm:kv_block_lifetime_seconds", "vllm:kv_block_idle_before_evict_seconds",
+			"vllm:kv_block_reuse_gap_seconds", "vllm:corrupted_requests_total"} {
+			s, ok := got[benchvariants.Key(name, base)]
+			if ok != configured || (ok && (s.Count != 0 || s.Value != 0)) {
+				t.Errorf("configured %v: %s in the first scrape %v (%+v), want %v at zero", configured, name, ok, s, configured)
+			}
+		}
+		rec.Close()
+	}
+}

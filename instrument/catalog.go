@@ -153,11 +153,13 @@ const (
 	SpecDecoding
 	// LoRA: when a step reports LoRA state.
 	LoRA
-	// KVResidency: when a step reports sampled KV block evictions.
+	// KVResidency: with WithKVResidency, or when a step reports sampled KV
+	// block evictions.
 	KVResidency
 	// CacheConfig: with WithCacheConfig.
 	CacheConfig
-	// Corruption: when an iteration reports corrupted requests.
+	// Corruption: with WithCorruptionDetection, or when an iteration reports
+	// corrupted requests.
 	Corruption
 	// PriorityScheduling: with WithPriorityScheduling only.
 	PriorityScheduling

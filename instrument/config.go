@@ -31,6 +31,8 @@ type config struct {
 	maxModelLen    int
 	cacheConfig    stats.CacheConfig
 	kvConnector    bool
+	kvResidency    bool // WithKVResidency
+	corruption     bool // WithCorruptionDetection
 	kvConsumer     bool
 	specPositions  int
 	genAIOperation string
@@ -113,6 +115,20 @@ func WithCacheConfig(cfg stats.CacheConfig) Option {
 // prefix cache, failed transfers, ...) exist at zero from start-up.
 func WithKVConnector() Option {
 	return optionFunc(func(c *config) { c.kvConnector = true })
+}
+
+// WithKVResidency declares that steps report sampled KV block evictions
+// (Scheduler.Evictions; vLLM's --kv-cache-metrics), so that the KV block
+// residency histograms are in the Prometheus scrape at zero from start-up.
+func WithKVResidency() Option {
+	return optionFunc(func(c *config) { c.kvResidency = true })
+}
+
+// WithCorruptionDetection declares that iterations report corrupted requests
+// (vLLM with VLLM_COMPUTE_NANS_IN_LOGITS), so that
+// vllm:corrupted_requests_total exists at zero from start-up.
+func WithCorruptionDetection() Option {
+	return optionFunc(func(c *config) { c.corruption = true })
 }
 
 // WithKVConsumer declares that the engine receives KV through its connector

@@ -107,6 +107,7 @@ type engineState struct {
 	// non-zero value.
 	kvConnector   bool
 	kvConsumer    bool
+	corruption    bool
 	specPositions int
 
 	c cells
@@ -117,7 +118,8 @@ type engineState struct {
 
 func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
 	e := &Engine{life: life, provider: cfg.meterProvider, engineState: &engineState{inst: inst, rank: rank,
-		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, specPositions: cfg.specPositions}}
+		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, corruption: cfg.corruption,
+		specPositions: cfg.specPositions}}
 	e.base = append([]attribute.KeyValue{
 		attribute.String(KeyModelName, cfg.modelName),
 		attribute.String(KeyEngine, engineLabel(rank)),
@@ -225,7 +227,7 @@ func (e *engineState) observe(o metric.Observer) {
 	o.ObserveInt64(in.prefixHits, c.prefixH.Load(), plain...)
 	o.ObserveInt64(in.mmQueries, c.mmQ.Load(), plain...)
 	o.ObserveInt64(in.mmHits, c.mmH.Load(), plain...)
-	observeSome(o, in.corrupted, &c.corrupted, false, plain)
+	observeSome(o, in.corrupted, &c.corrupted, e.corruption, plain)
 	// Always present, as in vLLM, which registers them with or without a
 	// connector.
 	o.ObserveInt64(in.extPrefixQueries, c.extQ.Load(), plain...)

@@ -91,6 +91,12 @@ func configuredFeatures(cfg *config) []Feature {
 	if cfg.cacheConfig != nil {
 		fs = append(fs, CacheConfig)
 	}
+	if cfg.kvResidency {
+		fs = append(fs, KVResidency)
+	}
+	if cfg.corruption {
+		fs = append(fs, Corruption)
+	}
 	if cfg.priority {
 		fs = append(fs, PriorityScheduling)
 	}

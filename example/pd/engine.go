@@ -428,7 +428,14 @@ type prefixCache struct {
 	offloaded map[int]bool
 }
 
-type cacheEntry struct{ inserted, used time.Time }
+type cacheEntry struct {
+	inserted, used time.Time
+	gaps           []float64 // seconds between consecutive uses, the first maxReuseGaps
+}
+
+// maxReuseGaps bounds the reuse gaps an evicted entry reports, as vLLM
+// samples its KV block events.
+const maxReuseGaps = 8
 
 func newPrefixCache(slots int) *prefixCache {
 	return &prefixCache{slots: slots, entry: map[int]*cacheEntry{}, offloaded: map[int]bool{}}
@@ -440,6 +447,9 @@ func (c *prefixCache) has(prefix int) bool { return c.entry[prefix] != nil }
 // used entry when full; the eviction is returned as a sampled KV event.
 func (c *prefixCache) touch(prefix int, now time.Time) (stats.KVEviction, bool) {
 	if e := c.entry[prefix]; e != nil {
+		if len(e.gaps) < maxReuseGaps {
+			e.gaps = append(e.gaps, now.Sub(e.used).Seconds())
+		}
 		e.used = now
 		return stats.KVEviction{}, false
 	}
@@ -453,7 +463,8 @@ func (c *prefixCache) touch(prefix int, now time.Time) (stats.KVEviction, bool) 
 			}
 		}
 		if v := c.entry[victim]; v != nil {
-			ev = stats.KVEviction{Lifetime: now.Sub(v.inserted).Seconds(), IdleBeforeEvict: now.Sub(v.used).Seconds()}
+			ev = stats.KVEviction{Lifetime: now.Sub(v.inserted).Seconds(), IdleBeforeEvict: now.Sub(v.used).Seconds(),
+				ReuseGaps: v.gaps}
 			delete(c.entry, victim)
 			c.offloaded[victim] = true
 			evicted = true

@@ -121,7 +121,12 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 
 // features are the Recorder options of the instance's optional features.
 func (c instanceConfig) features() []instrument.Option {
-	var opts []instrument.Option
+	// Both roles sample prefix-cache evictions; the decode role finds
+	// corrupted requests (see corrupt.go).
+	opts := []instrument.Option{instrument.WithKVResidency()}
+	if c.role == decodeRole && c.corruptRate > 0 {
+		opts = append(opts, instrument.WithCorruptionDetection())
+	}
 	if c.priority {
 		opts = append(opts, instrument.WithPriorityScheduling())
 	}

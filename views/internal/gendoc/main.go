@@ -133,11 +133,11 @@ func feature(f instrument.Feature) string {
 	case instrument.LoRA:
 		return "LoRA state in a step"
 	case instrument.KVResidency:
-		return "sampled KV block evictions in a step"
+		return "KV residency (`WithKVResidency`, or sampled KV block evictions in a step)"
 	case instrument.CacheConfig:
 		return "`WithCacheConfig`"
 	case instrument.Corruption:
-		return "corrupted requests in an iteration"
+		return "corruption detection (`WithCorruptionDetection`, or corrupted requests in an iteration)"
 	case instrument.PriorityScheduling:
 		return "priority scheduling (`WithPriorityScheduling`)"
 	case instrument.KVOffload:

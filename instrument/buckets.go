@@ -67,3 +67,14 @@ var (
 	kvOffloadLookupAsyncBuckets   = []float64{1e-4, 5e-4, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}
 	kvOffloadCPUAllocationBuckets = powersOfTwo(0, 18, 2)
 )
+
+// Advisory boundaries of the OpenTelemetry GenAI client metrics, as the
+// semantic conventions give them (open-telemetry/semantic-conventions-genai,
+// docs/gen-ai/gen-ai-metrics.md).
+var (
+	genAITokenUsageBuckets = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576,
+		4194304, 16777216, 67108864}
+	genAIDurationBuckets   = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	genAIFirstChunkBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
+	genAIPerChunkBuckets   = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
+)

@@ -364,7 +364,10 @@ var catalog = []Descriptor{
 }
 
 // Descriptors returns every instrument the Recorder creates, in a stable order.
-func Descriptors() []Descriptor {
+func Descriptors() []Descriptor { return copyDescriptors(catalog) }
+
+// copyDescriptors returns a deep copy of a catalog.
+func copyDescriptors(catalog []Descriptor) []Descriptor {
 	out := make([]Descriptor, len(catalog))
 	for i, d := range catalog {
 		d.Attributes = append([]string(nil), d.Attributes...)
@@ -377,7 +380,7 @@ func Descriptors() []Descriptor {
 
 // lookup returns the descriptor of an instrument name.
 func lookup(name string) (Descriptor, bool) {
-	for _, d := range catalog {
+	for _, d := range slices.Concat(catalog, clientCatalog) {
 		if d.Name == name {
 			d.Priority = slices.Contains(priorityLabelled, d.Name)
 			return d, true

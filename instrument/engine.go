@@ -57,6 +57,10 @@ type cells struct {
 	kvFetch         [3]atomic.Int64  // gauge, by stats.FetchStage
 	kvFetchReported atomic.Bool      // a step reported KV fetch stages
 	nixlAfterExpiry atomic.Int64
+
+	// inFlight is the front end's in-flight requests (RequestStarted,
+	// RequestEnded), reported with running: see RequestStarted.
+	inFlight atomic.Int64
 }
 
 // Engine records the stats of one data-parallel engine. Get it from
@@ -72,6 +76,8 @@ type Engine struct {
 
 	totalsMu sync.Mutex
 	totals   [numTotals]int64 // see total
+
+	backends backends // the client metrics' handles, see Backend
 
 	// provider keeps the MeterProvider, whose address identifies the
 	// engine's series claims, from being freed and reused while they hold.
@@ -112,6 +118,9 @@ type engineState struct {
 
 	c cells
 
+	// modelName and the GenAI attributes, for the client metrics' handles.
+	modelName, genAIOperation, genAIProvider string
+
 	prio priorityState // priority scheduling, see priority.go
 	off  offloadState  // KV offloading, see offload.go
 }
@@ -119,7 +128,8 @@ type engineState struct {
 func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
 	e := &Engine{life: life, provider: cfg.meterProvider, engineState: &engineState{inst: inst, rank: rank,
 		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, corruption: cfg.corruption,
-		specPositions: cfg.specPositions}}
+		specPositions: cfg.specPositions, modelName: cfg.modelName, genAIOperation: cfg.genAIOperation,
+		genAIProvider: cfg.genAIProvider}}
 	e.base = append([]attribute.KeyValue{
 		attribute.String(KeyModelName, cfg.modelName),
 		attribute.String(KeyEngine, engineLabel(rank)),
@@ -252,7 +262,7 @@ func (e *engineState) observe(o metric.Observer) {
 		observeSome(o, in.specAcceptedPerPos, &c.specPos[i], i < e.specPositions, m.obs)
 	}
 
-	o.ObserveInt64(in.running, c.running.Load(), plain...)
+	o.ObserveInt64(in.running, c.running.Load()+c.inFlight.Load(), plain...)
 	o.ObserveInt64(in.waiting, c.waiting.Load(), plain...)
 	o.ObserveInt64(in.waitingByReason, c.waitingBy[0].Load(), e.waitingBy[0].obs...)
 	o.ObserveInt64(in.waitingByReason, c.waitingBy[1].Load(), e.waitingBy[1].obs...)

@@ -51,6 +51,9 @@ type instruments struct {
 	kvFetchByStage                metric.Int64ObservableGauge
 	estFlops, estReadB, estWriteB metric.Float64ObservableCounter
 	nixlNotifsAfterExpiry         metric.Int64ObservableCounter
+	// The GenAI client metrics of Backend (client.go).
+	clientTokens                                     metric.Int64Histogram
+	clientDuration, clientFirstChunk, clientPerChunk metric.Float64Histogram
 
 	observed []metric.Observable // every observable instrument above
 	meter    metric.Meter        // kept reachable: its address identifies claims (see scopeMeter)
@@ -218,6 +221,10 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		estReadB:              b.float64ObservableCounter(NameEstimatedReadBytesPerGPU),
 		estWriteB:             b.float64ObservableCounter(NameEstimatedWriteBytesPerGPU),
 		nixlNotifsAfterExpiry: b.int64ObservableCounter(NameNIXLNumNotifsAfterExp),
+		clientTokens:          b.int64Histogram(NameGenAIClientTokenUsage),
+		clientDuration:        b.float64Histogram(NameGenAIClientOperationDuration),
+		clientFirstChunk:      b.float64Histogram(NameGenAIClientTimeToFirstChunk),
+		clientPerChunk:        b.float64Histogram(NameGenAIClientTimePerOutputChunk),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)

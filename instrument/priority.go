@@ -83,19 +83,30 @@ func (e *engineState) buildPriority(cfg *config, genAI []attribute.KeyValue) {
 // finishedOf returns the measures of a finished request: those of its
 // priority bucket under priority scheduling.
 func (e *engineState) finishedOf(f *stats.FinishedRequest) *finishedMeasures {
+	return e.finishedAt(f.Priority)
+}
+
+// finishedAt returns the finished-request measures of a priority.
+func (e *engineState) finishedAt(priority int) *finishedMeasures {
 	if !e.prio.priority {
 		return &e.prio.finished[0]
 	}
-	return &e.prio.finished[stats.BucketPriority(f.Priority)]
+	return &e.prio.finished[stats.BucketPriority(priority)]
 }
 
 // countSuccess adds a finished request to vllm:request_success.
 func (e *engineState) countSuccess(f *stats.FinishedRequest) {
+	e.countReason(f.Reason, f.Priority)
+}
+
+// countReason adds a finished request of a reason and priority to
+// vllm:request_success.
+func (e *engineState) countReason(r stats.FinishReason, priority int) {
 	if e.prio.priority {
-		e.prio.success[f.Reason][stats.BucketPriority(f.Priority)].Add(1)
+		e.prio.success[r][stats.BucketPriority(priority)].Add(1)
 		return
 	}
-	e.c.success[f.Reason].Add(1)
+	e.c.success[r].Add(1)
 }
 
 // recordPriority records what priority scheduling adds for a finished

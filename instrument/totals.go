@@ -49,6 +49,7 @@ const (
 	totKVOffloadCPUChunks
 	totRequestPreemptions
 	totNIXLNotifsAfterExpiry
+	totClientTokens // gen_ai.client.token.usage (Backend.RecordRequest)
 
 	numTotals
 )
@@ -62,7 +63,7 @@ var totalInstruments = [numTotals]string{
 	NameSpecDecodeNumAcceptedTokens, NameSpecDecodeNumAcceptedTokensPerPos, NameNIXLBytesTransferred,
 	NameNIXLNumDescriptors, NameNIXLNumFailedTransfers, NameNIXLNumFailedNotifs, NameNIXLNumKVExpiredReqs,
 	NameKVOffloadLoadBytes, NameKVOffloadStoreBytes, NameKVOffloadAllocFail, NameKVOffloadCPUAlloc,
-	NameRequestNumPreemptions, NameNIXLNumNotifsAfterExp,
+	NameRequestNumPreemptions, NameNIXLNumNotifsAfterExp, NameGenAIClientTokenUsage,
 }
 
 // increments are what one Record call adds to each total. Values added are

@@ -1,0 +1,228 @@
+package instrument
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// Names of the OpenTelemetry GenAI client metrics (semantic conventions,
+// status Development: open-telemetry/semantic-conventions-genai,
+// docs/gen-ai/gen-ai-metrics.md), recorded per backend by a gateway or
+// router through Engine.Backend. They keep their OpenTelemetry names in
+// every export: vLLM has no client-side family.
+const (
+	NameGenAIClientTokenUsage         = "gen_ai.client.token.usage"
+	NameGenAIClientOperationDuration  = "gen_ai.client.operation.duration"
+	NameGenAIClientTimeToFirstChunk   = "gen_ai.client.operation.time_to_first_chunk"
+	NameGenAIClientTimePerOutputChunk = "gen_ai.client.operation.time_per_output_chunk"
+)
+
+// Attribute keys of the client metrics.
+const (
+	// KeyBackend is the backend a leg went to: a name, or host:port.
+	KeyBackend = "backend"
+	// KeyBackendRole is the backend's role, for example prefill or decode
+	// in a prefill/decode disaggregated deployment; empty when not given.
+	KeyBackendRole = "backend.role"
+	// KeyGenAITokenType is gen_ai.token.type of gen_ai.client.token.usage.
+	KeyGenAITokenType = "gen_ai.token.type"
+)
+
+// Values of gen_ai.token.type.
+const (
+	TokenTypeInput  = "input"
+	TokenTypeOutput = "output"
+)
+
+// Backend roles of a prefill/decode disaggregated deployment.
+const (
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+)
+
+// HTTPClient says the client metrics' series appear with a backend's first
+// leg (Backend.RecordRequest).
+const HTTPClient Feature = KVConsumer + 1
+
+const perLeg = "each request leg to a backend (Backend.RecordRequest)"
+
+var clientAttrs = append(genAIAttrs[:len(genAIAttrs):len(genAIAttrs)], KeyBackend, KeyBackendRole)
+
+// clientCatalog is the catalog of the client metrics, which ClientDescriptors
+// returns; lookup finds them with the others.
+var clientCatalog = []Descriptor{
+	{Name: NameGenAIClientTokenUsage, Kind: Histogram, Integer: true, Unit: "{token}", Buckets: genAITokenUsageBuckets,
+		Recorded: perLeg + ", when the response reported usage", Feature: HTTPClient,
+		Attributes:  append(clientAttrs[:len(clientAttrs):len(clientAttrs)], KeyGenAITokenType),
+		Description: "Number of input and output tokens used, from the usage object of the backend's response."},
+	{Name: NameGenAIClientOperationDuration, Kind: Histogram, Unit: "s", Buckets: genAIDurationBuckets,
+		Recorded: perLeg, Feature: HTTPClient,
+		Attributes:  append(clientAttrs[:len(clientAttrs):len(clientAttrs)], KeyErrorType),
+		Description: "GenAI operation duration: from sending the request to the backend to the end of its response."},
+	{Name: NameGenAIClientTimeToFirstChunk, Kind: Histogram, Unit: "s", Buckets: genAIFirstChunkBuckets,
+		Recorded: perLeg + ", streamed responses with a content chunk", Feature: HTTPClient,
+		Attributes:  clientAttrs,
+		Description: "Time to receive the first content chunk of a streamed response, from sending the request to the backend."},
+	{Name: NameGenAIClientTimePerOutputChunk, Kind: Histogram, Unit: "s", Buckets: genAIPerChunkBuckets,
+		Recorded: "each content chunk after the first of a streamed response (Backend.RecordChunkGap)", Feature: HTTPClient,
+		Attributes:  clientAttrs,
+		Description: "Time between consecutive content chunks of a streamed response from the backend."},
+}
+
+// ClientDescriptors returns the GenAI client metrics the Recorder creates
+// beside those of Descriptors, in a stable order.
+func ClientDescriptors() []Descriptor { return copyDescriptors(clientCatalog) }
+
+// Backend records the legs a gateway or router sends to one backend: the
+// GenAI client metrics with the backend and backend.role attributes. Get it
+// from Engine.Backend once per backend (the Engine keeps it); its methods
+// allocate nothing. It is safe for concurrent use.
+type Backend struct {
+	e        *Engine
+	name     string
+	role     string
+	plain    measure
+	duration [5]measure // by finish reason: error.type on errors
+	input    measure
+	output   measure
+}
+
+type backendKey struct{ name, role string }
+
+// backends are an engine's Backend handles by name and role.
+type backends struct {
+	mu sync.RWMutex
+	m  map[backendKey]*Backend
+}
+
+// maxBackends bounds the backends of one engine, so that a gateway taking
+// the backend from untrusted input cannot grow the series without limit.
+const maxBackends = 1024
+
+// Backend returns the handle of one backend (name or host:port) and role
+// (RolePrefill, RoleDecode, or any other label; "" for none), built on first
+// use. It returns an error matching stats.ErrInvalidLabel for an empty or
+// non-UTF-8 name or a non-UTF-8 role, and ErrConfig past 1024 backends.
+func (e *Engine) Backend(name, role string) (*Backend, error) {
+	if err := e.usable(false); err != nil {
+		return nil, err
+	}
+	key := backendKey{name, role}
+	e.backends.mu.RLock()
+	b := e.backends.m[key]
+	e.backends.mu.RUnlock()
+	if b != nil {
+		return b, nil
+	}
+	if err := checkBackend(name, role); err != nil {
+		return nil, err
+	}
+	e.backends.mu.Lock()
+	defer e.backends.mu.Unlock()
+	if b := e.backends.m[key]; b != nil {
+		return b, nil
+	}
+	if len(e.backends.m) >= maxBackends {
+		return nil, fmt.Errorf("%w: engine %d: more than %d backends", ErrConfig, e.rank, maxBackends)
+	}
+	if e.backends.m == nil {
+		e.backends.m = map[backendKey]*Backend{}
+	}
+	b = e.newBackend(name, role)
+	e.backends.m[key] = b
+	return b, nil
+}
+
+func checkBackend(name, role string) error {
+	if name == "" || !utf8.ValidString(name) {
+		return fmt.Errorf("instrument: backend %q: %w", name, stats.ErrInvalidLabel)
+	}
+	if !utf8.ValidString(role) {
+		return fmt.Errorf("instrument: backend role %q: %w", role, stats.ErrInvalidLabel)
+	}
+	return nil
+}
+
+func (e *Engine) newBackend(name, role string) *Backend {
+	kv := []attribute.KeyValue{
+		attribute.String(KeyGenAIOperationName, e.genAIOperation),
+		attribute.String(KeyGenAIProviderName, e.genAIProvider),
+		attribute.String(KeyGenAIRequestModel, e.modelName),
+		attribute.String(KeyBackend, name),
+		attribute.String(KeyBackendRole, role),
+	}
+	b := &Backend{e: e, name: name, role: role, plain: e.with(kv...)}
+	for _, r := range stats.FinishReasons() {
+		b.duration[r] = b.plain
+		if r == stats.FinishError {
+			b.duration[r] = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyErrorType, errorTypeOther))...)
+		}
+	}
+	b.input = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeInput))...)
+	b.output = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeOutput))...)
+	return b
+}
+
+// Name returns the backend's name; Role its role.
+func (b *Backend) Name() string { return b.name }
+
+// Role returns the backend's role.
+func (b *Backend) Role() string { return b.role }
+
+// RecordChunkGap records the time between two consecutive content chunks of
+// a streamed response (gen_ai.client.operation.time_per_output_chunk). A
+// bad duration is returned as an error and nothing is recorded.
+func (b *Backend) RecordChunkGap(ctx context.Context, seconds float64) error {
+	if b == nil {
+		return fmt.Errorf("%w: a nil Backend (get one from Engine.Backend)", ErrUnknownEngine)
+	}
+	if err := b.e.usable(false); err != nil {
+		return err
+	}
+	if err := stats.CheckSeconds("seconds", seconds); err != nil {
+		return err
+	}
+	b.e.inst.clientPerChunk.Record(ctx, seconds, b.plain.rec...)
+	return nil
+}
+
+// RecordRequest records one finished leg as the client saw it: its duration
+// (with error.type when it failed), its time to first chunk when streamed,
+// and its input and output tokens when the response reported usage. Times
+// are from sending the request to the backend. An invalid leg is returned
+// as an error and nothing is recorded.
+func (b *Backend) RecordRequest(ctx context.Context, r *stats.ObservedRequest) error {
+	if b == nil {
+		return fmt.Errorf("%w: a nil Backend (get one from Engine.Backend)", ErrUnknownEngine)
+	}
+	if err := b.e.usable(r == nil); err != nil {
+		return err
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	var inc increments
+	if r.UsageKnown {
+		inc.add(totClientTokens, r.PromptTokens)
+		inc.add(totClientTokens, r.GenerationTokens)
+	}
+	if err := b.e.reserve(&inc); err != nil {
+		return err
+	}
+	in := b.e.inst
+	in.clientDuration.Record(ctx, r.E2ELatency, b.duration[r.Reason].rec...)
+	if r.FirstToken {
+		in.clientFirstChunk.Record(ctx, r.TimeToFirstToken, b.plain.rec...)
+	}
+	if r.UsageKnown {
+		in.clientTokens.Record(ctx, r.PromptTokens, b.input.rec...)
+		in.clientTokens.Record(ctx, r.GenerationTokens, b.output.rec...)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package instrument
+
+import (
+	"context"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// A front end (an OpenAI-compatible server, gateway or router; see package
+// openaihttp) sees requests, chunks and usage but no engine step. It records
+// on an Engine with RequestStarted, RecordChunkGap, RecordRequest and
+// RequestEnded, and only what it observes: no iteration tokens, no queue,
+// prefill, decode or inference time, no KV cache usage, no preemptions, no
+// cache lookups. Those families stay at zero (histograms: absent) on a
+// Recorder that only a front end feeds.
+
+// RequestStarted counts a request in flight, reported in
+// vllm:num_requests_running until RequestEnded. The gauge reports the
+// engine's last RecordScheduler value plus the requests in flight: an
+// Engine fed by a front end should not also be fed steps, or the gauge
+// counts each request twice.
+func (e *Engine) RequestStarted() error {
+	if err := e.usable(false); err != nil {
+		return err
+	}
+	e.c.inFlight.Add(1)
+	return nil
+}
+
+// RequestEnded ends a request counted by RequestStarted. An end without a
+// start is ignored: the count never goes below zero.
+func (e *Engine) RequestEnded() error {
+	if err := e.usable(false); err != nil {
+		return err
+	}
+	for {
+		v := e.c.inFlight.Load()
+		if v <= 0 || e.c.inFlight.CompareAndSwap(v, v-1) {
+			return nil
+		}
+	}
+}
+
+// RecordChunkGap records the time between two consecutive content chunks of
+// a streamed response as vllm:inter_token_latency_seconds, as the chunks
+// arrive (vLLM too records it at each step, before the finish). A chunk
+// carrying several tokens is one value. A bad duration is returned as an
+// error and nothing is recorded.
+func (e *Engine) RecordChunkGap(ctx context.Context, seconds float64) error {
+	if err := e.usable(false); err != nil {
+		return err
+	}
+	if err := stats.CheckSeconds("seconds", seconds); err != nil {
+		return err
+	}
+	e.inst.itl.Record(ctx, seconds, e.plain.rec...)
+	return nil
+}
+
+// RecordRequest records one finished request as a front end observed it:
+// vllm:request_success by finish reason, e2e latency, and, when streamed,
+// TTFT; with usage, the prompt tokens by source (cached ones as
+// local_cache_hit, or external_kv_transfer with CachedByKVTransfer), the
+// cached prompt tokens, the generation tokens, the request's prompt and
+// generation token histograms and the time per output token; and the
+// max_tokens and n parameters when given. The GenAI server histograms
+// (views.Semconv) come from the same measurements. Without usage no token
+// family is recorded. An invalid request is returned as an error and
+// nothing is recorded.
+func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) error {
+	if err := e.usable(r == nil); err != nil {
+		return err
+	}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	var inc increments
+	inc.observed(r)
+	if err := e.reserve(&inc); err != nil {
+		return err
+	}
+	fm := e.finishedAt(r.Priority)
+	in, rec, latency := e.inst, fm.plain.rec, fm.latency[r.Reason].rec
+	e.countReason(r.Reason, r.Priority)
+	in.e2e.Record(ctx, r.E2ELatency, latency...)
+	if r.FirstToken {
+		in.ttft.Record(ctx, r.TimeToFirstToken, fm.ttft.rec...)
+	}
+	if tpot, ok := r.TimePerOutputToken(); ok {
+		in.tpot.Record(ctx, tpot, latency...)
+	}
+	if r.MaxTokens > 0 {
+		in.paramsMaxTokens.Record(ctx, r.MaxTokens, rec...)
+	}
+	in.paramsN.Record(ctx, max(r.N, 1), e.plain.rec...)
+	if !r.UsageKnown {
+		return nil
+	}
+	p, c := r.Prompt(), &e.c
+	for _, s := range stats.Sources() {
+		addPositive(&c.bySource[s], p.BySource(s))
+	}
+	for _, t := range stats.Tiers() {
+		addPositive(&c.cachedByTier[t], p.ByTier(t))
+	}
+	addPositive(&c.generation, r.GenerationTokens)
+	in.requestPrompt.Record(ctx, r.PromptTokens, rec...)
+	in.requestGeneration.Record(ctx, r.GenerationTokens, rec...)
+	if max(r.N, 1) == 1 { // with n > 1 usage sums the choices: their maximum is unknown
+		in.maxGeneration.Record(ctx, r.GenerationTokens, e.plain.rec...)
+	}
+	return nil
+}
+
+// observed adds what RecordRequest adds to the totals.
+func (in *increments) observed(r *stats.ObservedRequest) {
+	in.add(totRequests, 1)
+	in.add(totParamsMaxTokens, r.MaxTokens)
+	in.add(totParamsN, max(r.N, 1))
+	if r.UsageKnown {
+		in.add(totPromptTokens, r.PromptTokens)
+		in.add(totGenerationTokens, r.GenerationTokens)
+		in.add(totRequestPrompt, r.PromptTokens)
+		in.add(totRequestGeneration, r.GenerationTokens)
+		if max(r.N, 1) == 1 {
+			in.add(totMaxGeneration, r.GenerationTokens)
+		}
+	}
+}

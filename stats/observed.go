@@ -1,0 +1,127 @@
+package stats
+
+// ObservedRequest is what a front end observes of one finished request: an
+// OpenAI-compatible server, a gateway or a router, which sees the HTTP
+// request, the streamed chunks and the usage object but no engine step.
+// Durations are in seconds from the request's arrival. Token counts are
+// those of the response's usage object; without one (UsageKnown false) they
+// stay zero and no token family is recorded.
+type ObservedRequest struct {
+	Reason     FinishReason
+	E2ELatency float64 // arrival to the end of the response
+
+	// FirstToken is set when a content chunk was observed (a streamed
+	// response); TimeToFirstToken is then arrival to the first content
+	// chunk and TimeToLastToken arrival to the last. Both are 0 otherwise.
+	FirstToken       bool
+	TimeToFirstToken float64
+	TimeToLastToken  float64
+
+	// UsageKnown is set when the response reported usage.
+	UsageKnown bool
+	// PromptTokens, GenerationTokens and CachedPromptTokens are usage's
+	// prompt_tokens, completion_tokens and
+	// prompt_tokens_details.cached_tokens.
+	PromptTokens       int64
+	GenerationTokens   int64
+	CachedPromptTokens int64
+	// CachedByKVTransfer says the cached prompt tokens arrived through a KV
+	// connector (source external_kv_transfer), as on the decode leg of a
+	// prefill/decode disaggregated deployment; otherwise they are local
+	// prefix cache hits (local_cache_hit).
+	CachedByKVTransfer bool
+
+	// MaxTokens and N are the request's max_tokens and n parameters; 0
+	// means not set. Priority is its scheduling priority, if any.
+	MaxTokens int64
+	N         int64
+	Priority  int
+}
+
+// Validate reports the first bad field: an unknown reason, a negative count,
+// cached tokens above the prompt, token counts without UsageKnown, a NaN,
+// infinite, negative or above-MaxSeconds duration, token times without
+// FirstToken, or times out of order (first token <= last token <= end).
+func (r ObservedRequest) Validate() error {
+	if err := r.Reason.Validate(); err != nil {
+		return err
+	}
+	for _, c := range [...]struct {
+		name string
+		v    int64
+	}{
+		{"PromptTokens", r.PromptTokens},
+		{"GenerationTokens", r.GenerationTokens},
+		{"CachedPromptTokens", r.CachedPromptTokens},
+		{"MaxTokens", r.MaxTokens},
+		{"N", r.N},
+	} {
+		if err := checkCount(c.name, c.v); err != nil {
+			return err
+		}
+		if c.name != "MaxTokens" && c.name != "N" && !r.UsageKnown && c.v != 0 {
+			// Counts without usage would be invented.
+			return fieldErr(c.name, c.v, ErrOutOfRange)
+		}
+	}
+	if r.CachedPromptTokens > r.PromptTokens {
+		return fieldErr("CachedPromptTokens", r.CachedPromptTokens, ErrCachedExceedsPrompt)
+	}
+	for _, d := range [...]struct {
+		name string
+		v    float64
+	}{
+		{"E2ELatency", r.E2ELatency},
+		{"TimeToFirstToken", r.TimeToFirstToken},
+		{"TimeToLastToken", r.TimeToLastToken},
+	} {
+		if err := checkSeconds(d.name, d.v); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !r.FirstToken && r.TimeToFirstToken != 0:
+		return fieldErr("TimeToFirstToken", r.TimeToFirstToken, ErrOutOfRange)
+	case !r.FirstToken && r.TimeToLastToken != 0:
+		return fieldErr("TimeToLastToken", r.TimeToLastToken, ErrOutOfRange)
+	case r.TimeToLastToken < r.TimeToFirstToken:
+		return fieldErr("TimeToLastToken", r.TimeToLastToken, ErrOutOfOrder)
+	case r.TimeToLastToken > r.E2ELatency:
+		return fieldErr("E2ELatency", r.E2ELatency, ErrOutOfOrder)
+	}
+	return nil
+}
+
+// Prompt returns the usage's prompt tokens by source: the cached ones as
+// local cache hits, or as external KV transfer with CachedByKVTransfer, the
+// rest computed. It is zero without usage.
+func (r ObservedRequest) Prompt() PromptTokens {
+	if !r.UsageKnown {
+		return PromptTokens{}
+	}
+	p := PromptTokens{Computed: r.PromptTokens - r.CachedPromptTokens}
+	if r.CachedByKVTransfer {
+		p.ExternalKVTransfer = r.CachedPromptTokens
+	} else {
+		p.LocalCacheHit = r.CachedPromptTokens
+	}
+	return p
+}
+
+// TimePerOutputToken returns (last token - first token) / (generation
+// tokens - 1), as vLLM defines it from the decode time, and whether it is
+// known: it needs the token times (FirstToken) and usage. It is 0 with one
+// generation token or none.
+func (r ObservedRequest) TimePerOutputToken() (float64, bool) {
+	if !r.FirstToken || !r.UsageKnown {
+		return 0, false
+	}
+	if r.GenerationTokens <= 1 {
+		return 0, true
+	}
+	return (r.TimeToLastToken - r.TimeToFirstToken) / float64(r.GenerationTokens-1), true
+}
+
+// CheckSeconds reports a duration this package would not accept: NaN,
+// infinite, negative or above MaxSeconds. field names it in the error.
+func CheckSeconds(field string, v float64) error { return checkSeconds(field, v) }

@@ -1,0 +1,99 @@
+package openaihttp
+
+import (
+	"go.opentelemetry.io/otel"
+
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// DefaultMaxRequestBody is how many bytes of a request body are read to
+// learn its model, stream, n and max_tokens (see WithMaxRequestBody).
+const DefaultMaxRequestBody = 64 << 10
+
+type config struct {
+	engine         func(model string) *instrument.Engine
+	includeUsage   bool
+	maxRequestBody int
+	backend        Backend
+	onError        func(error)
+}
+
+func newConfig(opts []Option) config {
+	c := config{maxRequestBody: DefaultMaxRequestBody, onError: otel.Handle}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if c.maxRequestBody < 0 {
+		c.maxRequestBody = 0
+	}
+	return c
+}
+
+// engineFor returns the Engine to record a model's request on; nil records
+// nothing.
+func (c *config) engineFor(model string) *instrument.Engine {
+	if c.engine == nil {
+		return nil
+	}
+	return c.engine(model)
+}
+
+// Option configures a handler or a transport.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithEngine records every request on one Engine (of a Recorder built
+// with the served model's name). Without WithEngine or WithEngineFor
+// nothing is recorded.
+func WithEngine(e *instrument.Engine) Option {
+	return optionFunc(func(c *config) { c.engine = func(string) *instrument.Engine { return e } })
+}
+
+// WithEngineFor records each request on the Engine f returns for the
+// request's model (the "model" field of its body; "" when it has none or
+// it lies beyond the bytes read), for a gateway serving several models. A
+// nil Engine records nothing for the request. f must be safe for
+// concurrent use.
+func WithEngineFor(f func(model string) *instrument.Engine) Option {
+	return optionFunc(func(c *config) { c.engine = f })
+}
+
+// WithIncludeUsage asks for usage in streaming requests that did not: it
+// sets stream_options.include_usage in the request body before passing it
+// on, so that token counts are known. Off by default: the response then
+// carries a final usage chunk (with empty choices) that the client did not
+// ask for. Only a body within the bytes read (WithMaxRequestBody) is
+// rewritten.
+func WithIncludeUsage() Option {
+	return optionFunc(func(c *config) { c.includeUsage = true })
+}
+
+// WithMaxRequestBody sets how many bytes of a request body are read, and
+// held, to learn its fields (default DefaultMaxRequestBody); the body is
+// passed on whole and unchanged. Fields beyond are not learned.
+func WithMaxRequestBody(n int) Option {
+	return optionFunc(func(c *config) { c.maxRequestBody = n })
+}
+
+// WithBackend names the backend a transport sends to and its role (for
+// example instrument.RolePrefill), the backend and backend.role attributes
+// of the client metrics; the default is the request URL's host and no role.
+// ContextWithBackend overrides it per request.
+func WithBackend(name, role string) Option {
+	return optionFunc(func(c *config) { c.backend = Backend{Name: name, Role: role} })
+}
+
+// WithErrorHandler sets where recording errors go; the default is
+// otel.Handle.
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onError = f
+		}
+	})
+}

@@ -1,0 +1,124 @@
+package openaihttp
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// Backend names a backend a request leg goes to: a name or host:port, and a
+// role (instrument.RolePrefill, instrument.RoleDecode, or any other; "" for
+// none).
+type Backend struct {
+	Name string
+	Role string
+}
+
+type backendKey struct{}
+
+// ContextWithBackend returns a context whose requests a transport records
+// as sent to b, over WithBackend and the URL's host: a router picking an
+// instance per request says which one and in what role.
+func ContextWithBackend(ctx context.Context, b Backend) context.Context {
+	return context.WithValue(ctx, backendKey{}, b)
+}
+
+// Leg is one request a transport sent on behalf of a client request.
+type Leg struct {
+	Backend Backend
+	Start   time.Time // when the transport sent the request
+	Status  int       // the HTTP status; 0 when no response came
+	// Done is set when the leg ended; Observed is then what the transport
+	// recorded for it, times from Start.
+	Done     bool
+	Observed stats.ObservedRequest
+}
+
+// End returns when the leg ended (Start + E2ELatency); zero until Done.
+func (l Leg) End() time.Time {
+	if !l.Done {
+		return time.Time{}
+	}
+	return l.Start.Add(time.Duration(l.Observed.E2ELatency * float64(time.Second)))
+}
+
+// Trace ties one client request to the legs sent for it: NewHandler puts
+// one in each request's context, and a transport called with that context
+// (or with one from NewTrace) adds each leg it sends. A P/D router reads
+// the prefill and decode legs from it: prefill leg latency, decode time to
+// first token, the handoff gap between them. It is safe for concurrent use.
+type Trace struct {
+	mu   sync.Mutex
+	legs []*Leg
+}
+
+type traceKey struct{}
+
+// NewTrace returns a context carrying a new Trace, for a caller without
+// NewHandler; a context that carries one already is returned with it.
+func NewTrace(ctx context.Context) (context.Context, *Trace) {
+	if t := TraceFrom(ctx); t != nil {
+		return ctx, t
+	}
+	t := &Trace{}
+	return context.WithValue(ctx, traceKey{}, t), t
+}
+
+// TraceFrom returns the Trace of a context, or nil.
+func TraceFrom(ctx context.Context) *Trace {
+	t, _ := ctx.Value(traceKey{}).(*Trace)
+	return t
+}
+
+// Legs returns a copy of the legs so far, in the order they were sent.
+func (t *Trace) Legs() []Leg {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Leg, len(t.legs))
+	for i, l := range t.legs {
+		out[i] = *l
+	}
+	return out
+}
+
+// KVTransferred reports a trace with a decode leg (role
+// instrument.RoleDecode): the prompt tokens that leg reports as cached
+// arrived by KV transfer from the prefill instance, so NewHandler records
+// the request's cached tokens as external_kv_transfer.
+func (t *Trace) KVTransferred() bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.ContainsFunc(t.legs, func(l *Leg) bool { return l.Backend.Role == instrument.RoleDecode })
+}
+
+// start adds a leg.
+func (t *Trace) start(b Backend, at time.Time) *Leg {
+	if t == nil {
+		return nil
+	}
+	l := &Leg{Backend: b, Start: at}
+	t.mu.Lock()
+	t.legs = append(t.legs, l)
+	t.mu.Unlock()
+	return l
+}
+
+// finish ends a leg.
+func (t *Trace) finish(l *Leg, status int, r *stats.ObservedRequest) {
+	if t == nil || l == nil {
+		return
+	}
+	t.mu.Lock()
+	l.Status, l.Done, l.Observed = status, true, *r
+	t.mu.Unlock()
+}

@@ -1,0 +1,156 @@
+package openaihttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// NewTransport returns a RoundTripper that records the requests it sends to
+// /v1/chat/completions and /v1/completions (POST; others pass through) as
+// legs to a backend (WithBackend, ContextWithBackend, or the URL's host):
+// the GenAI client metrics gen_ai.client.operation.duration,
+// gen_ai.client.operation.time_to_first_chunk,
+// gen_ai.client.operation.time_per_output_chunk and
+// gen_ai.client.token.usage, with the backend and backend.role attributes,
+// on the Engine of WithEngine or WithEngineFor (see instrument.Backend).
+// The response body is observed as the caller reads it; the leg ends at
+// EOF, at a read error, or at Close (a Close before the response completed
+// is an abort). A leg sent with a context carrying a Trace (NewHandler's
+// request context, or NewTrace) is added to it. base nil means
+// http.DefaultTransport.
+func NewTransport(base http.RoundTripper, opts ...Option) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &transport{base: base, cfg: newConfig(opts)}
+}
+
+type transport struct {
+	base http.RoundTripper
+	cfg  config
+}
+
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !instrumented(req) || t.cfg.engine == nil {
+		return t.base.RoundTrip(req)
+	}
+	info, body, length, rewritten := readBody(req, t.cfg.maxRequestBody, t.cfg.includeUsage)
+	out := req.Clone(req.Context()) // a RoundTripper must not change the request
+	out.Body = body
+	if rewritten != nil {
+		setLength(out, length)
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rewritten)), nil }
+	}
+	e := t.cfg.engineFor(info.model)
+	if e == nil {
+		return t.base.RoundTrip(out)
+	}
+	b := t.backendOf(out)
+	backend, err := e.Backend(b.Name, b.Role)
+	if err != nil {
+		t.cfg.onError(err)
+		return t.base.RoundTrip(out)
+	}
+	ctx := out.Context()
+	start := time.Now()
+	trace := TraceFrom(ctx)
+	leg := trace.start(b, start)
+	resp, err := t.base.RoundTrip(out)
+	if err != nil {
+		lb := &legBody{backend: backend, trace: trace, leg: leg, onErr: t.cfg.onError, ctx: ctx}
+		lb.obs.init(start, false)
+		lb.end(time.Now(), end{aborted: ctx.Err() != nil, failed: true})
+		return nil, err
+	}
+	lb := &legBody{ReadCloser: resp.Body, backend: backend, trace: trace, leg: leg, onErr: t.cfg.onError,
+		ctx: ctx, status: resp.StatusCode}
+	lb.obs.init(start, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
+	if resp.Body == nil || resp.Body == http.NoBody {
+		lb.end(time.Now(), end{status: resp.StatusCode})
+		return resp, nil
+	}
+	resp.Body = lb
+	return resp, nil
+}
+
+func (t *transport) backendOf(r *http.Request) Backend {
+	if b, ok := r.Context().Value(backendKey{}).(Backend); ok && b.Name != "" {
+		return b
+	}
+	b := t.cfg.backend
+	if b.Name == "" {
+		b.Name = r.URL.Host
+	}
+	return b
+}
+
+// legBody observes a response body as the caller reads it.
+type legBody struct {
+	io.ReadCloser
+	obs     observer
+	backend *instrument.Backend
+	trace   *Trace
+	leg     *Leg
+	onErr   func(error)
+	ctx     context.Context
+	status  int
+
+	mu    sync.Mutex
+	ended bool
+}
+
+func (b *legBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended {
+		return n, err
+	}
+	if b.status < 400 {
+		b.obs.write(p[:n])
+	}
+	switch {
+	case err == io.EOF:
+		b.endLocked(time.Now(), end{status: b.status})
+	case err != nil:
+		canceled := errors.Is(err, context.Canceled) || b.ctx.Err() != nil
+		b.endLocked(time.Now(), end{status: b.status, aborted: canceled, failed: !canceled})
+	}
+	return n, err
+}
+
+func (b *legBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.ended {
+		// Closed before EOF: complete if the response said all it had to
+		// (a caller decoding JSON stops at its end), else an abort.
+		b.endLocked(time.Now(), end{status: b.status, aborted: !b.obs.complete()})
+	}
+	return err
+}
+
+func (b *legBody) end(at time.Time, e end) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.endLocked(at, e)
+}
+
+func (b *legBody) endLocked(at time.Time, e end) {
+	b.ended = true
+	o := b.obs.result(at, e)
+	if err := b.backend.RecordRequest(b.ctx, &o); err != nil {
+		b.onErr(err)
+	}
+	b.trace.finish(b.leg, e.status, &o)
+}

@@ -1,0 +1,204 @@
+package openaihttp_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/openaihttp"
+)
+
+// client is an http.Client over the transport, recording on c.
+func client(t *testing.T, c *rec, opts ...openaihttp.Option) *http.Client {
+	return &http.Client{Transport: openaihttp.NewTransport(nil, append([]openaihttp.Option{openaihttp.WithEngine(c.e),
+		openaihttp.WithErrorHandler(func(err error) { t.Errorf("recording: %v", err) })}, opts...)...)}
+}
+
+// clientLabels are the labels of a backend's client metrics.
+func clientLabels(backend, role string, extra ...string) []string {
+	return append([]string{"backend", backend, "backend.role", role, "gen_ai.operation.name", "text_completion",
+		"gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model, "model_name", model, "engine", "0"}, extra...)
+}
+
+func (c *rec) clientHist(family string, labels ...string) uint64 {
+	c.t.Helper()
+	for _, f := range c.r.Families() {
+		if f == family {
+			return c.r.Histogram(family, labels...).Count
+		}
+	}
+	return 0
+}
+
+func TestTransportStreamed(t *testing.T) {
+	c := newRec(t)
+	up := httptest.NewServer(sseHandler(chunk("a"), chunk("b"), chunk("c"), finishChunk("stop"), usageChunk(30, 3, 0), done))
+	defer up.Close()
+	host := strings.TrimPrefix(up.URL, "http://")
+	resp, err := client(t, c).Post(up.URL+"/v1/chat/completions", "application/json", strings.NewReader(streamBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, resp); !strings.Contains(got, "[DONE]") {
+		t.Errorf("caller got %q", got)
+	}
+	l := clientLabels(host, "")
+	h := c.r.Histogram(instrument.NameGenAIClientTokenUsage, append(l, "gen_ai.token.type", "input")...)
+	if h.Count != 1 || h.Sum != 30 {
+		t.Errorf("input tokens %+v", h)
+	}
+	if h := c.r.Histogram(instrument.NameGenAIClientTokenUsage, append(l, "gen_ai.token.type", "output")...); h.Sum != 3 {
+		t.Errorf("output tokens %+v", h)
+	}
+	for family, want := range map[string]uint64{
+		instrument.NameGenAIClientOperationDuration:  1,
+		instrument.NameGenAIClientTimeToFirstChunk:   1,
+		instrument.NameGenAIClientTimePerOutputChunk: 2,
+	} {
+		if n := c.clientHist(family, l...); n != want {
+			t.Errorf("%s count %d, want %d", family, n, want)
+		}
+	}
+	// A leg is not a request of the front end: no vLLM family moves.
+	if got := c.success("stop"); got != 0 {
+		t.Errorf("request_success moved on a transport: %v", got)
+	}
+}
+
+func TestTransportEnds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		handler http.Handler
+		body    string
+		read    func(*http.Response)
+		failed  bool // error.type=_OTHER
+	}{
+		"non-streamed read whole": {jsonHandler(200, nonStreamResponse), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, false},
+		"closed early":            {sseHandler(chunk("a"), chunk("b"), finishChunk("stop"), done), streamBody, func(r *http.Response) {}, false},
+		"upstream 500":            {jsonHandler(500, `{"error":"x"}`), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, true},
+		"truncated":               {sseHandler(chunk("a")), streamBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newRec(t)
+			up := httptest.NewServer(tc.handler)
+			defer up.Close()
+			resp, err := client(t, c, openaihttp.WithBackend("decode-0", instrument.RoleDecode)).
+				Post(up.URL+"/v1/chat/completions", "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.read(resp)
+			_ = resp.Body.Close()
+			l := clientLabels("decode-0", "decode")
+			if tc.failed {
+				l = append(l, "error.type", "_OTHER")
+			}
+			if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 1 {
+				t.Errorf("duration count %d, want 1", n)
+			}
+		})
+	}
+}
+
+// Closing a streamed body early is an abort, recorded in the trace.
+func TestTransportTraceAndAbort(t *testing.T) {
+	c := newRec(t)
+	up := httptest.NewServer(sseHandler(chunk("a"), chunk("b"), finishChunk("stop"), usageChunk(3, 2, 0), done))
+	defer up.Close()
+	ctx, trace := openaihttp.NewTrace(t.Context())
+	req, _ := http.NewRequestWithContext(openaihttp.ContextWithBackend(ctx, openaihttp.Backend{Name: "p0", Role: instrument.RolePrefill}),
+		http.MethodPost, up.URL+"/v1/completions", strings.NewReader(streamBody))
+	resp, err := client(t, c).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	legs := trace.Legs()
+	if len(legs) != 1 || !legs[0].Done || legs[0].Backend.Name != "p0" || legs[0].Observed.Reason.String() != "abort" {
+		t.Fatalf("legs %+v", legs)
+	}
+	if trace.KVTransferred() {
+		t.Error("a prefill leg alone counts as a KV transfer")
+	}
+}
+
+// A transport error is a failed leg; a canceled context an aborted one.
+func TestTransportErrors(t *testing.T) {
+	c := newRec(t)
+	cl := client(t, c, openaihttp.WithBackend("gone", ""))
+	_, err := cl.Post("http://127.0.0.1:1/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+	if err == nil {
+		t.Fatal("no error from a closed port")
+	}
+	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "", "error.type", "_OTHER")...); n != 1 {
+		t.Errorf("failed legs %d, want 1", n)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1:1/v1/chat/completions", strings.NewReader(chatBody))
+	if _, err := cl.Do(req); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "")...); n != 1 {
+		t.Errorf("aborted legs %d, want 1", n)
+	}
+}
+
+// A P/D router: NewHandler in front, a prefill and a decode leg through the
+// transport. The router's request is counted once, with the decode leg's
+// cached tokens as KV transferred, and each leg per backend.
+func TestRouterLegs(t *testing.T) {
+	router, backends := newRec(t), newRec(t)
+	prefill := httptest.NewServer(jsonHandler(200, `{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":100,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":10}}}`))
+	defer prefill.Close()
+	decode := httptest.NewServer(sseHandler(chunk("a"), chunk("b"), finishChunk("stop"), usageChunk(100, 2, 100), done))
+	defer decode.Close()
+	tr := openaihttp.NewTransport(nil, openaihttp.WithEngine(backends.e))
+	var legs []openaihttp.Leg
+	s := serve(t, router, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		ctx := r.Context()
+		send := func(base, role, body string) *http.Response {
+			req, _ := http.NewRequestWithContext(openaihttp.ContextWithBackend(ctx, openaihttp.Backend{Name: role + "-0", Role: role}),
+				http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			return resp
+		}
+		p := send(prefill.URL, instrument.RolePrefill, chatBody)
+		_, _ = io.Copy(io.Discard, p.Body)
+		_ = p.Body.Close()
+		d := send(decode.URL, instrument.RoleDecode, string(body))
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.Copy(w, d.Body)
+		_ = d.Body.Close()
+		legs = openaihttp.TraceFrom(ctx).Legs()
+	}))
+	readAll(t, post(t, s.URL+"/v1/chat/completions", streamBody))
+	s.wait()
+	router.want("stop", 100, 2, 100)
+	if got := router.value("vllm:prompt_tokens_by_source_total", "source", "external_kv_transfer"); got != 100 {
+		t.Errorf("external_kv_transfer on the router = %v, want 100", got)
+	}
+	if len(legs) != 2 || legs[0].Backend.Role != "prefill" || legs[1].Backend.Role != "decode" || !legs[0].Done || !legs[1].Done {
+		t.Fatalf("legs %+v", legs)
+	}
+	if gap := legs[1].Start.Sub(legs[0].End()); gap < 0 {
+		t.Errorf("handoff gap %v < 0", gap)
+	}
+	for _, role := range []string{"prefill", "decode"} {
+		if n := backends.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels(role+"-0", role)...); n != 1 {
+			t.Errorf("%s legs %d, want 1", role, n)
+		}
+	}
+	if n := backends.clientHist(instrument.NameGenAIClientTimeToFirstChunk, clientLabels("decode-0", "decode")...); n != 1 {
+		t.Errorf("decode time to first chunk count %d", n)
+	}
+}

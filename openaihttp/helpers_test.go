@@ -15,12 +15,12 @@ const model = "qwen-7b"
 
 // rec is a Recorder read by a testutil.Reader.
 type rec struct {
-	t *testing.T
+	t testing.TB
 	r *testutil.Reader
 	e *instrument.Engine
 }
 
-func newRec(t *testing.T) *rec {
+func newRec(t testing.TB) *rec {
 	t.Helper()
 	r := testutil.New(t)
 	recorder, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(model))

@@ -31,7 +31,7 @@ type otelInstruments struct {
 	requestSuccess, corrupted                                  metric.Int64Counter
 
 	requestPrompt, requestGeneration, iterationTokens, maxGeneration metric.Int64Histogram
-	paramsN, paramsMaxTokens, prefillKVComputed                      metric.Int64Histogram
+	paramsN, paramsMaxTokens, prefillKVComputed, numPreemptions      metric.Int64Histogram
 
 	ttft, itl, tpot, e2e, queueTime, inferenceTime, prefillTime, decodeTime metric.Float64Histogram
 	kvLifetime, kvIdle, kvReuseGap                                          metric.Float64Histogram
@@ -135,6 +135,7 @@ func newOTelInstruments(m metric.Meter, skip ...string) (*otelInstruments, error
 		{&in.paramsN, instrument.NameRequestParamsN},
 		{&in.paramsMaxTokens, instrument.NameRequestParamsMaxTokens},
 		{&in.prefillKVComputed, instrument.NameRequestPrefillKVComputedTokens},
+		{&in.numPreemptions, instrument.NameRequestNumPreemptions},
 		{&in.ttft, instrument.NameTimeToFirstToken},
 		{&in.itl, instrument.NameInterTokenLatency},
 		{&in.tpot, instrument.NameRequestTimePerOutputToken},
@@ -354,6 +355,7 @@ func (e *PrecomputedEngine) RecordFinished(ctx context.Context, f *stats.Finishe
 	in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
 	in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
+	in.numPreemptions.Record(ctx, f.Preemptions, rec...)
 	if f.MaxTokens > 0 {
 		in.paramsMaxTokens.Record(ctx, f.MaxTokens, rec...)
 	}
@@ -561,6 +563,7 @@ func (e *NaiveEngine) RecordFinished(ctx context.Context, f *stats.FinishedReque
 	in.requestPrompt.Record(ctx, f.PromptTokens, e.attrs())
 	in.requestGeneration.Record(ctx, f.GenerationTokens, e.attrs())
 	in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, e.attrs())
+	in.numPreemptions.Record(ctx, f.Preemptions, e.attrs())
 	if f.MaxTokens > 0 {
 		in.paramsMaxTokens.Record(ctx, f.MaxTokens, e.attrs())
 	}

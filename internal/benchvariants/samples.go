@@ -253,7 +253,7 @@ func (s Samples) Families() map[string]bool {
 // leave them out for those variants (see Modelled).
 // vllm:prompt_tokens_cached_by_source is among them: those variants record
 // the cached tokens without a tier.
-var notModelled = []string{"vllm:prompt_tokens_cached_by_source_total", "vllm:request_num_preemptions",
+var notModelled = []string{"vllm:prompt_tokens_cached_by_source_total",
 	"vllm:estimated_flops_per_gpu_total", "vllm:estimated_read_bytes_per_gpu_total",
 	"vllm:estimated_write_bytes_per_gpu_total", "vllm:nixl_num_notifications_after_expiry_total",
 	"vllm:num_requests_kv_fetch_by_stage"}

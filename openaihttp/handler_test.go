@@ -116,6 +116,8 @@ func TestHandlerFailures(t *testing.T) {
 		"CRLF and split lines": {sseHandler("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\r\n\r\n",
 			"data: {\"choices\":[{\"finish_reason\":\"st", "op\"}],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1}}\r\n\r\n",
 			"data: [DONE]\r\n\r\n"), streamBody, "stop", 4, 1, 0},
+		"n=2, one choice at its limit": {sseHandler(`data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"length"}]}`+"\n\n",
+			`data: {"choices":[{"index":1,"delta":{"content":"b"},"finish_reason":"stop"}]}`+"\n\n", done), streamBody, "length", 0, 0, 0},
 		"wrote nothing": {http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), chatBody, "error", 0, 0, 0},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -190,7 +190,11 @@ func (o *observer) endLine() {
 func (o *observer) apply(at time.Time) {
 	d := &o.js.d
 	if d.hasFinish {
-		o.hasFinish, o.finish = true, d.finish
+		// With n > 1 the request's reason is its choices' worst (see rank).
+		if !o.hasFinish || rank(d.finish) > rank(o.finish) {
+			o.finish = d.finish
+		}
+		o.hasFinish = true
 	}
 	if d.errSeen {
 		o.errSeen = true
@@ -202,6 +206,23 @@ func (o *observer) apply(at time.Time) {
 	if o.streaming && d.content {
 		o.chunk(at)
 	}
+}
+
+// rank orders finish reasons for a request of several choices: one choice
+// at its length limit makes the request's reason length, as an abort or an
+// error of one makes it abort or error.
+func rank(r stats.FinishReason) int {
+	switch r {
+	case stats.FinishRepetition:
+		return 1
+	case stats.FinishLength:
+		return 2
+	case stats.FinishAbort:
+		return 3
+	case stats.FinishError:
+		return 4
+	}
+	return 0
 }
 
 // chunk counts a content chunk at a time.

@@ -1,0 +1,223 @@
+package openaihttp_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/openaihttp"
+)
+
+// fixture is one entry of testdata/manifest.json (see testdata/README.md).
+type fixture struct {
+	File          string          `json:"file"`
+	Stream        bool            `json:"stream"`
+	Status        int             `json:"status"`
+	Request       json.RawMessage `json:"request"`
+	ContentChunks json.RawMessage `json:"content_chunks"` // a number, or one per choice
+	Prompt        *int64          `json:"prompt_tokens"`
+	Completion    *int64          `json:"completion_tokens"`
+	Cached        *int64          `json:"cached_tokens"`
+	Outcome       string          `json:"outcome"`
+}
+
+// chunks is the total of content_chunks over choices.
+func (f fixture) chunks(t *testing.T) uint64 {
+	var n uint64
+	if json.Unmarshal(f.ContentChunks, &n) == nil {
+		return n
+	}
+	var per []uint64
+	if err := json.Unmarshal(f.ContentChunks, &per); err != nil {
+		t.Fatalf("%s: content_chunks %s", f.File, f.ContentChunks)
+	}
+	for _, v := range per {
+		n += v
+	}
+	return n
+}
+
+// reason is the finished_reason recorded for the fixture. The manifest's
+// abort (no choice finished) on a stream that ended while its client was
+// still reading is an error here: the server, not the client, cut it.
+func (f fixture) reason() string {
+	if f.Outcome == "abort" {
+		return "error"
+	}
+	return f.Outcome
+}
+
+func (f fixture) contentType() string {
+	switch filepath.Ext(f.File) {
+	case ".sse":
+		return "text/event-stream"
+	case ".json":
+		return "application/json"
+	}
+	return "text/plain; charset=utf-8"
+}
+
+func loadFixtures(t *testing.T) []fixture {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []fixture
+	if err := json.Unmarshal(b, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) == 0 {
+		t.Fatal("no fixtures")
+	}
+	return fs
+}
+
+// writeSplit writes body in pieces of size bytes (all at once for 0),
+// flushing after each, as a server streams it.
+func writeSplit(w http.ResponseWriter, body []byte, size int) {
+	if size <= 0 {
+		size = len(body)
+	}
+	for len(body) > 0 {
+		n := min(size, len(body))
+		_, _ = w.Write(body[:n])
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		body = body[n:]
+	}
+}
+
+// Every recorded response format replays through the middleware and the
+// transport, whole and split in small writes, and records the manifest's
+// figures: the finish reason, the usage tokens (none without usage), the
+// cached tokens, and one TTFT and content chunks - 1 inter-chunk latencies
+// for a stream.
+func TestFixtures(t *testing.T) {
+	for _, f := range loadFixtures(t) {
+		body, err := os.ReadFile(filepath.Join("testdata", f.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks := f.chunks(t)
+		for _, split := range []int{0, 7} {
+			t.Run(f.File+"/handler/split"+string(rune('0'+split)), func(t *testing.T) {
+				c := newRec(t)
+				h := openaihttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.Header().Set("Content-Type", f.contentType())
+					w.WriteHeader(f.Status)
+					writeSplit(w, body, split)
+				}), openaihttp.WithEngine(c.e), openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(f.Request)))
+				if !bytes.Equal(w.Body.Bytes(), body) {
+					t.Fatal("the client did not get the body unchanged")
+				}
+				c.want(f.reason(), float64(orZero(f.Prompt)), float64(orZero(f.Completion)), float64(orZero(f.Cached)))
+				wantStream(t, c, f, chunks)
+			})
+			t.Run(f.File+"/transport/split"+string(rune('0'+split)), func(t *testing.T) {
+				c := newRec(t)
+				tr := openaihttp.NewTransport(replay{f.Status, f.contentType(), body}, openaihttp.WithEngine(c.e),
+					openaihttp.WithBackend("b", ""), openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+				req, _ := http.NewRequest(http.MethodPost, "http://b/v1/chat/completions", bytes.NewReader(f.Request))
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []byte
+				if split == 0 {
+					got, _ = io.ReadAll(resp.Body)
+				} else {
+					buf := make([]byte, split)
+					for {
+						n, err := resp.Body.Read(buf)
+						got = append(got, buf[:n]...)
+						if err != nil {
+							break
+						}
+					}
+				}
+				_ = resp.Body.Close()
+				if !bytes.Equal(got, body) {
+					t.Fatal("the caller did not get the body unchanged")
+				}
+				l := clientLabels("b", "")
+				if f.reason() == "error" {
+					l = append(l, "error.type", "_OTHER")
+				}
+				if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 1 {
+					t.Errorf("duration count %d with %v", n, l)
+				}
+				in := clientLabels("b", "", "gen_ai.token.type", "input")
+				if f.Prompt == nil {
+					if n := c.clientHist(instrument.NameGenAIClientTokenUsage, in...); n != 0 {
+						t.Errorf("token usage recorded without usage")
+					}
+				} else if h := c.r.Histogram(instrument.NameGenAIClientTokenUsage, in...); h.Sum != float64(*f.Prompt) {
+					t.Errorf("input tokens %v, want %d", h.Sum, *f.Prompt)
+				}
+				first, per := uint64(0), uint64(0)
+				if chunks > 0 {
+					first, per = 1, chunks-1
+				}
+				plain := clientLabels("b", "")
+				if n := c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, plain...); n != first {
+					t.Errorf("time to first chunk count %d, want %d", n, first)
+				}
+				if n := c.clientHist(instrument.NameGenAIClientTimePerOutputChunk, plain...); n != per {
+					t.Errorf("time per output chunk count %d, want %d", n, per)
+				}
+			})
+		}
+	}
+}
+
+func wantStream(t *testing.T, c *rec, f fixture, chunks uint64) {
+	t.Helper()
+	first, gaps := uint64(0), uint64(0)
+	if chunks > 0 {
+		first, gaps = 1, chunks-1
+	}
+	if n := c.count("vllm:time_to_first_token_seconds"); n != first {
+		t.Errorf("TTFT count %d, want %d", n, first)
+	}
+	if n := c.count("vllm:inter_token_latency_seconds"); n != gaps {
+		t.Errorf("inter-chunk latency count %d, want %d", n, gaps)
+	}
+	if !f.Stream && chunks != 0 {
+		t.Errorf("a body not streamed has %d chunks in the manifest", chunks)
+	}
+	if n := c.count("vllm:request_generation_tokens"); (n == 1) != (f.Completion != nil) {
+		t.Errorf("request_generation_tokens count %d with usage %v", n, f.Completion != nil)
+	}
+}
+
+func orZero(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// replay is a RoundTripper answering a recorded response.
+type replay struct {
+	status int
+	ct     string
+	body   []byte
+}
+
+func (r replay) RoundTrip(req *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, req.Body)
+	_ = req.Body.Close()
+	return &http.Response{StatusCode: r.status, Header: http.Header{"Content-Type": {r.ct}},
+		Body: io.NopCloser(bytes.NewReader(r.body)), Request: req}, nil
+}

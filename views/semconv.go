@@ -31,7 +31,10 @@ var semconvFamilies = []struct {
 // gen_ai.server.time_per_output_token from the Recorder's latency
 // instruments, with the advised buckets and the gen_ai.operation.name,
 // gen_ai.provider.name, gen_ai.request.model and error.type attributes. Use
-// it beside VLLM: each view adds its own stream.
+// it beside VLLM: each view adds its own stream. It also shapes the GenAI
+// client families (ClientFamilies), which a gateway or router records per
+// backend: they keep the GenAI, backend and backend.role attributes and
+// drop model_name and engine.
 //
 // The streams come from the same measurements as vLLM's families, so they
 // follow vLLM's definitions where the conventions differ:
@@ -50,6 +53,9 @@ func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 		}
 		d, _ := describe(f.instrument)
 		views = append(views, c.stream(d, f.family, allow(semconvOnly)))
+	}
+	for _, f := range ClientFamilies() {
+		views = append(views, c.stream(f.Instrument, f.Name, allow(clientKeys)))
 	}
 	return views, nil
 }

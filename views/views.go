@@ -214,6 +214,9 @@ func semconvFamilySet() familySet {
 	for _, f := range semconvFamilies {
 		s.families = append(s.families, optionFamily{f.family, instrument.Histogram, instrument.KeyGenAIRequestModel})
 	}
+	for _, f := range ClientFamilies() {
+		s.families = append(s.families, optionFamily{f.Name, instrument.Histogram, instrument.KeyGenAIRequestModel})
+	}
 	return s
 }
 

@@ -67,6 +67,16 @@ families have no unit suffix in vLLM, so their streams carry the unit as an anno
 ` + "`transfer_type`" + `), ` + "`vllm:kv_offload_stores_skipped`, `vllm:kv_offload_config_info`" + ` and the
 SimpleCPUOffloadConnector's ` + "`vllm:simple_kv_offload_*`" + ` families.
 
+A front end that sees requests but no engine step (` + "`openaihttp.NewHandler`" + `, or
+` + "`instrument.Engine.RecordRequest`" + `) records, per request, only what it observes:
+` + "`vllm:request_success_total`" + `, ` + "`vllm:e2e_request_latency_seconds`" + `, ` + "`vllm:time_to_first_token_seconds`" + ` and
+` + "`vllm:inter_token_latency_seconds`" + ` (streamed: one value per content chunk, however many tokens it carries),
+` + "`vllm:request_params_max_tokens`, `vllm:request_params_n`" + `, and, when the response reports usage,
+` + "`vllm:prompt_tokens_total`" + ` by source (cached tokens as ` + "`local_cache_hit`" + `, or ` + "`external_kv_transfer`" + ` behind a
+P/D decode leg), ` + "`vllm:prompt_tokens_cached_total`, `vllm:generation_tokens_total`" + `, the request token
+histograms and ` + "`vllm:request_time_per_output_token_seconds`" + `; requests in flight as
+` + "`vllm:num_requests_running`" + `. Every other family stays at zero (or absent) on its Recorder.
+
 | vLLM family | type | labels | buckets | OpenTelemetry instrument | unit | recorded | when present | GenAI semantic convention |
 |---|---|---|---|---|---|---|---|---|
 `)
@@ -82,6 +92,12 @@ SimpleCPUOffloadConnector's ` + "`vllm:simple_kv_offload_*`" + ` families.
 	b.WriteString("\n## Descriptions\n\n")
 	for _, f := range views.Families() {
 		fmt.Fprintf(&b, "- `%s`: %s\n", f.Name, f.Instrument.Description)
+	}
+	b.WriteString(clientIntro)
+	for _, f := range views.ClientFamilies() {
+		d := f.Instrument
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n",
+			f.Name, f.Type, code(f.Labels), buckets(f), code1(d.Unit), d.Recorded, d.Description)
 	}
 	return b.Bytes()
 }
@@ -149,6 +165,24 @@ func feature(f instrument.Feature) string {
 	}
 	return "-"
 }
+
+// clientIntro heads the table of the GenAI client families.
+const clientIntro = `
+## GenAI client metrics
+
+A gateway or router records these per backend with ` + "`openaihttp.NewTransport`" + ` (through
+` + "`instrument.Engine.Backend`" + `). vLLM has no client-side family, so they keep the names of the
+OpenTelemetry GenAI semantic conventions (status Development; open-telemetry/semantic-conventions-genai,
+` + "`docs/gen-ai/gen-ai-metrics.md` and `model/gen-ai/metrics.yaml`" + `, read from the search store on the
+main branch, commit not known), with their advised buckets. ` + "`views.Semconv()`" + ` exports them with the
+labels below (the Recorder's ` + "`model_name` and `engine`" + ` dropped); without it they carry those too.
+A series appears with its backend's first leg. ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
+` + "`backend`" + ` is the backend's name or host:port and ` + "`backend.role`" + ` its role (` + "`prefill`, `decode`" + `,
+or empty).
+
+| family | type | labels | buckets | unit | recorded | description |
+|---|---|---|---|---|---|---|
+`
 
 // vllmCommits names the vLLM sources the families were compared against.
 // The vLLM repository is too large to fetch whole; these are the files read.

@@ -1,0 +1,29 @@
+package views
+
+import "github.com/infermetrics/infermetrics/instrument"
+
+// clientKeys are the attributes the GenAI client families keep: the GenAI
+// ones, the backend and its role.
+var clientKeys = []string{instrument.KeyGenAIOperationName, instrument.KeyGenAIProviderName,
+	instrument.KeyGenAIRequestModel, instrument.KeyErrorType, instrument.KeyGenAITokenType,
+	instrument.KeyBackend, instrument.KeyBackendRole}
+
+// ClientFamilies returns the GenAI client families Semconv exports under
+// their OpenTelemetry names (gen_ai.client.token.usage,
+// gen_ai.client.operation.duration, ...), recorded per backend by a
+// gateway or router (package openaihttp's transport), with the labels they
+// keep.
+func ClientFamilies() []Family {
+	var out []Family
+	for _, d := range instrument.ClientDescriptors() {
+		var labels []string
+		for _, k := range d.Attributes {
+			if k != instrument.KeyModelName && k != instrument.KeyEngine {
+				labels = append(labels, k)
+			}
+		}
+		out = append(out, Family{Name: d.Name, Type: d.Kind.String(), Labels: labels, Buckets: d.Buckets,
+			Instrument: d, Semconv: d.Name})
+	}
+	return out
+}

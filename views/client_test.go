@@ -1,0 +1,58 @@
+package views_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/testutil"
+	"github.com/infermetrics/infermetrics/views"
+)
+
+// With Semconv the GenAI client families keep their OpenTelemetry names,
+// the GenAI, backend and role labels, and drop model_name and engine; the
+// semantic conventions' buckets stay unless an option replaces them.
+func TestSemconvClientFamilies(t *testing.T) {
+	vllm, err := views.VLLM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	semconv, err := views.Semconv(views.WithBuckets(instrument.NameGenAIClientOperationDuration, 1, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := testutil.NewWithViews(t, append(vllm, semconv...)...)
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()), instrument.WithModelName("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	e, _ := rec.Engine(0)
+	b, err := e.Backend("10.0.0.1:8000", instrument.RolePrefill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leg := stats.ObservedRequest{Reason: stats.FinishLength, E2ELatency: 0.3, UsageKnown: true, PromptTokens: 70, GenerationTokens: 1}
+	if err := b.RecordRequest(t.Context(), &leg); err != nil {
+		t.Fatal(err)
+	}
+	labels := []string{"gen_ai.operation.name", "text_completion", "gen_ai.provider.name", "self_hosted",
+		"gen_ai.request.model", "m", "backend", "10.0.0.1:8000", "backend.role", "prefill"}
+	d := r.Histogram(instrument.NameGenAIClientOperationDuration, labels...)
+	if d.Count != 1 || !slices.Equal(d.Bounds, []float64{1, 10}) {
+		t.Errorf("duration %+v", d)
+	}
+	u := r.Histogram(instrument.NameGenAIClientTokenUsage, append(labels, "gen_ai.token.type", "input")...)
+	if u.Sum != 70 || len(u.Bounds) != 14 || u.Bounds[13] != 67108864 {
+		t.Errorf("token usage %+v", u)
+	}
+	for _, f := range views.ClientFamilies() {
+		if slices.Contains(f.Labels, instrument.KeyModelName) || !slices.Contains(f.Labels, instrument.KeyBackend) {
+			t.Errorf("%s labels %v", f.Name, f.Labels)
+		}
+	}
+	if _, err := views.VLLM(views.WithBuckets(instrument.NameGenAIClientOperationDuration, 1)); err == nil {
+		t.Error("VLLM takes an option of a client family, which Semconv exports")
+	}
+}

@@ -1,0 +1,75 @@
+// Package openaihttp records OpenAI-compatible HTTP traffic, for Go programs
+// that see requests but no engine step: servers wrapping an engine behind
+// /v1/chat/completions and /v1/completions, gateways, and prefill/decode
+// (P/D) routers in front of vLLM, SGLang, Ollama or llama.cpp servers. It
+// has the shape of otelhttp: NewHandler wraps a server's http.Handler,
+// NewTransport a client's http.RoundTripper. Like package instrument, it
+// imports the OpenTelemetry API only; its measurements go through the same
+// instruments, views and exporters as an engine's.
+//
+// # What the handler records
+//
+// On the instrument.Engine of WithEngine (or WithEngineFor, by model), for
+// each POST to a completions endpoint, through Engine.RecordRequest:
+// vllm:request_success_total by finish reason, the e2e latency, the
+// request's max_tokens and n, and, for a streamed response (SSE), the time
+// to its first content chunk as TTFT and the time between content chunks
+// as vllm:inter_token_latency_seconds. A content chunk is an event whose
+// choices carry text, content, reasoning or tool calls; a chunk carrying
+// several tokens is one value, so with multi-token chunks these are
+// inter-chunk latencies, fewer and larger than per-token ones. When the
+// response reports usage (prompt_tokens, completion_tokens,
+// prompt_tokens_details.cached_tokens) it also records the prompt tokens by
+// source, the cached tokens, the generation tokens, the request token
+// histograms and the time per output token; without usage none of them
+// (streaming clients get usage with stream_options.include_usage, which
+// WithIncludeUsage adds to requests). Without prompt_tokens_details the
+// cached tokens are unknown and the prompt counts as computed. Requests in
+// flight are vllm:num_requests_running. The GenAI server histograms of
+// views.Semconv come from the same measurements.
+//
+// It cannot observe, so does not record: iteration tokens, queue, prefill,
+// decode and inference times, KV cache usage, preemptions, prefix cache
+// lookups, waiting requests. An Engine fed by a front end should not also
+// be fed engine steps (see instrument.Engine.RequestStarted).
+//
+// # Finish reasons
+//
+// finish_reason stop, length, abort, error and repetition map to vLLM's;
+// tool_calls, function_call, content_filter and other values end a
+// generation normally and count as stop. A request of several choices takes
+// the worst: length over stop, abort and error over both. An HTTP status of
+// 400 or above, or an error event in a stream, is an error. A client that
+// goes away before the finish (its request context canceled, or a write
+// failing) is an abort. A response that ends without a finish reason while
+// its client is still there (a stream cut upstream, a non-JSON body) is an
+// error: the server, not the client, ended it.
+//
+// # Transport and P/D routers
+//
+// NewTransport records each request it sends (a leg) per backend, with the
+// OpenTelemetry GenAI client metrics (gen_ai.client.operation.duration,
+// gen_ai.client.operation.time_to_first_chunk,
+// gen_ai.client.operation.time_per_output_chunk, gen_ai.client.token.usage)
+// and the backend and backend.role attributes (WithBackend, or per request
+// ContextWithBackend). The response body is observed as the caller reads
+// it; closing it before the response completed is an abort.
+//
+// A router ties a client request to its legs through the Trace in the
+// request's context: NewHandler puts one there, and the transport, called
+// with that context, adds each leg (backend, role, start, status, and what
+// it observed: time to first chunk, duration, usage, finish reason). The
+// client request is recorded once, by the handler, from what the router
+// sends its client; a leg to a backend of role instrument.RoleDecode makes
+// its cached prompt tokens external_kv_transfer, not local_cache_hit, since
+// the decode instance received them from the prefill instance.
+//
+// # Cost
+//
+// Neither side holds a response: they parse it as it passes, in constant
+// memory, after handing each write on (the handler) or as the caller reads
+// it (the transport). Request bodies are read up to WithMaxRequestBody
+// bytes to learn model, stream, n and max_tokens, then passed on whole and
+// unchanged. Per content chunk nothing is allocated. Recording errors go
+// to otel.Handle (WithErrorHandler); no input makes them panic.
+package openaihttp

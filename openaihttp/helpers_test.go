@@ -44,14 +44,10 @@ func (c *rec) value(family string, extra ...string) float64 {
 	return c.r.Value(family, c.labels(extra...)...)
 }
 
+// count returns a histogram's count on engine 0, 0 before its first value.
 func (c *rec) count(family string, extra ...string) uint64 {
 	c.t.Helper()
-	for _, f := range c.r.Families() {
-		if f == family {
-			return c.r.Histogram(family, c.labels(extra...)...).Count
-		}
-	}
-	return 0
+	return c.clientHist(family, c.labels(extra...)...)
 }
 
 // success returns vllm:request_success_total by reason.

@@ -25,6 +25,7 @@ func clientLabels(backend, role string, extra ...string) []string {
 		"gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model, "model_name", model, "engine", "0"}, extra...)
 }
 
+// clientHist returns a histogram series' count, 0 before its first value.
 func (c *rec) clientHist(family string, labels ...string) uint64 {
 	c.t.Helper()
 	for _, f := range c.r.Families() {

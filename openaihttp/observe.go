@@ -243,10 +243,10 @@ func (o *observer) chunk(at time.Time) {
 type end struct {
 	status  int  // the HTTP status
 	aborted bool // the client went away, or the caller closed the body early
-	failed  bool // the body could not be read or written (not an abort)
 }
 
-// result returns the observed request; e.n at end time.
+// result returns the observed request, ended at a time as e says; an end
+// that is neither complete nor aborted (a failure, a cut) is an error.
 func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	r := stats.ObservedRequest{E2ELatency: nonNegative(at.Sub(o.start))}
 	switch {

@@ -67,7 +67,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		lb := &legBody{backend: backend, trace: trace, leg: leg, onErr: t.cfg.onError, ctx: ctx}
 		lb.obs.init(start, false)
-		lb.end(time.Now(), end{aborted: ctx.Err() != nil, failed: true})
+		lb.end(time.Now(), end{aborted: ctx.Err() != nil})
 		return nil, err
 	}
 	lb := &legBody{ReadCloser: resp.Body, backend: backend, trace: trace, leg: leg, onErr: t.cfg.onError,
@@ -123,7 +123,7 @@ func (b *legBody) Read(p []byte) (int, error) {
 		b.endLocked(time.Now(), end{status: b.status})
 	case err != nil:
 		canceled := errors.Is(err, context.Canceled) || b.ctx.Err() != nil
-		b.endLocked(time.Now(), end{status: b.status, aborted: canceled, failed: !canceled})
+		b.endLocked(time.Now(), end{status: b.status, aborted: canceled})
 	}
 	return n, err
 }

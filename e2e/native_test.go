@@ -22,9 +22,11 @@ var nativeRelError = math.Exp2(1.0/8) - 1
 // histogram_quantile(0.9) of the classic series (direct scrape, vLLM's
 // buckets, at directAt) and of the native series (OTLP path, exponential
 // through the collector's remote write, at otlpAt) with the true 90th
-// percentile of the latencies the example recorded (-observations): the
-// native one is within nativeRelError, and closer than the classic one
-// unless vLLM's bucket around the true value is that narrow too.
+// percentile of the latencies the example recorded (-observations): each
+// native one is within nativeRelError, where a classic one is only known to
+// lie in vLLM's bucket around the true value (up to 100% wide); and the
+// native ones' worst error is below the classic ones'. (One classic value
+// may be closer by luck: a true p90 just under a bucket bound.)
 func (e *env) checkNativeQuantiles(t *testing.T, directAt, otlpAt time.Time) {
 	b, err := os.ReadFile(e.observations)
 	if err != nil {
@@ -34,6 +36,7 @@ func (e *env) checkNativeQuantiles(t *testing.T, directAt, otlpAt time.Time) {
 	if err := json.Unmarshal(b, &obs); err != nil {
 		t.Fatalf("%s: %v", e.observations, err)
 	}
+	var worstNative, worstClassic float64
 	for _, family := range []string{"vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"} {
 		for _, role := range []string{"prefill", "decode"} {
 			vs := slices.Sorted(slices.Values(obs[role][family]))
@@ -72,10 +75,11 @@ func (e *env) checkNativeQuantiles(t *testing.T, directAt, otlpAt time.Time) {
 				t.Errorf("%s role=%s: native p90 %.4g is %.1f%% from the true %.4g, want at most %.2f%%",
 					family, role, nq, 100*nErr, truth, 100*nativeRelError)
 			}
-			if classicWidth := (hi - lo) / math.Max(lo, math.SmallestNonzeroFloat64); nErr > cErr && classicWidth > nativeRelError {
-				t.Errorf("%s role=%s: native p90 %.4g (%.1f%% off) no closer to the true %.4g than classic %.4g (%.1f%% off)",
-					family, role, nq, 100*nErr, truth, cq, 100*cErr)
-			}
+			worstNative, worstClassic = max(worstNative, nErr), max(worstClassic, cErr)
 		}
 	}
+	if !(worstNative < worstClassic) {
+		t.Errorf("worst p90 error: native %.1f%%, classic %.1f%%; want native below classic", 100*worstNative, 100*worstClassic)
+	}
+	t.Logf("worst p90 error: native %.1f%%, classic %.1f%%", 100*worstNative, 100*worstClassic)
 }

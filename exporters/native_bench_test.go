@@ -6,33 +6,9 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-
-	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
-
-// nativeBenchProvider is a Prometheus reader on a provider with VLLM's views
-// and opts, and a Recorder of two engines on it.
-func nativeBenchProvider(b *testing.B, opts ...views.Option) (*Prometheus, *instrument.Recorder) {
-	vs, err := views.VLLM(opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	prom, err := NewPrometheus(WithProviderViews(vs...))
-	if err != nil {
-		b.Fatal(err)
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader), sdkmetric.WithView(vs...))
-	b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("m"),
-		instrument.WithEngines(0, 1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return prom, rec
-}
 
 var latencyAggregations = []struct {
 	name string
@@ -48,7 +24,7 @@ var latencyAggregations = []struct {
 func BenchmarkRecordLatency(b *testing.B) {
 	for _, a := range latencyAggregations {
 		b.Run(a.name, func(b *testing.B) {
-			_, rec := nativeBenchProvider(b, a.opts...)
+			_, rec := nativeProvider(b, true, a.opts...)
 			e, _ := rec.Engine(0)
 			it := &stats.Iteration{ITL: make([]float64, 64)}
 			for i := range it.ITL {
@@ -72,7 +48,7 @@ func BenchmarkRecordLatency(b *testing.B) {
 func BenchmarkScrapeNative(b *testing.B) {
 	for _, a := range latencyAggregations {
 		b.Run(a.name, func(b *testing.B) {
-			prom, rec := nativeBenchProvider(b, a.opts...)
+			prom, rec := nativeProvider(b, true, a.opts...)
 			ctx := context.Background()
 			for rank := range 2 {
 				e, _ := rec.Engine(rank)

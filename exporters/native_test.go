@@ -25,11 +25,12 @@ const protobufAccept = "application/vnd.google.protobuf;proto=io.prometheus.clie
 
 const ttftFamily = "vllm:time_to_first_token_seconds"
 
-// nativeProvider wires a provider whose views export TTFT as a native
-// histogram, as Setup does; withViews tells the handler the views.
-func nativeProvider(t *testing.T, withViews bool) (*Prometheus, *instrument.Recorder) {
+// nativeProvider wires a provider with views.VLLM(opts...) and a Recorder
+// of engines 0 and 1 on it, as Setup does; withViews tells the handler the
+// views.
+func nativeProvider(t testing.TB, withViews bool, opts ...views.Option) (*Prometheus, *instrument.Recorder) {
 	t.Helper()
-	vs, err := views.VLLM(views.WithExponential(ttftFamily))
+	vs, err := views.VLLM(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func isNative(h *dto.Histogram) bool {
 // the finest Prometheus serves, zero threshold 0, one empty span), then with
 // the observations' spans; the other histogram families keep their buckets.
 func TestNativeHistogramsProtobuf(t *testing.T) {
-	prom, rec := nativeProvider(t, true)
+	prom, rec := nativeProvider(t, true, views.WithExponential(ttftFamily))
 	before := protobufFamilies(t, prom)
 	mf := before[ttftFamily]
 	if mf == nil {
@@ -145,7 +146,7 @@ func TestNativeHistogramsProtobuf(t *testing.T) {
 // Without the views the handler learns a family is native from its first
 // gathered series: other engines' zero series follow it.
 func TestNativeHistogramsWithoutProviderViews(t *testing.T) {
-	prom, rec := nativeProvider(t, false)
+	prom, rec := nativeProvider(t, false, views.WithExponential(ttftFamily))
 	e, err := rec.Engine(1)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestNativeHistogramsWithoutProviderViews(t *testing.T) {
 // A text scrape shows a native-only family as its count, its sum and one
 // le="+Inf" bucket: enough for rates and means, not for quantiles.
 func TestNativeHistogramsInText(t *testing.T) {
-	prom, rec := nativeProvider(t, true)
+	prom, rec := nativeProvider(t, true, views.WithExponential(ttftFamily))
 	e, err := rec.Engine(0)
 	if err != nil {
 		t.Fatal(err)

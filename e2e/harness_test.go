@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -259,6 +260,7 @@ type series struct {
 	name   string
 	labels map[string]string
 	value  float64
+	native bool // _count or _sum of a native histogram sample (nativeSeries)
 }
 
 // scrape is a parsed /metrics body.
@@ -455,6 +457,8 @@ type apiResponse struct {
 		Result     []struct {
 			Metric map[string]string `json:"metric"`
 			Value  [2]any            `json:"value"`
+			// Histogram is a native histogram sample: [time, {count, sum, buckets}].
+			Histogram *[2]json.RawMessage `json:"histogram"`
 		} `json:"result"`
 	} `json:"data"`
 }
@@ -486,12 +490,44 @@ func (p promAPI) query(expr string, at time.Time) ([]series, error) {
 	}
 	out := make([]series, 0, len(r.Data.Result))
 	for _, res := range r.Data.Result {
+		if res.Histogram != nil {
+			nat, err := nativeSeries(res.Metric, res.Histogram[1])
+			if err != nil {
+				return nil, fmt.Errorf("query %q: %w", expr, err)
+			}
+			out = append(out, nat...)
+			continue
+		}
 		s, _ := res.Value[1].(string)
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil {
 			return nil, fmt.Errorf("query %q: value %q: %w", expr, s, err)
 		}
 		out = append(out, series{name: res.Metric["__name__"], labels: res.Metric, value: v})
+	}
+	return out, nil
+}
+
+// nativeSeries returns a native histogram sample as the two samples a
+// classic histogram has beside its buckets, name_count and name_sum (what
+// histogram_count and histogram_sum give), marked native.
+func nativeSeries(metric map[string]string, raw json.RawMessage) ([]series, error) {
+	var h struct {
+		Count string `json:"count"`
+		Sum   string `json:"sum"`
+	}
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("native histogram %s: %w", raw, err)
+	}
+	var out []series
+	for suffix, v := range map[string]string{"_count": h.Count, "_sum": h.Sum} {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, fmt.Errorf("native histogram %s: %w", raw, err)
+		}
+		labels := maps.Clone(metric)
+		labels["__name__"] = metric["__name__"] + suffix
+		out = append(out, series{name: labels["__name__"], labels: labels, value: f, native: true})
 	}
 	return out, nil
 }

@@ -31,7 +31,8 @@ type scrapeHandler struct {
 	series    *instrument.SeriesSet // nil: no completion
 	formats   []expfmt.Format
 	goBuckets bool
-	handle    func(error) // gathering and writing errors
+	native    map[string]int32 // schema of the zero series of families exported as native histograms
+	handle    func(error)      // gathering and writing errors
 }
 
 var (
@@ -59,7 +60,7 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.series != nil {
-		mfs = completeStartup(mfs, h.series.Engines())
+		mfs = completeStartup(mfs, h.series.Engines(), h.native)
 	}
 	if r.URL != nil {
 		if names := r.URL.Query()["name[]"]; len(names) > 0 {

@@ -27,9 +27,10 @@ type Prometheus struct {
 	// Reader is the OpenTelemetry reader to register with
 	// sdkmetric.WithReader. It is always cumulative.
 	Reader sdkmetric.Reader
-	// Handler serves the scrape of Registry in the Prometheus text format
-	// (and OpenMetrics when WithOpenMetrics was given) to GET and HEAD
-	// requests, gzipped when the scraper accepts gzip. Histogram families of
+	// Handler serves the scrape of Registry in the Prometheus text format,
+	// in the protobuf format to scrapers that ask for it (the only one that
+	// shows native histograms), and in OpenMetrics when WithOpenMetrics was
+	// given, to GET and HEAD requests, gzipped when the scraper accepts gzip. Histogram families of
 	// live engines recorded on a provider wrapped by Wrap are present at zero
 	// before their first observation, and bucket bounds are written as vLLM
 	// writes them (le="1.0"; see WithGoBucketText).
@@ -126,6 +127,7 @@ type promConfig struct {
 	openMetrics   bool
 	goBuckets     bool
 	resource      *resource.Resource // the provider's, when known: withResource
+	views         []sdkmetric.View   // the provider's, when known: WithProviderViews
 	handle        func(error)        // scrape errors; otel.Handle by default
 }
 
@@ -176,6 +178,17 @@ func WithOpenMetrics() PrometheusOption {
 // scrapes are not affected.
 func WithGoBucketText() PrometheusOption {
 	return promOptionFunc(func(c *promConfig) { c.goBuckets = true })
+}
+
+// WithProviderViews tells the handler the views of the MeterProvider the
+// reader is registered on, so that the zero series it shows before a
+// family's first observation (see Handler) have the family's aggregation:
+// native histograms for the families the views export with the base-2
+// exponential aggregation (views.WithExponential). Without it such a family
+// shows classic zero series until one engine observes it, native ones after.
+// Setup passes its views.
+func WithProviderViews(v ...sdkmetric.View) PrometheusOption {
+	return promOptionFunc(func(c *promConfig) { c.views = append(c.views, v...) })
 }
 
 // withResource tells the reader the resource of the provider it is
@@ -263,6 +276,7 @@ func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
 	if c.openMetrics {
 		formats = expfmt.DefaultOpenMetricsAcceptedFormats()
 	}
-	h := &scrapeHandler{gatherer: c.registry, series: st.series, formats: formats, goBuckets: c.goBuckets, handle: c.handle}
+	h := &scrapeHandler{gatherer: c.registry, series: st.series, formats: formats, goBuckets: c.goBuckets,
+		native: nativeSchemas(c.views), handle: c.handle}
 	return &Prometheus{Reader: exp, Handler: h, Registry: c.registry, series: st.series, reserved: c.reservedLabels()}, nil
 }

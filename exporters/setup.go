@@ -253,9 +253,11 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	for _, name := range names {
 		switch name {
 		case ExporterPrometheus:
-			// The reader learns the resource (for ReservedLabels) and sends
+			// The reader learns the resource (for ReservedLabels) and the
+			// views (for the zero series of native histograms), and sends
 			// scrape errors to this Setup's handler.
-			promOpts := append(slices.Clip(c.prometheus), withResource(p.res), withScrapeErrors(p.route.report))
+			promOpts := append(slices.Clip(c.prometheus), withResource(p.res), withScrapeErrors(p.route.report),
+				WithProviderViews(vs...))
 			if prom, err = NewPrometheus(promOpts...); err != nil {
 				return fail(err, readers)
 			}

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	dto "github.com/prometheus/client_model/go"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
@@ -39,9 +41,37 @@ var startupFamilies = sync.OnceValues(func() (histograms []views.Family, anchors
 	return histograms, anchors
 })
 
+// maxNativeSchema is the finest schema of a Prometheus native histogram; the
+// OpenTelemetry exporter merges the buckets of finer scales down to it.
+const maxNativeSchema = 8
+
+// nativeSchemas returns, for each histogram family that the views export
+// with the base-2 exponential aggregation, the schema its points start at
+// (the view's highest scale, as the exporter clamps it).
+func nativeSchemas(vs []sdkmetric.View) map[string]int32 {
+	histograms, _ := startupFamilies()
+	out := map[string]int32{}
+	for _, f := range histograms {
+		d := f.Instrument
+		in := sdkmetric.Instrument{Name: d.Name, Description: d.Description, Kind: sdkmetric.InstrumentKindHistogram,
+			Unit: d.Unit, Scope: instrumentation.Scope{Name: instrument.ScopeName, Version: instrument.Version}}
+		for _, v := range vs {
+			s, ok := v(in)
+			if !ok || s.Name != f.Name {
+				continue
+			}
+			if a, ok := s.Aggregation.(sdkmetric.AggregationBase2ExponentialHistogram); ok {
+				out[f.Name] = min(a.MaxScale, maxNativeSchema)
+			}
+		}
+	}
+	return out
+}
+
 // completeStartup returns mfs (sorted by name, as Gather returns them) with
-// the zero histogram series of engines that it lacks.
-func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries) []*dto.MetricFamily {
+// the zero histogram series of engines that it lacks; native holds the
+// zero-series schema of the families exported as native histograms.
+func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries, native map[string]int32) []*dto.MetricFamily {
 	if len(engines) == 0 {
 		return mfs
 	}
@@ -66,15 +96,22 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries)
 		observed              bool
 		bounds                []float64
 		keepModel, keepEngine bool
+		// schema is set for a native histogram family: from its first
+		// gathered series, or from its view (native).
+		schema *int32
 	}
 	fams := make([]family, len(histograms))
 	for i, f := range histograms {
 		mf := find(f.Name)
 		fams[i] = family{mf: mf, keepModel: true, keepEngine: true}
+		if s, ok := native[f.Name]; ok {
+			fams[i].schema = &s
+		}
 		if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM || len(mf.Metric) == 0 {
 			continue
 		}
-		fams[i] = family{mf: mf, observed: true, bounds: bucketBounds(mf.Metric[0].GetHistogram()),
+		h := mf.Metric[0].GetHistogram()
+		fams[i] = family{mf: mf, observed: true, bounds: bucketBounds(h), schema: h.Schema,
 			keepModel: hasLabel(mf, instrument.KeyModelName), keepEngine: hasLabel(mf, instrument.KeyEngine)}
 	}
 	added := false
@@ -112,7 +149,11 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries)
 					fam.mf = &dto.MetricFamily{Name: &f.Name, Help: &f.Instrument.Description, Type: dto.MetricType_HISTOGRAM.Enum()}
 					mfs = append(mfs, fam.mf)
 				}
-				fam.mf.Metric = append(fam.mf.Metric, zeroHistogram(labels, bounds))
+				if fam.schema != nil {
+					fam.mf.Metric = append(fam.mf.Metric, zeroNativeHistogram(labels, *fam.schema))
+				} else {
+					fam.mf.Metric = append(fam.mf.Metric, zeroHistogram(labels, bounds))
+				}
 				added = true
 			}
 		}
@@ -201,4 +242,17 @@ func zeroHistogram(labels []*dto.LabelPair, bounds []float64) *dto.Metric {
 		h.Bucket[i] = &dto.Bucket{CumulativeCount: &zero, UpperBound: &bounds[i]}
 	}
 	return &dto.Metric{Label: labels, Histogram: h}
+}
+
+// zeroNativeHistogram is a native histogram series with no observation, as
+// the exporter writes an empty exponential histogram: zero threshold 0 and
+// one empty span, which marks it as native.
+func zeroNativeHistogram(labels []*dto.LabelPair, schema int32) *dto.Metric {
+	var zero uint64
+	var sum, threshold float64
+	var offset int32
+	var length uint32
+	return &dto.Metric{Label: labels, Histogram: &dto.Histogram{SampleCount: &zero, SampleSum: &sum,
+		Schema: &schema, ZeroThreshold: &threshold, ZeroCount: &zero,
+		PositiveSpan: []*dto.BucketSpan{{Offset: &offset, Length: &length}}}}
 }

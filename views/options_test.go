@@ -121,6 +121,11 @@ func TestOptionsTakeExposedNames(t *testing.T) {
 		if _, err := views.VLLM(opts...); err != nil {
 			t.Errorf("%s (%s): %v", f.Name, f.Type, err)
 		}
+		if f.Type == "histogram" {
+			if _, err := views.VLLM(views.WithExponential(f.Name)); err != nil {
+				t.Errorf("%s: WithExponential: %v", f.Name, err)
+			}
+		}
 		if f.Semconv != "" {
 			if _, err := views.Semconv(views.WithBuckets(f.Semconv, 1, 2),
 				views.WithAttributes(f.Semconv, "gen_ai.request.model")); err != nil {

@@ -48,10 +48,11 @@ func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 	}
 	views := make([]sdkmetric.View, 0, len(semconvFamilies))
 	for _, f := range semconvFamilies {
-		if _, ok := c.bucketsOf(f.family); !ok {
+		d, _ := describe(f.instrument)
+		_, explicit := c.bucketsOf(f.family)
+		if _, exponential := c.exponentialOf(f.family, d); !explicit && !exponential {
 			c.buckets = append(c.buckets, bucketsOption{f.family, f.buckets})
 		}
-		d, _ := describe(f.instrument)
 		views = append(views, c.stream(d, f.family, allow(semconvOnly)))
 	}
 	for _, f := range ClientFamilies() {

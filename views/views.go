@@ -101,8 +101,11 @@ func VLLMName(d instrument.Descriptor) string {
 }
 
 type config struct {
-	buckets    []bucketsOption
-	attributes []attributesOption
+	buckets     []bucketsOption
+	attributes  []attributesOption
+	exponential []string // families with the exponential aggregation
+	expLatency  bool     // every latency family too (WithExponentialLatency)
+	resolution  *sdkmetric.AggregationBase2ExponentialHistogram
 }
 
 type bucketsOption struct {
@@ -148,6 +151,72 @@ func WithAttributes(family string, keys ...string) Option {
 	return optionFunc(func(c *config) {
 		c.attributes = append(c.attributes, attributesOption{family, append([]string(nil), keys...)})
 	})
+}
+
+// Defaults of the base-2 exponential aggregation of WithExponential and
+// WithExponentialLatency: the OpenTelemetry SDK's own (and those of
+// OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION). At most 160
+// buckets span a range of values of 2^(160/2^scale): the SDK starts at
+// scale 20 and lowers the scale until the observations fit, so latencies
+// from 1 ms to 100 s (a ratio of 10^5, 17 doublings) end at scale 3, where a
+// bucket is 2^(1/8) = 9.05% wide: a quantile estimated inside it is off by
+// less than that (4.4% from the bucket's geometric middle), where vLLM's
+// 1-2-5 buckets leave up to 100% (between 10 and 20 s). Prometheus serves at
+// most scale 8; the exporter merges finer buckets down to it.
+const (
+	DefaultExponentialMaxSize  = 160
+	DefaultExponentialMaxScale = 20
+)
+
+// latencyUnit is the unit of the latency histograms, which
+// WithExponentialLatency selects.
+const latencyUnit = "s"
+
+// WithExponential exports the given histogram families with the SDK's
+// base-2 exponential aggregation (DefaultExponentialMaxSize buckets,
+// DefaultExponentialMaxScale; see WithExponentialResolution) instead of
+// explicit buckets: OTLP carries them as exponential histograms, and the
+// Prometheus exporter serves them as native histograms, which only the
+// protobuf exposition shows (a text scrape sees _count, _sum and a single
+// le="+Inf" bucket). vLLM's dashboards read classic buckets: the default
+// stays classic. A family may not take both WithBuckets and WithExponential.
+func WithExponential(families ...string) Option {
+	return optionFunc(func(c *config) { c.exponential = append(c.exponential, families...) })
+}
+
+// WithExponentialLatency is WithExponential for every latency histogram
+// (unit seconds: TTFT, inter-token latency, e2e, queue, prefill, decode,
+// inference, time per output token; for Semconv its three histograms). A
+// family given WithBuckets keeps its explicit buckets.
+func WithExponentialLatency() Option {
+	return optionFunc(func(c *config) { c.expLatency = true })
+}
+
+// WithExponentialResolution sets the most buckets (at least 2) and the
+// highest scale (-4 to 20; Prometheus cannot serve a lower one) of the
+// families exported with the exponential aggregation. Fewer buckets cost
+// less memory per series and scrape; the scale only caps the resolution of
+// narrow distributions.
+func WithExponentialResolution(maxSize, maxScale int32) Option {
+	return optionFunc(func(c *config) {
+		c.resolution = &sdkmetric.AggregationBase2ExponentialHistogram{MaxSize: maxSize, MaxScale: maxScale}
+	})
+}
+
+// exponentialOf returns the aggregation of a family exported exponentially:
+// one named by WithExponential, or a latency histogram under
+// WithExponentialLatency without WithBuckets of its own.
+func (c *config) exponentialOf(family string, d instrument.Descriptor) (sdkmetric.Aggregation, bool) {
+	named := slices.Contains(c.exponential, family)
+	if _, explicit := c.bucketsOf(family); !named && (explicit || !c.expLatency ||
+		d.Kind != instrument.Histogram || d.Unit != latencyUnit) {
+		return nil, false
+	}
+	a := sdkmetric.AggregationBase2ExponentialHistogram{MaxSize: DefaultExponentialMaxSize, MaxScale: DefaultExponentialMaxScale}
+	if c.resolution != nil {
+		a.MaxSize, a.MaxScale = c.resolution.MaxSize, c.resolution.MaxScale
+	}
+	return a, true
 }
 
 func newConfig(opts []Option) config {
@@ -220,9 +289,15 @@ func semconvFamilySet() familySet {
 	return s
 }
 
+// minPrometheusScale is the lowest scale of a Prometheus native histogram;
+// the exporter drops points of a lower one.
+const minPrometheusScale = -4
+
 // check reports the first bad option, in the order given: an unknown family,
 // buckets of a family that is not a histogram, no or bad boundaries, an
-// allow-list of a gauge, or one without the model label.
+// exponential aggregation of a family that is not a histogram or has
+// buckets, a bad resolution, an allow-list of a gauge, or one without the
+// model label.
 func (c *config) check(own, other familySet) error {
 	for _, o := range c.buckets {
 		where := fmt.Sprintf("WithBuckets(%q)", o.family)
@@ -242,6 +317,25 @@ func (c *config) check(own, other familySet) error {
 				return fmt.Errorf("%w: %s: boundaries must be finite and increasing: %v", ErrOption, where, o.bounds)
 			}
 		}
+	}
+	for _, name := range c.exponential {
+		where := fmt.Sprintf("WithExponential(%q)", name)
+		f, ok := own.find(name)
+		if !ok {
+			return unknownFamily(where, name, own, other)
+		}
+		if f.kind != instrument.Histogram {
+			return fmt.Errorf("%w: %s: %s is a %s; only histograms have an exponential aggregation", ErrOption, where, name, f.kind)
+		}
+		if _, ok := c.bucketsOf(name); ok {
+			return fmt.Errorf("%w: %s: the family also has WithBuckets; give it explicit buckets or the "+
+				"exponential aggregation, not both", ErrOption, where)
+		}
+	}
+	if r := c.resolution; r != nil && (r.MaxSize < 2 || r.MaxScale < minPrometheusScale || r.MaxScale > DefaultExponentialMaxScale) {
+		return fmt.Errorf("%w: WithExponentialResolution(%d, %d): want at least 2 buckets and a scale from %d to %d "+
+			"(Prometheus serves no scale below %d)", ErrOption, r.MaxSize, r.MaxScale,
+			minPrometheusScale, DefaultExponentialMaxScale, minPrometheusScale)
 	}
 	for _, o := range c.attributes {
 		where := fmt.Sprintf("WithAttributes(%q)", o.family)
@@ -314,6 +408,9 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 	}
 	if bounds, ok := c.bucketsOf(exposed); ok {
 		s.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: bounds}
+	}
+	if a, ok := c.exponentialOf(exposed, d); ok {
+		s.Aggregation = a
 	}
 	if d.Unit == "1" && d.Kind == instrument.Gauge {
 		s.Unit = ratioUnit

@@ -61,11 +61,13 @@ type engine struct {
 	deferred, waiting, running []*job
 	kvUsed                     int64
 	cache                      *prefixCache
-	offload                    *offloadTier // host-memory KV tier, or nil (see offload.go)
-	spec                       *specDecoder // speculative decoding, or nil (see specdecode.go)
-	sleep                      *sleeper     // sleep mode when idle, or nil (see sleep.go)
-	lora                       bool         // requests name LoRA adapters (see lora.go)
-	corruptRate                float64      // share of requests found corrupted (see corrupt.go)
+	offload                    *offloadTier  // host-memory KV tier, or nil (see offload.go)
+	spec                       *specDecoder  // speculative decoding, or nil (see specdecode.go)
+	sleep                      *sleeper      // sleep mode when idle, or nil (see sleep.go)
+	lora                       bool          // requests name LoRA adapters (see lora.go)
+	corruptRate                float64       // share of requests found corrupted (see corrupt.go)
+	priority                   bool          // priority scheduling: TTFT observed at the finish
+	observed                   *observations // latencies recorded, for -observations, or nil
 
 	// Prefill role: handoffs so far, and the KV expiries and late
 	// notifications not yet reported.
@@ -417,7 +419,9 @@ func (e *engine) report(ctx context.Context, it *stats.Iteration, sched *stats.S
 	}
 	if err := e.rec.RecordIteration(ctx, it); err != nil {
 		slog.Error("record iteration", "err", err)
+		return
 	}
+	e.observed.add(e.role, e.priority, it)
 }
 
 // prefixCache is a small LRU of shared prompts. Evicted prompts are

@@ -43,6 +43,8 @@ type instanceConfig struct {
 	sleepAfter time.Duration
 	// corruptRate is the share of requests found corrupted (0: none).
 	corruptRate float64
+	// observed keeps the recorded latencies for -observations, or is nil.
+	observed *observations
 }
 
 func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
@@ -105,6 +107,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 			eng.sleep = &sleeper{after: c.sleepAfter}
 		}
 		eng.lora, eng.corruptRate = c.lora, c.corruptRate
+		eng.priority, eng.observed = c.priority, c.observed
 		in.engines = append(in.engines, eng)
 	}
 	in.listener, err = net.Listen("tcp", c.listen)

@@ -58,6 +58,7 @@ func run() error {
 	specDecode := flag.Int("spec-decode", 3, "draft tokens per step of speculative decoding on the decode instance (vllm:spec_decode_* families); 0: off")
 	sleepAfter := flag.Duration("sleep-after", 2*time.Second, "idle time after serving requests at which the prefill engines sleep (level 1, vllm:engine_sleep_state) until requests come again; 0: never")
 	corrupt := flag.Float64("corrupt", 0.005, "share of requests the decode instance finds corrupted (NaN logits) and finishes with an error (vllm:corrupted_requests_total); 0: none")
+	observationsFile := flag.String("observations", "", "file to write, at exit, every TTFT and e2e latency recorded, as JSON by role and family, for exact quantiles (the end-to-end suite uses it)")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
 		return errors.New("-rate must be positive, -decode-engines at least 1 and -idle not negative")
@@ -90,9 +91,13 @@ func run() error {
 		return opts
 	}
 
+	var observed *observations
+	if *observationsFile != "" {
+		observed = &observations{}
+	}
 	decode, err := newInstance(ctx, instanceConfig{role: decodeRole, listen: *decodeAddr, model: *model,
 		engines: *decodeEngines, kvCapacity: 10 << 10, seed: *seed, setup: setup(decodeRole), priority: *priority,
-		lora: *lora, specTokens: *specDecode, corruptRate: *corrupt})
+		lora: *lora, specTokens: *specDecode, corruptRate: *corrupt, observed: observed})
 	if err != nil {
 		return err
 	}
@@ -106,7 +111,7 @@ func run() error {
 	}
 	prefill, err := newInstance(ctx, instanceConfig{role: prefillRole, listen: *prefillAddr, model: *model,
 		engines: 1, kvCapacity: 64 << 10, seed: *seed + 1, handoff: handoff, setup: setup(prefillRole),
-		priority: *priority, offload: *kvOffload, lora: *lora, sleepAfter: *sleepAfter})
+		priority: *priority, offload: *kvOffload, lora: *lora, sleepAfter: *sleepAfter, observed: observed})
 	if err != nil {
 		return errors.Join(err, decode.shutdown(context.Background()))
 	}
@@ -142,6 +147,9 @@ func run() error {
 		err = errors.Join(err, in.shutdown(shutdownCtx))
 	}
 	wg.Wait()
+	if observed != nil {
+		err = errors.Join(err, observed.write(*observationsFile))
+	}
 	return err
 }
 

@@ -44,6 +44,20 @@ value, so over OTLP a histogram appears with its first observation; the Promethe
 handler of package ` + "`exporters`" + ` completes every absent histogram series of each
 live engine at zero from the first scrape, as vLLM does.
 
+**Native (exponential) histograms.** The latency histograms keep vLLM's classic
+buckets by default. ` + "`views.VLLM(views.WithExponentialLatency())`" + ` (every family in
+seconds) or ` + "`views.WithExponential(family...)`" + ` exports them with the SDK's base-2
+exponential aggregation (` + "`views.DefaultExponentialMaxSize`" + ` 160 buckets, scale up to
+` + "`views.DefaultExponentialMaxScale`" + ` 20; ` + "`views.WithExponentialResolution`" + ` changes them):
+over 1 ms to 100 s a quantile is within one bucket, 9.05%, of the true one, where vLLM's
+buckets leave up to 100%. OTLP carries them as exponential histograms; a Prometheus
+scrape shows them as native histograms in the protobuf format only (Prometheus 2.x
+needs ` + "`--enable-feature=native-histograms`" + ` to ask for it and to store them); a text
+scrape shows only ` + "`_count`" + `, ` + "`_sum`" + ` and ` + "`le=\"+Inf\"`" + `, so dashboards reading
+` + "`_bucket`" + ` lose their quantiles. To keep the scrape classic and make only OTLP
+exponential, set ` + "`OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION=base2_exponential_bucket_histogram`" + `:
+it applies to every histogram the OTLP reader exports, not to the scrape.
+
 ` + vllmCommits + `
 
 Token-count histograms marked "1-2-5" use ` + "`instrument.LengthBuckets(max_model_len)`" + `:

@@ -1,0 +1,237 @@
+package exporters
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/views"
+)
+
+// protobufAccept is the Accept header of Prometheus 2.42 started with
+// --enable-feature=native-histograms.
+const protobufAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.8," +
+	"application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"
+
+const ttftFamily = "vllm:time_to_first_token_seconds"
+
+// nativeProvider wires a provider with views.VLLM(opts...) and a Recorder
+// of engines 0 and 1 on it, as Setup does; withViews tells the handler the
+// views.
+func nativeProvider(t testing.TB, withViews bool, opts ...views.Option) (*Prometheus, *instrument.Recorder) {
+	t.Helper()
+	vs, err := views.VLLM(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var popts []PrometheusOption
+	if withViews {
+		popts = append(popts, WithProviderViews(vs...))
+	}
+	prom, err := NewPrometheus(popts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader), sdkmetric.WithView(vs...))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("m"),
+		instrument.WithEngines(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rec.Close() })
+	return prom, rec
+}
+
+// protobufFamilies scrapes prom's handler with the protobuf Accept header
+// and decodes the families by name.
+func protobufFamilies(t *testing.T, prom *Prometheus) map[string]*dto.MetricFamily {
+	t.Helper()
+	code, body, header := scrape(t, prom.Handler, protobufAccept)
+	if code != 200 {
+		t.Fatalf("scrape: HTTP %d\n%s", code, body)
+	}
+	ct := header.Get("Content-Type")
+	if expfmt.ResponseFormat(header).FormatType() != expfmt.TypeProtoDelim {
+		t.Fatalf("Content-Type %q, want delimited protobuf", ct)
+	}
+	dec := expfmt.NewDecoder(strings.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	out := map[string]*dto.MetricFamily{}
+	for {
+		mf := new(dto.MetricFamily)
+		if err := dec.Decode(mf); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("decoding the protobuf scrape: %v", err)
+		}
+		out[mf.GetName()] = mf
+	}
+}
+
+// engineHistogram returns the histogram of engine's series in mf.
+func engineHistogram(t *testing.T, mf *dto.MetricFamily, engine string) *dto.Histogram {
+	t.Helper()
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.Label {
+			if l.GetName() == instrument.KeyEngine && l.GetValue() == engine {
+				return m.GetHistogram()
+			}
+		}
+	}
+	t.Fatalf("%s has no series of engine %s: %v", mf.GetName(), engine, mf.GetMetric())
+	return nil
+}
+
+// isNative reports whether Prometheus ingests h as a native histogram: a
+// schema and a zero threshold, a zero count or a span (its own test).
+func isNative(h *dto.Histogram) bool {
+	return h.Schema != nil && (h.GetZeroThreshold() > 0 || h.GetZeroCount() > 0 || len(h.PositiveSpan) > 0 || len(h.NegativeSpan) > 0)
+}
+
+// A family exported with the exponential aggregation is a native histogram
+// in the protobuf scrape: at zero from start-up for every engine (schema 8,
+// the finest Prometheus serves, zero threshold 0, one empty span), then with
+// the observations' spans; the other histogram families keep their buckets.
+func TestNativeHistogramsProtobuf(t *testing.T) {
+	prom, rec := nativeProvider(t, true, views.WithExponential(ttftFamily))
+	before := protobufFamilies(t, prom)
+	mf := before[ttftFamily]
+	if mf == nil {
+		t.Fatalf("%s missing from the first scrape", ttftFamily)
+	}
+	for _, engine := range []string{"0", "1"} {
+		h := engineHistogram(t, mf, engine)
+		if !isNative(h) || h.GetSchema() != maxNativeSchema || h.GetZeroThreshold() != 0 || h.GetSampleCount() != 0 ||
+			len(h.Bucket) != 0 || len(h.PositiveSpan) != 1 || h.PositiveSpan[0].GetLength() != 0 {
+			t.Errorf("engine %s before any TTFT: %v, want a zero native histogram of schema %d", engine, h, maxNativeSchema)
+		}
+	}
+
+	e, err := rec.Engine(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttfts := []float64{0.05, 0.2, 1.5, 12}
+	it := &stats.Iteration{TTFT: ttfts}
+	if err := e.RecordIteration(context.Background(), it); err != nil {
+		t.Fatal(err)
+	}
+	after := protobufFamilies(t, prom)
+	h := engineHistogram(t, after[ttftFamily], "0")
+	if !isNative(h) || h.GetSampleCount() != uint64(len(ttfts)) || len(h.PositiveSpan) == 0 || len(h.PositiveDelta) == 0 ||
+		h.GetSchema() > maxNativeSchema || h.GetSchema() < 0 || h.GetZeroThreshold() != 0 || len(h.Bucket) != 0 {
+		t.Errorf("engine 0 after %d TTFTs: %v, want a native histogram with spans, schema 0..8, zero threshold 0", len(ttfts), h)
+	}
+	// Engine 1 is still at zero, at engine 0's schema.
+	if z := engineHistogram(t, after[ttftFamily], "1"); !isNative(z) || z.GetSampleCount() != 0 || z.GetSchema() != h.GetSchema() {
+		t.Errorf("engine 1 without TTFTs: %v, want a zero native histogram of schema %d", z, h.GetSchema())
+	}
+	// A classic family beside it keeps its buckets and no schema.
+	if c := engineHistogram(t, after["vllm:e2e_request_latency_seconds"], "0"); c.Schema != nil || len(c.Bucket) == 0 {
+		t.Errorf("vllm:e2e_request_latency_seconds: %v, want classic buckets", c)
+	}
+	t.Logf("TTFT of engine 0: schema %d, spans %v, deltas %v", h.GetSchema(), h.PositiveSpan, h.PositiveDelta)
+}
+
+// Without the views the handler learns a family is native from its first
+// gathered series: other engines' zero series follow it.
+func TestNativeHistogramsWithoutProviderViews(t *testing.T) {
+	prom, rec := nativeProvider(t, false, views.WithExponential(ttftFamily))
+	e, err := rec.Engine(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RecordIteration(context.Background(), &stats.Iteration{TTFT: []float64{0.3}}); err != nil {
+		t.Fatal(err)
+	}
+	if z := engineHistogram(t, protobufFamilies(t, prom)[ttftFamily], "0"); !isNative(z) || z.GetSampleCount() != 0 || len(z.Bucket) != 0 {
+		t.Errorf("engine 0 without TTFTs: %v, want a zero native histogram", z)
+	}
+}
+
+// A text scrape shows a native-only family as its count, its sum and one
+// le="+Inf" bucket: enough for rates and means, not for quantiles.
+func TestNativeHistogramsInText(t *testing.T) {
+	prom, rec := nativeProvider(t, true, views.WithExponential(ttftFamily))
+	e, err := rec.Engine(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RecordIteration(context.Background(), &stats.Iteration{TTFT: []float64{0.05, 0.2}}); err != nil {
+		t.Fatal(err)
+	}
+	body := scrapeOK(t, prom)
+	var lines []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, ttftFamily+"_") && strings.Contains(l, `engine="0"`) {
+			lines = append(lines, l)
+		}
+	}
+	want := []string{
+		`vllm:time_to_first_token_seconds_bucket{engine="0",model_name="m",le="+Inf"} 2`,
+		`vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 0.25`,
+		`vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 2`,
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("text scrape of a native family:\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION makes the OTLP
+// reader, and only it, aggregate every histogram without a view aggregation
+// exponentially: in one Setup the same TTFTs reach OTLP as an exponential
+// histogram and the scrape with vLLM's classic buckets.
+func TestOTLPExponentialFromEnv(t *testing.T) {
+	cleanEnv(t)
+	recv := startReceiver(t)
+	t.Setenv(EnvOTLPProtocol, "grpc")
+	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr)
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "base2_exponential_bucket_histogram")
+	ctx := context.Background()
+	p, err := Setup(ctx, WithOTLP(WithInterval(time.Hour)), WithoutProcessMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(ctx)
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()), instrument.WithModelName("m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	e, _ := rec.Engine(0)
+	if err := e.RecordIteration(ctx, &stats.Iteration{TTFT: []float64{0.05, 0.2, 1.5}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var exp *metricpb.ExponentialHistogramDataPoint
+	for _, req := range recv.requests() {
+		for _, rm := range req.GetResourceMetrics() {
+			for _, sm := range rm.GetScopeMetrics() {
+				for _, m := range sm.GetMetrics() {
+					if m.GetName() == ttftFamily && m.GetExponentialHistogram() != nil {
+						exp = m.GetExponentialHistogram().GetDataPoints()[0]
+					}
+				}
+			}
+		}
+	}
+	if exp == nil || exp.GetCount() != 3 || len(exp.GetPositive().GetBucketCounts()) == 0 {
+		t.Errorf("OTLP %s: %v, want an exponential histogram of 3 observations", ttftFamily, exp)
+	}
+	code, body, _ := scrape(t, p.Handler(), "")
+	if code != 200 || !strings.Contains(body, ttftFamily+`_bucket{engine="0",model_name="m",le="0.1"} 1`) {
+		t.Errorf("scrape (HTTP %d) lacks the classic bucket le=\"0.1\" of %s:\n%s", code, ttftFamily, body)
+	}
+}

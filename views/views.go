@@ -312,6 +312,9 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 	if bounds, ok := c.bucketsOf(exposed); ok {
 		s.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: bounds}
 	}
+	if s.AttributeFilter != nil {
+		s.ExemplarReservoirProviderSelector = IDOnlyExemplars
+	}
 	if d.Unit == "1" && d.Kind == instrument.Gauge {
 		s.Unit = ratioUnit
 	}

@@ -50,6 +50,8 @@ type env struct {
 	example *proc
 	// urls of the example's /metrics, by role.
 	urls map[string]string
+	// promArgs are extra Prometheus flags (feature flags).
+	promArgs []string
 }
 
 // TestEndToEnd starts Prometheus, the collector and the example once and
@@ -247,12 +249,12 @@ scrape_configs:
 	}
 	storage := filepath.Join(e.work, "prometheus-data")
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	p := startProc(t, e.work, "prometheus", childEnv(), e.tools.prometheus,
-		"--config.file="+cfgFile,
-		"--storage.tsdb.path="+storage,
-		"--web.listen-address="+listen,
+	p := startProc(t, e.work, "prometheus", childEnv(), append([]string{e.tools.prometheus,
+		"--config.file=" + cfgFile,
+		"--storage.tsdb.path=" + storage,
+		"--web.listen-address=" + listen,
 		"--web.enable-remote-write-receiver",
-	)
+	}, e.promArgs...)...)
 	e.prom = promAPI{base: "http://" + listen}
 	poll(t, 30*time.Second, "prometheus /-/ready", func() (bool, string) {
 		p.alive(t)
@@ -307,9 +309,11 @@ service:
 
 var urlLine = regexp.MustCompile(`(?m)^(prefill|decode) metrics: (http://\S+)$`)
 
-func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp string) {
+// startExample starts the example with the suite's load and extra flags
+// (later flags win).
+func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp string, extra ...string) {
 	t.Helper()
-	e.example = startProc(t, e.work, "example", childEnv(), bin,
+	e.example = startProc(t, e.work, "example", childEnv(), append([]string{bin,
 		"-prefill-listen", prefillAddr,
 		"-decode-listen", decodeAddr,
 		"-rate", strconv.Itoa(loadRate),
@@ -319,7 +323,7 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 		"-log-interval", "1s",
 		"-otlp-endpoint", otlp,
 		"-otlp-interval", otlpInterval.String(),
-	)
+	}, extra...)...)
 	poll(t, 30*time.Second, "the example printing its /metrics URLs", func() (bool, string) {
 		e.example.alive(t)
 		b, _ := os.ReadFile(e.example.stdout)

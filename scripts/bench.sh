@@ -228,6 +228,9 @@ for round in $(seq 1 "$ROUNDS"); do
 		pysec=1
 		case "$BENCHTIME" in *[0-9]s) pysec=${BENCHTIME%s} ;; esac
 		"$PYTHON" scripts/bench_vllm.py -count "$COUNT" -seconds "$pysec" | tee -a "$RAW"
+		# Ours on the same step, in the same run (main times it already).
+		has main || go test -run='^$' -bench='^BenchmarkIteration$/^infermetrics$' -benchmem \
+			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
 	fi
 	if has memory; then
 		# Each op builds two complete set-ups: a few ops are enough.

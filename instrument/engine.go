@@ -282,7 +282,9 @@ func observeSome(o metric.Observer, inst metric.Int64ObservableCounter, a *atomi
 // RecordIteration records one step's outputs: prompt tokens by source, cached
 // and generation tokens, preemptions, one iteration-tokens observation of
 // it.TokensDone(), the TTFT and ITL values and every finished request. An
-// invalid iteration is returned as an error and nothing is recorded.
+// invalid iteration is returned as an error and nothing is recorded. Values
+// of a request with a context (stats.Request.Context) are recorded with it,
+// so that their exemplars name the request's span; the others with ctx.
 func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error {
 	if err := e.usable(it == nil); err != nil {
 		return err

@@ -52,6 +52,8 @@ type env struct {
 	urls map[string]string
 	// observations is the file of the latencies the example recorded.
 	observations string
+	// promArgs are extra Prometheus flags (feature flags).
+	promArgs []string
 }
 
 // exponentialOTLP makes the example's OTLP reader export every histogram
@@ -76,7 +78,9 @@ func TestEndToEnd(t *testing.T) {
 		last = now
 	}
 
-	e := &env{tools: tl, work: t.TempDir()}
+	// Scrapes negotiate protobuf, and remote write stores native histograms
+	// (the OTLP path's exponential ones).
+	e := &env{tools: tl, work: t.TempDir(), promArgs: []string{"--enable-feature=native-histograms"}}
 	ports := distinctPorts(t, 4)
 	promPort, otlpPort, prefillPort, decodePort := ports[0], ports[1], ports[2], ports[3]
 	prefillAddr := fmt.Sprintf("127.0.0.1:%d", prefillPort)
@@ -250,15 +254,12 @@ scrape_configs:
 	}
 	storage := filepath.Join(e.work, "prometheus-data")
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	p := startProc(t, e.work, "prometheus", childEnv(), e.tools.prometheus,
-		"--config.file="+cfgFile,
-		"--storage.tsdb.path="+storage,
-		"--web.listen-address="+listen,
+	p := startProc(t, e.work, "prometheus", childEnv(), append([]string{e.tools.prometheus,
+		"--config.file=" + cfgFile,
+		"--storage.tsdb.path=" + storage,
+		"--web.listen-address=" + listen,
 		"--web.enable-remote-write-receiver",
-		// Scrapes negotiate protobuf, and remote write stores native
-		// histograms (the OTLP path's exponential ones).
-		"--enable-feature=native-histograms",
-	)
+	}, e.promArgs...)...)
 	e.prom = promAPI{base: "http://" + listen}
 	poll(t, 30*time.Second, "prometheus /-/ready", func() (bool, string) {
 		p.alive(t)
@@ -313,14 +314,16 @@ service:
 
 var urlLine = regexp.MustCompile(`(?m)^(prefill|decode) metrics: (http://\S+)$`)
 
-func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp string) {
+// startExample starts the example with the suite's load and extra flags
+// (later flags win).
+func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp string, extra ...string) {
 	t.Helper()
 	// The OTLP reader aggregates every histogram exponentially, the scrape
 	// keeps vLLM's buckets: the same observations reach Prometheus as
 	// native histograms (path=otlp) and classic ones (path=direct).
 	env := append(childEnv(), exponentialOTLP)
 	e.observations = filepath.Join(e.work, "observations.json")
-	e.example = startProc(t, e.work, "example", env, bin,
+	e.example = startProc(t, e.work, "example", env, append([]string{bin,
 		"-observations", e.observations,
 		"-prefill-listen", prefillAddr,
 		"-decode-listen", decodeAddr,
@@ -331,7 +334,7 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 		"-log-interval", "1s",
 		"-otlp-endpoint", otlp,
 		"-otlp-interval", otlpInterval.String(),
-	)
+	}, extra...)...)
 	poll(t, 30*time.Second, "the example printing its /metrics URLs", func() (bool, string) {
 		e.example.alive(t)
 		b, _ := os.ReadFile(e.example.stdout)

@@ -465,22 +465,10 @@ type apiResponse struct {
 
 // query runs an instant query at time at and returns its vector.
 func (p promAPI) query(expr string, at time.Time) ([]series, error) {
-	form := url.Values{"query": {expr}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/api/v1/query", strings.NewReader(form.Encode()))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+	form := url.Values{"query": {expr}, "time": {promTime(at)}}
 	var r apiResponse
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, fmt.Errorf("query %q: %s: %w", expr, resp.Status, err)
+	if err := p.post("/api/v1/query", form, &r); err != nil {
+		return nil, fmt.Errorf("query %q: %w", expr, err)
 	}
 	if r.Status != "success" {
 		return nil, fmt.Errorf("query %q: %s: %s", expr, r.ErrorType, r.Error)
@@ -530,6 +518,31 @@ func nativeSeries(metric map[string]string, raw json.RawMessage) ([]series, erro
 		out = append(out, series{name: labels["__name__"], labels: labels, value: f, native: true})
 	}
 	return out, nil
+}
+
+// post sends form to an API endpoint and decodes the JSON answer into v.
+func (p promAPI) post(path string, form url.Values, v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", resp.Status, err)
+	}
+	return nil
+}
+
+// promTime is t as the API's time parameters take it.
+func promTime(t time.Time) string {
+	return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64)
 }
 
 // mustQuery is query that fails the test on error.

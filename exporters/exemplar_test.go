@@ -13,10 +13,10 @@ import (
 // exemplarsReceived records one TTFT within a sampled span through a Setup
 // provider that pushes to an in-process receiver, and counts the exemplars
 // the receiver got.
-func exemplarsReceived(t *testing.T) int {
+func exemplarsReceived(t *testing.T, opts ...Option) int {
 	t.Helper()
 	r := startReceiver(t)
-	p, err := Setup(t.Context(), WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(r.addr), WithInsecure()))
+	p, err := Setup(t.Context(), append(opts, WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(r.addr), WithInsecure()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +42,11 @@ func exemplarsReceived(t *testing.T) int {
 				for _, m := range sm.GetMetrics() {
 					for _, dp := range m.GetHistogram().GetDataPoints() {
 						n += len(dp.GetExemplars())
+						for _, ex := range dp.GetExemplars() {
+							if len(ex.GetFilteredAttributes()) > 0 {
+								t.Errorf("%s: exemplar with the dropped attributes %v", m.GetName(), ex.GetFilteredAttributes())
+							}
+						}
 					}
 					for _, dp := range m.GetSum().GetDataPoints() {
 						n += len(dp.GetExemplars())
@@ -59,6 +64,9 @@ func TestSetupExemplars(t *testing.T) {
 	t.Setenv(EnvExemplarFilter, "")
 	if n := exemplarsReceived(t); n != 0 {
 		t.Errorf("default: %d exemplars exported, want none", n)
+	}
+	if n := exemplarsReceived(t, WithExemplars()); n == 0 {
+		t.Error("WithExemplars: no exemplar exported")
 	}
 	t.Setenv(EnvExemplarFilter, "always_on")
 	if n := exemplarsReceived(t); n == 0 {

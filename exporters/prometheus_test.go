@@ -131,6 +131,19 @@ func TestPrometheusOpenMetricsExemplars(t *testing.T) {
 	if !strings.Contains(body, "# EOF") {
 		t.Error("no # EOF: not OpenMetrics")
 	}
+	// The TTFT stream drops the GenAI attributes; its exemplar carries the
+	// trace and span IDs only, within OpenMetrics' 128-rune label limit,
+	// so client_golang keeps it (views.IDOnlyExemplars).
+	want := fmt.Sprintf(`# {trace_id="%s",span_id="%s"} 0.2 `, traceID, spanID)
+	found := false
+	for line := range strings.Lines(body) {
+		if strings.HasPrefix(line, "vllm:time_to_first_token_seconds_bucket{") && strings.Contains(line, want) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no TTFT bucket with the exemplar %s in the OpenMetrics scrape:\n%s", want, body)
+	}
 
 	body, ctype = promScrape(t, ctx, openMetricsAccept) // not negotiated by default
 	if !strings.HasPrefix(ctype, "text/plain") || strings.Contains(body, traceID.String()) {

@@ -48,6 +48,7 @@ type setupConfig struct {
 	errorHandler      func(error)
 	cardinalityLimit  *int
 	noProcessMetrics  bool
+	exemplars         bool
 }
 
 type statsLogSpec struct {
@@ -168,6 +169,17 @@ func WithoutProcessMetrics() Option {
 	return setupOptionFunc(func(c *setupConfig) { c.noProcessMetrics = true })
 }
 
+// WithExemplars turns exemplars on: latency measurements made in a context
+// with a sampled span (an engine passes each request's, see
+// stats.Request.Context) keep an exemplar naming its trace and span, which
+// OTLP carries and an OpenMetrics scrape (WithOpenMetrics) shows.
+// OTEL_METRICS_EXEMPLAR_FILTER (trace_based, always_on, always_off) still
+// chooses the filter. Without this option, the environment variable or
+// WithOpenMetrics, exemplars are off: see Setup for what they cost.
+func WithExemplars() Option {
+	return setupOptionFunc(func(c *setupConfig) { c.exemplars = true })
+}
+
 // Provider is a MeterProvider with its resource, views and readers, built by
 // Setup.
 type Provider struct {
@@ -206,10 +218,12 @@ type Provider struct {
 //   - Stats log readers of WithStatsLog, whatever the exporters.
 //   - Cardinality: WithCardinalityLimit, by default DefaultCardinalityLimit
 //     series per stream.
-//   - Exemplars: off unless OTEL_METRICS_EXEMPLAR_FILTER is set or the
-//     Prometheus handler serves OpenMetrics (WithOpenMetrics), the one format
-//     that shows them. Off, the SDK keeps no exemplar reservoirs: an engine
-//     takes a quarter of the memory, and recording a step about 14% less time.
+//   - Exemplars: off unless WithExemplars is given, OTEL_METRICS_EXEMPLAR_FILTER
+//     is set or the Prometheus handler serves OpenMetrics (WithOpenMetrics),
+//     the one Prometheus format that shows them; on, the SDK's trace-based
+//     filter keeps them for measurements made within a sampled span. Off, the
+//     SDK keeps no exemplar reservoirs: an engine takes a quarter of the
+//     memory, and recording a step less time (docs/benchmarks.md).
 //
 // With OTEL_SDK_DISABLED=true Setup builds nothing: MeterProvider returns a
 // no-op provider, Handler answers 404 and Shutdown does nothing.
@@ -287,7 +301,7 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	if c.cardinalityLimit != nil {
 		mpOpts = append(mpOpts, sdkmetric.WithCardinalityLimit(*c.cardinalityLimit))
 	}
-	if os.Getenv(EnvExemplarFilter) == "" && !wantsOpenMetrics(c.prometheus) {
+	if !c.exemplars && os.Getenv(EnvExemplarFilter) == "" && !wantsOpenMetrics(c.prometheus) {
 		mpOpts = append(mpOpts, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
 	}
 	p.sdk = sdkmetric.NewMeterProvider(mpOpts...)

@@ -292,7 +292,9 @@ func observeSome(o metric.Observer, inst metric.Int64ObservableCounter, a *atomi
 // RecordIteration records one step's outputs: prompt tokens by source, cached
 // and generation tokens, preemptions, one iteration-tokens observation of
 // it.TokensDone(), the TTFT and ITL values and every finished request. An
-// invalid iteration is returned as an error and nothing is recorded.
+// invalid iteration is returned as an error and nothing is recorded. Values
+// of a request with a context (stats.Request.Context) are recorded with it,
+// so that their exemplars name the request's span; the others with ctx.
 func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error {
 	if err := e.usable(it == nil); err != nil {
 		return err
@@ -316,13 +318,13 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	addPositive(&c.preemptions, it.Preemptions)
 	addPositive(&c.corrupted, it.CorruptedRequests)
 	in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
-	for _, v := range it.TTFT {
-		if !e.prio.priority { // else observed at the finish, see WithPriorityScheduling
-			in.ttft.Record(ctx, v, e.ttft.rec...)
+	if !e.prio.priority { // else TTFT is observed at the finish, see WithPriorityScheduling
+		for i, v := range it.TTFT {
+			in.ttft.Record(requestContext(ctx, it.TTFTContexts, i), v, e.ttft.rec...)
 		}
 	}
-	for _, v := range it.ITL {
-		in.itl.Record(ctx, v, e.plain.rec...)
+	for i, v := range it.ITL {
+		in.itl.Record(requestContext(ctx, it.ITLContexts, i), v, e.plain.rec...)
 	}
 	for i := range it.Finished {
 		e.recordFinished(ctx, &it.Finished[i])
@@ -349,7 +351,22 @@ func (e *Engine) RecordFinished(ctx context.Context, f *stats.FinishedRequest) e
 	return nil
 }
 
+// requestContext returns the context of the i-th value of a step's TTFT or
+// ITL list: its request's (stats.Iteration.TTFTContexts, ITLContexts) when
+// there is one, else the step's.
+func requestContext(step context.Context, ctxs []context.Context, i int) context.Context {
+	if i < len(ctxs) && ctxs[i] != nil {
+		return ctxs[i]
+	}
+	return step
+}
+
+// recordFinished records f with its request's context when it has one
+// (stats.FinishedRequest.Context), so that exemplars name the request.
 func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
+	if f.Context != nil {
+		ctx = f.Context
+	}
 	fm := e.finishedOf(f) // with the priority label under priority scheduling
 	in, rec := e.inst, fm.plain.rec
 	e.countSuccess(f)

@@ -16,10 +16,12 @@ import (
 	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/internal/benchvariants"
+	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -412,6 +414,55 @@ func TestBenchmarkVariantsAgree(t *testing.T) {
 			if counters < c.minCounters || hists < c.minHists {
 				t.Errorf("only %d non-zero counters and %d non-empty histograms compared, want %d and %d",
 					counters, hists, c.minCounters, c.minHists)
+			}
+		})
+	}
+}
+
+// BenchmarkExemplars records the decode step of BenchmarkIteration with
+// exemplars off (exporters.Setup's default), on without any span, on with a
+// sampled span on the step's context, and on with a sampled span per
+// request (stats.Iteration.TTFTContexts and ITLContexts,
+// FinishedRequest.Context).
+func BenchmarkExemplars(b *testing.B) {
+	traced := benchvariants.DecodeStep()
+	traced.TTFTContexts = make([]context.Context, len(traced.TTFT))
+	for i := range traced.TTFTContexts {
+		traced.TTFTContexts[i] = sampledContext(byte(i))
+	}
+	traced.ITLContexts = make([]context.Context, len(traced.ITL))
+	for i := range traced.ITLContexts {
+		traced.ITLContexts[i] = sampledContext(byte(i))
+	}
+	for i := range traced.Finished {
+		traced.Finished[i].Context = sampledContext(byte(i))
+	}
+	plain := benchvariants.DecodeStep()
+	for _, c := range []struct {
+		name string
+		off  bool
+		step context.Context
+		it   *stats.Iteration
+	}{
+		{"exemplars_off", true, context.Background(), &plain},
+		{"exemplars_on_no_span", false, context.Background(), &plain},
+		{"exemplars_on_sampled_step", false, sampledContext(200), &plain},
+		{"exemplars_on_sampled_requests", false, context.Background(), &traced},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var extra []sdkmetric.Option
+			if c.off {
+				extra = append(extra, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
+			}
+			e, _ := benchOurs(b, extra...)
+			if err := e.RecordIteration(c.step, c.it); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := e.RecordIteration(c.step, c.it); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -12,7 +12,10 @@
 #                  machine shared with other work
 #   -benchtime T   go test -benchtime of the timing benchmarks (default 1s)
 #   -o DIR         where the raw results go (default: a new temporary directory)
-#   -only LIST     comma list of parts to run: main, narrow, memory (default all three)
+#   -only LIST     comma list of parts to run: main, narrow, memory, vllm, exemplars
+#                  (default all five); vllm times vLLM's own recording path (Python's
+#                  prometheus_client, scripts/bench_vllm.py; apt-get installs
+#                  python3-prometheus-client when missing) on the same decode step
 #   -rss           also run example/pd under load and report its peak RSS (VmHWM)
 #   -rss-rate R    requests per second for -rss (default 40)
 #   -rss-duration D  load duration for -rss (default 20s)
@@ -24,7 +27,9 @@ COUNT=${COUNT:-6}
 ROUNDS=${ROUNDS:-1}
 BENCHTIME=${BENCHTIME:-1s}
 OUT=""
-ONLY="main,narrow,memory"
+ONLY="main,narrow,memory,vllm,exemplars"
+# The Debian package installs prometheus_client for the system interpreter.
+PYTHON=${PYTHON:-/usr/bin/python3}
 RSS=0
 RSS_RATE=40
 RSS_DURATION=20s
@@ -97,6 +102,23 @@ print_ratios() {
 		printf '  ours allocs/op          = %-7s target 0        %s\n' "${allocs:-n/a}" "$(verdict "${allocs:-n/a}" '<=' 0)"
 		printf '  otel_naive / ours       = %-7s target >= 3x    %s\n' "$r2" "$(verdict "$r2" '>=' 3)"
 		printf '  ours / client_golang    = %-7s (reported; no target)\n' "$r3"
+	done
+	local py pyobs
+	py=$(median "$f" BenchmarkIteration/vllm_prometheus_client ns/op)
+	if [ -n "$py" ]; then
+		ours=$(median "$f" BenchmarkIteration/infermetrics ns/op)
+		pyobs=$(median "$f" BenchmarkObserve/vllm_prometheus_client ns/op)
+		printf "vLLM's path (Python prometheus_client, the same decode step) = %sns; ours = %sns\n" "$py" "${ours:-n/a}"
+		printf '  vllm / ours             = %-7s (reported; no target)\n' "$(ratio "$py" "$ours")"
+		printf '  one pre-bound Python histogram observe = %sns; ours per inter-token latency (step / %s values) = %sns\n' \
+			"$pyobs" 256 "$(awk -v o="${ours:-0}" 'BEGIN { printf "%.0f", o / 256 }')"
+	fi
+	for v in exemplars_off exemplars_on_no_span exemplars_on_sampled_step exemplars_on_sampled_requests; do
+		m=$(median "$f" "BenchmarkExemplars/$v" ns/op)
+		[ -n "$m" ] || continue
+		[ "$v" != exemplars_off ] || echo "Exemplars, decode step (ns/op, allocs/op, ratio to exemplars_off):"
+		printf '  %-32s %10sns %5s allocs  %6sx\n' "$v" "$m" "$(median "$f" "BenchmarkExemplars/$v" allocs/op)" \
+			"$(ratio "$m" "$(median "$f" BenchmarkExemplars/exemplars_off ns/op)")"
 	done
 	local p1 bench title
 	for bench in Paired NarrowPaired; do
@@ -189,6 +211,25 @@ for round in $(seq 1 "$ROUNDS"); do
 	fi
 	if has narrow; then
 		go test -run='^$' -bench='^BenchmarkNarrow' -benchmem \
+			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
+	fi
+	if has exemplars; then
+		go test -run='^$' -bench='^BenchmarkExemplars$' -benchmem \
+			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
+	fi
+	if has vllm; then
+		if ! "$PYTHON" -c 'import prometheus_client' 2>/dev/null; then
+			sudo=""
+			if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+			echo "bench: installing python3-prometheus-client (Debian package) for $PYTHON" >&2
+			$sudo apt-get update -qq
+			DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-prometheus-client >/dev/null
+		fi
+		pysec=1
+		case "$BENCHTIME" in *[0-9]s) pysec=${BENCHTIME%s} ;; esac
+		"$PYTHON" scripts/bench_vllm.py -count "$COUNT" -seconds "$pysec" | tee -a "$RAW"
+		# Ours on the same step, in the same run (main times it already).
+		has main || go test -run='^$' -bench='^BenchmarkIteration$/^infermetrics$' -benchmem \
 			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
 	fi
 	if has memory; then

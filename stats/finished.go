@@ -1,6 +1,9 @@
 package stats
 
-import "unicode/utf8"
+import (
+	"context"
+	"unicode/utf8"
+)
 
 // FinishReason says why a request stopped.
 type FinishReason uint8
@@ -88,6 +91,10 @@ type FinishedRequest struct {
 	// (vllm:request_num_preemptions, observed for every finished request,
 	// 0 included).
 	Preemptions int64
+	// Context is the request's context (Request.Context), with which its
+	// latencies are recorded so that their exemplars name its trace; nil
+	// means the context passed to the Record call.
+	Context context.Context
 }
 
 // Parent returns what request_params_n and request_max_num_generation_tokens

@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -30,6 +31,14 @@ type Iteration struct {
 	// ITL holds, in seconds, one inter-token latency per decode output of a
 	// request in this step (time since that request's previous output).
 	ITL []float64
+	// TTFTContexts and ITLContexts, when not empty, hold the context of the
+	// request of each TTFT and ITL value (same length, same order; a nil
+	// entry means none): the value is recorded with it, so that its exemplar
+	// names the request's span rather than the step's. Output and AddOutput
+	// fill them from Request.Context; empty, every value takes the step's
+	// context.
+	TTFTContexts []context.Context
+	ITLContexts  []context.Context
 	// Finished holds the requests that finished in this step.
 	Finished []FinishedRequest
 }
@@ -73,11 +82,24 @@ func (it *Iteration) AddOutput(o Output) error {
 	}
 	it.PromptTokens, it.GenerationTokens = prompt, gen
 	if o.First {
-		it.TTFT = append(it.TTFT, o.TTFT)
+		it.TTFT, it.TTFTContexts = appendWithContext(it.TTFT, it.TTFTContexts, o.TTFT, o.Context)
 	} else {
-		it.ITL = append(it.ITL, o.ITL)
+		it.ITL, it.ITLContexts = appendWithContext(it.ITL, it.ITLContexts, o.ITL, o.Context)
 	}
 	return nil
+}
+
+// appendWithContext appends v to vs and ctx to its parallel contexts, which
+// stay empty until a value comes with a context (earlier values then get
+// nil), so that a step without traced requests keeps no contexts at all.
+func appendWithContext(vs []float64, ctxs []context.Context, v float64, ctx context.Context) ([]float64, []context.Context) {
+	if ctx != nil || len(ctxs) > 0 {
+		for len(ctxs) < len(vs) {
+			ctxs = append(ctxs, nil)
+		}
+		ctxs = append(ctxs, ctx)
+	}
+	return append(vs, v), ctxs
 }
 
 // Output records an output of tokens new tokens (at least one, several with
@@ -141,8 +163,14 @@ func (it *Iteration) AddFinished(f FinishedRequest) error {
 }
 
 // Reset empties the iteration for the next step, keeping the slices' storage.
+// The contexts it held are cleared, so that the step does not keep finished
+// requests' contexts alive.
 func (it *Iteration) Reset() {
-	*it = Iteration{TTFT: it.TTFT[:0], ITL: it.ITL[:0], Finished: it.Finished[:0]}
+	clear(it.TTFTContexts)
+	clear(it.ITLContexts)
+	clear(it.Finished)
+	*it = Iteration{TTFT: it.TTFT[:0], ITL: it.ITL[:0], Finished: it.Finished[:0],
+		TTFTContexts: it.TTFTContexts[:0], ITLContexts: it.ITLContexts[:0]}
 }
 
 // Validate reports the first bad field, including those of PromptTokens, the
@@ -168,6 +196,12 @@ func (it *Iteration) Validate() error {
 	}
 	if err := checkSecondsList("ITL", it.ITL); err != nil {
 		return err
+	}
+	if n := len(it.TTFTContexts); n > 0 && n != len(it.TTFT) {
+		return fieldErr("len(TTFTContexts)", n, fmt.Errorf("%w: want 0 or len(TTFT) = %d", ErrOutOfRange, len(it.TTFT)))
+	}
+	if n := len(it.ITLContexts); n > 0 && n != len(it.ITL) {
+		return fieldErr("len(ITLContexts)", n, fmt.Errorf("%w: want 0 or len(ITL) = %d", ErrOutOfRange, len(it.ITL)))
 	}
 	for i := range it.Finished {
 		if err := it.Finished[i].Validate(); err != nil {
@@ -195,6 +229,9 @@ type Output struct {
 	// ITL is the inter-token latency, the previous output of the request to
 	// this one, in seconds; zero on the first output.
 	ITL float64
+	// Context is the request's context (Request.Context), with which its
+	// TTFT or ITL is recorded; nil means the step's.
+	Context context.Context
 }
 
 // Validate reports a bad count or latency, or prompt tokens or a TTFT on an

@@ -1,10 +1,13 @@
 package stats_test
 
 import (
+	"context"
+	"errors"
 	"math"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/infermetrics/infermetrics/stats"
 )
@@ -340,5 +343,58 @@ func TestIterationFromTimelines(t *testing.T) {
 	if step2.GenerationTokens != 3 || step2.TokensDone() != 3 || !slices.Equal(step2.ITL, []float64{0.06}) || len(step2.TTFT) != 0 {
 		t.Errorf("step 2: generation %d, TokensDone %d, ITL %v, %d TTFT; want 3, 3, [0.06], 0",
 			step2.GenerationTokens, step2.TokensDone(), step2.ITL, len(step2.TTFT))
+	}
+}
+
+// Context lists must be empty or parallel to their values; Reset empties
+// them, keeping the storage and dropping the contexts.
+func TestIterationContexts(t *testing.T) {
+	ctx := context.WithValue(context.Background(), struct{}{}, 1)
+	it := stats.Iteration{GenerationTokens: 2, TTFT: []float64{0.1}, ITL: []float64{0.01},
+		TTFTContexts: []context.Context{ctx, nil}}
+	if err := it.Validate(); !errors.Is(err, stats.ErrOutOfRange) {
+		t.Errorf("TTFTContexts longer than TTFT: %v, want ErrOutOfRange", err)
+	}
+	it.TTFTContexts = it.TTFTContexts[:1]
+	it.ITLContexts = []context.Context{nil, nil}
+	if err := it.Validate(); !errors.Is(err, stats.ErrOutOfRange) {
+		t.Errorf("ITLContexts longer than ITL: %v, want ErrOutOfRange", err)
+	}
+	it.ITLContexts = nil
+	if err := it.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	backing := it.TTFTContexts[:1]
+	it.Reset()
+	if len(it.TTFTContexts) != 0 || cap(it.TTFTContexts) == 0 || backing[0] != nil {
+		t.Errorf("Reset: TTFTContexts len %d cap %d, backing[0] %v; want empty, storage kept, context dropped",
+			len(it.TTFTContexts), cap(it.TTFTContexts), backing[0])
+	}
+}
+
+// A Timeline passes its request's context on to every output and to the
+// finished request.
+func TestTimelineCarriesContext(t *testing.T) {
+	ctx := context.WithValue(context.Background(), struct{}{}, 1)
+	t0 := time.Unix(100, 0)
+	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1, Context: ctx})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tl.Scheduled(t0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	var it stats.Iteration
+	for i := 1; i <= 2; i++ {
+		if err := it.Output(tl, t0.Add(time.Duration(i)*time.Second), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := it.Finish(tl, t0.Add(3*time.Second), stats.FinishStop); err != nil {
+		t.Fatal(err)
+	}
+	if len(it.TTFTContexts) != 1 || it.TTFTContexts[0] != ctx || len(it.ITLContexts) != 1 || it.ITLContexts[0] != ctx ||
+		it.Finished[0].Context != ctx {
+		t.Errorf("contexts not passed on: TTFT %v ITL %v finished %v", it.TTFTContexts, it.ITLContexts, it.Finished[0].Context)
 	}
 }

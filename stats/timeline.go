@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"math"
 	"slices"
 	"sync"
@@ -19,6 +20,13 @@ type Request struct {
 	// Priority is the scheduling priority (lower is more urgent), passed on
 	// to the FinishedRequest; any value is valid.
 	Priority int
+	// Context, when set, is the request's own context, typically carrying
+	// its trace span. The Timeline passes it on to every Output and to the
+	// FinishedRequest, and the request's latencies (TTFT, ITL, e2e, queue,
+	// prefill, decode, inference, TPOT) are recorded with it, so that an
+	// exemplar names this request's trace rather than the step's. It is
+	// never cancelled or waited on. nil: the step's context is used.
+	Context context.Context
 }
 
 // Validate reports a zero arrival time, a negative count, or a MaxTokens given
@@ -255,6 +263,7 @@ func (t *Timeline) output(at time.Time, tokens int64) (Timeline, Output, error) 
 	} else {
 		o.ITL = at.Sub(t.lastOutput).Seconds()
 	}
+	o.Context = t.req.Context
 	next.generated, next.lastOutput, next.last, next.event = generated, at, at, evOutput
 	return next, o, nil
 }
@@ -318,6 +327,7 @@ func (t *Timeline) finish(at time.Time, reason FinishReason) (Timeline, Finished
 		f.QueueTime = t.scheduled.Sub(t.queued).Seconds()
 	}
 	f.Priority = t.req.Priority
+	f.Context = t.req.Context
 	if t.hasOutput {
 		f.TimeToFirstToken = t.firstOutput.Sub(t.req.Arrival).Seconds()
 		f.PrefillTime = t.firstOutput.Sub(t.scheduled).Seconds()

@@ -412,6 +412,9 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 	if a, ok := c.exponentialOf(exposed, d); ok {
 		s.Aggregation = a
 	}
+	if s.AttributeFilter != nil {
+		s.ExemplarReservoirProviderSelector = IDOnlyExemplars
+	}
 	if d.Unit == "1" && d.Kind == instrument.Gauge {
 		s.Unit = ratioUnit
 	}

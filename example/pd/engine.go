@@ -86,7 +86,7 @@ func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, ha
 // submit hands a request to the engine; it is queued at the next step.
 func (e *engine) submit(r request, maxTokens int64, transfer bool) error {
 	tl, err := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens,
-		Priority: requestPriority(r.id)})
+		Priority: requestPriority(r.id), Context: r.ctx})
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,10 @@ func run() error {
 	sleepAfter := flag.Duration("sleep-after", 2*time.Second, "idle time after serving requests at which the prefill engines sleep (level 1, vllm:engine_sleep_state) until requests come again; 0: never")
 	corrupt := flag.Float64("corrupt", 0.005, "share of requests the decode instance finds corrupted (NaN logits) and finishes with an error (vllm:corrupted_requests_total); 0: none")
 	observationsFile := flag.String("observations", "", "file to write, at exit, every TTFT and e2e latency recorded, as JSON by role and family, for exact quantiles (the end-to-end suite uses it)")
+	var tr tracing
+	flag.BoolVar(&tr.on, "trace", false, "give each request a sampled span context and turn exemplars on (OpenMetrics scrape, OTLP): exemplars of a request's latencies name its trace")
+	flag.IntVar(&tr.slowID, "slow-request", 0, "with -trace, the number of the request (1 is the first) that waits -slow-delay before reaching the prefill instance; its trace ID is printed; 0: none")
+	flag.DurationVar(&tr.delay, "slow-delay", 15*time.Second, "how long the -slow-request request waits")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
 		return errors.New("-rate must be positive, -decode-engines at least 1 and -idle not negative")
@@ -76,6 +80,9 @@ func run() error {
 		opts := []exporters.Option{
 			exporters.WithStatsLog(logger.With("instance", string(r)), exporters.WithStatsInterval(*logInterval)),
 			exporters.WithErrorHandler(func(err error) { logger.Warn("metrics export", "instance", string(r), "err", err) }),
+		}
+		if tr.on {
+			opts = append(opts, exporters.WithExemplars(), exporters.WithPrometheus(exporters.WithOpenMetrics()))
 		}
 		var otlp []exporters.OTLPOption
 		if *otlpEndpoint != "" {
@@ -105,6 +112,9 @@ func run() error {
 		// The proxy sends the request on to the decode instance with the
 		// client's own max_tokens; its KV follows through the connector.
 		r.arrival = time.Now()
+		if tr.on {
+			r.ctx = requestContext(r.ctx) // the decode instance's span, in the request's trace
+		}
 		if err := decode.route(r, r.maxTokens, true); err != nil {
 			logger.Error("handoff", "err", err)
 		}
@@ -130,7 +140,7 @@ func run() error {
 	select {
 	case <-ctx.Done():
 	case <-time.After(*idle):
-		generate(ctx, newWorkload(*seed, maxModelLen), *rate, *duration, prefill, logger)
+		generate(ctx, newWorkload(*seed, maxModelLen), *rate, *duration, prefill, logger, tr)
 	}
 	if ctx.Err() == nil {
 		logger.Info("load finished; serving /metrics until interrupted", "after", duration.String())
@@ -156,7 +166,7 @@ func run() error {
 // generate sends requests to the prefill instance at the given Poisson rate
 // until ctx is done or duration (when positive) has passed. The prefill
 // instance runs each with max_tokens=1, as a P/D proxy does.
-func generate(ctx context.Context, w *workload, rate float64, duration time.Duration, prefill *instance, logger *slog.Logger) {
+func generate(ctx context.Context, w *workload, rate float64, duration time.Duration, prefill *instance, logger *slog.Logger, tr tracing) {
 	var end <-chan time.Time
 	if duration > 0 {
 		end = time.After(duration)
@@ -170,8 +180,23 @@ func generate(ctx context.Context, w *workload, rate float64, duration time.Dura
 		case <-time.After(w.interarrival(rate)):
 		}
 		r := w.request(time.Now())
-		if err := prefill.route(r, 1, false); err != nil {
-			logger.Error("submit", "err", err)
+		if tr.on {
+			r.ctx = requestContext(nil)
 		}
+		if tr.on && r.id == tr.slowID {
+			// Held up before the engine (a stalled front end): its TTFT
+			// on the prefill instance is at least the delay.
+			fmt.Printf("slow request: id=%d trace_id=%s delay=%s\n", r.id, traceID(r.ctx), tr.delay)
+			time.AfterFunc(tr.delay, func() { submit(prefill, r, logger) })
+			continue
+		}
+		submit(prefill, r, logger)
+	}
+}
+
+// submit sends r to the prefill instance with max_tokens=1.
+func submit(prefill *instance, r request, logger *slog.Logger) {
+	if err := prefill.route(r, 1, false); err != nil {
+		logger.Error("submit", "err", err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -20,6 +21,9 @@ type request struct {
 	// abortAfter is the number of generated tokens after which the client
 	// disconnects, or 0 for a client that waits to the end.
 	abortAfter int64
+	// ctx carries the request's span when the example traces requests
+	// (-trace), else it is nil.
+	ctx context.Context
 }
 
 // workload draws requests with realistic shapes: log-normal prompt and output

@@ -50,7 +50,10 @@ type env struct {
 	example *proc
 	// urls of the example's /metrics, by role.
 	urls map[string]string
-	// observations is the file of the latencies the example recorded.
+	// nativeOTLP makes the example's OTLP path exponential (see
+	// startExample); observations is then the file of the latencies the
+	// example recorded.
+	nativeOTLP   bool
 	observations string
 	// promArgs are extra Prometheus flags (feature flags).
 	promArgs []string
@@ -80,7 +83,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// Scrapes negotiate protobuf, and remote write stores native histograms
 	// (the OTLP path's exponential ones).
-	e := &env{tools: tl, work: t.TempDir(), promArgs: []string{"--enable-feature=native-histograms"}}
+	e := &env{tools: tl, work: t.TempDir(), promArgs: []string{"--enable-feature=native-histograms"}, nativeOTLP: true}
 	ports := distinctPorts(t, 4)
 	promPort, otlpPort, prefillPort, decodePort := ports[0], ports[1], ports[2], ports[3]
 	prefillAddr := fmt.Sprintf("127.0.0.1:%d", prefillPort)
@@ -321,10 +324,13 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 	// The OTLP reader aggregates every histogram exponentially, the scrape
 	// keeps vLLM's buckets: the same observations reach Prometheus as
 	// native histograms (path=otlp) and classic ones (path=direct).
-	env := append(childEnv(), exponentialOTLP)
-	e.observations = filepath.Join(e.work, "observations.json")
-	e.example = startProc(t, e.work, "example", env, append([]string{bin,
-		"-observations", e.observations,
+	env, args := childEnv(), []string{bin}
+	if e.nativeOTLP {
+		env = append(env, exponentialOTLP)
+		e.observations = filepath.Join(e.work, "observations.json")
+		args = append(args, "-observations", e.observations)
+	}
+	args = append(args,
 		"-prefill-listen", prefillAddr,
 		"-decode-listen", decodeAddr,
 		"-rate", strconv.Itoa(loadRate),
@@ -334,7 +340,8 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 		"-log-interval", "1s",
 		"-otlp-endpoint", otlp,
 		"-otlp-interval", otlpInterval.String(),
-	}, extra...)...)
+	)
+	e.example = startProc(t, e.work, "example", env, append(args, extra...)...)
 	poll(t, 30*time.Second, "the example printing its /metrics URLs", func() (bool, string) {
 		e.example.alive(t)
 		b, _ := os.ReadFile(e.example.stdout)

@@ -46,16 +46,7 @@ func TestPDLegFamilies(t *testing.T) {
 		body, _ := io.ReadAll(r.Body)
 		ctx := r.Context()
 		trace = openaihttp.TraceFrom(ctx)
-		send := func(base, role, body string) *http.Response {
-			req, _ := http.NewRequestWithContext(openaihttp.ContextWithBackend(ctx, openaihttp.Backend{Name: role + "-0", Role: role}),
-				http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
-			resp, err := cl.Do(req)
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			return resp
-		}
+		send := func(base, role, body string) *http.Response { return sendLeg(t, cl.Transport, ctx, base, role, body) }
 		p := send(prefill.URL, instrument.RolePrefill, chatBody)
 		if p == nil {
 			return

@@ -207,7 +207,7 @@ func TestScrapeVariantsAgree(t *testing.T) {
 	have := ours.Families()
 	for _, f := range views.Families() {
 		switch f.Instrument.Feature {
-		case instrument.PriorityScheduling, instrument.KVOffload, instrument.KVOffloadCPU:
+		case instrument.PriorityScheduling, instrument.KVOffload, instrument.KVOffloadCPU, instrument.PDRouting:
 			continue // not in the benchmark's fixture
 		}
 		if !have[f.Name] {

@@ -361,6 +361,16 @@ var catalog = []Descriptor{
 		Description: "Fraction of the CPU KV offload cache pinned by loads in flight, from 0 to 1."},
 	{Name: NameKVOffloadCPUAlloc, Kind: Histogram, Integer: true, Unit: "{chunk}", Buckets: kvOffloadCPUAllocationBuckets, Recorded: perStep, Feature: KVOffloadCPU,
 		Description: "CPU chunks requested by each KV offload store allocation."},
+
+	// The P/D router families (router.go) take vLLM's TTFT buckets: each is
+	// a part of the client's time to first token, so the parts and the
+	// whole compare bucket by bucket.
+	{Name: NamePDPrefillLegDuration, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perRouted, Feature: PDRouting,
+		Description: "Time from sending a routed request's prefill leg to the end of its response."},
+	{Name: NamePDDecodeLegTimeToFirstChunk, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perRouted + ", streamed decode legs", Feature: PDRouting,
+		Description: "Time from sending a routed request's decode leg to its first content chunk."},
+	{Name: NamePDHandoffDuration, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perRouted + ", decode leg sent after the prefill leg ended", Feature: PDRouting,
+		Description: "Time from the end of a routed request's prefill leg to the start of its decode leg."},
 }
 
 // Descriptors returns every instrument the Recorder creates, in a stable order.

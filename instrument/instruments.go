@@ -54,6 +54,8 @@ type instruments struct {
 	// The GenAI client metrics of Backend (client.go).
 	clientTokens                                     metric.Int64Histogram
 	clientDuration, clientFirstChunk, clientPerChunk metric.Float64Histogram
+	// The P/D router families (router.go).
+	pdPrefillLeg, pdDecodeFirstChunk, pdHandoff metric.Float64Histogram
 
 	observed []metric.Observable // every observable instrument above
 	meter    metric.Meter        // kept reachable: its address identifies claims (see scopeMeter)
@@ -225,6 +227,9 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		clientDuration:        b.float64Histogram(NameGenAIClientOperationDuration),
 		clientFirstChunk:      b.float64Histogram(NameGenAIClientTimeToFirstChunk),
 		clientPerChunk:        b.float64Histogram(NameGenAIClientTimePerOutputChunk),
+		pdPrefillLeg:          b.float64Histogram(NamePDPrefillLegDuration),
+		pdDecodeFirstChunk:    b.float64Histogram(NamePDDecodeLegTimeToFirstChunk),
+		pdHandoff:             b.float64Histogram(NamePDHandoffDuration),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)

@@ -62,7 +62,11 @@
 // client request is recorded once, by the handler, from what the router
 // sends its client; a leg to a backend of role instrument.RoleDecode makes
 // its cached prompt tokens external_kv_transfer, not local_cache_hit, since
-// the decode instance received them from the prefill instance.
+// the decode instance received them from the prefill instance. When the
+// trace has a prefill and a decode leg, the handler also records, once,
+// the legs' pairing (Trace.PD, instrument.Engine.RecordPDLegs):
+// router.pd.prefill_leg.duration, router.pd.handoff.duration and
+// router.pd.decode_leg.time_to_first_chunk.
 //
 // # Cost
 //

@@ -82,6 +82,9 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	o.CachedByKVTransfer = trace.KVTransferred()
 	o.MaxTokens, o.N = info.maxTokens, info.n
 	h.report(e.RecordRequest(r.Context(), &o))
+	if pd, ok := trace.PD(); ok {
+		h.report(e.RecordPDLegs(r.Context(), &pd))
+	}
 }
 
 func (h *handler) report(err error) {

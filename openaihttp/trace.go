@@ -122,3 +122,46 @@ func (t *Trace) finish(l *Leg, status int, r *stats.ObservedRequest) {
 	l.Status, l.Done, l.Observed = status, true, *r
 	t.mu.Unlock()
 }
+
+// PD returns the P/D figures of a trace that has a decode leg (role
+// instrument.RoleDecode) and, sent before it, a prefill leg (role
+// instrument.RolePrefill) that ended: the prefill leg's latency, the
+// handoff gap from its end to the decode leg's start (none when the decode
+// leg started first, as with a router that sends both at once) and the
+// decode leg's time to first chunk (when it ended, streamed). With several,
+// the first decode leg and the last prefill leg before it count (a retried
+// prefill). NewHandler records them once per client request, at its end
+// (instrument.Engine.RecordPDLegs). It allocates nothing.
+func (t *Trace) PD() (stats.PDLegs, bool) {
+	if t == nil {
+		return stats.PDLegs{}, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var p, d *Leg
+	for _, l := range t.legs {
+		if l.Backend.Role == instrument.RoleDecode {
+			d = l
+			break
+		}
+	}
+	if d == nil {
+		return stats.PDLegs{}, false
+	}
+	for _, l := range t.legs {
+		if l.Backend.Role == instrument.RolePrefill && l.Done && !l.Start.After(d.Start) {
+			p = l
+		}
+	}
+	if p == nil {
+		return stats.PDLegs{}, false
+	}
+	pd := stats.PDLegs{PrefillLatency: p.Observed.E2ELatency}
+	if gap := d.Start.Sub(p.End()); gap >= 0 {
+		pd.Handoff, pd.HandoffGap = true, gap.Seconds()
+	}
+	if d.Done && d.Observed.FirstToken {
+		pd.DecodeFirstToken, pd.DecodeTimeToFirstToken = true, d.Observed.TimeToFirstToken
+	}
+	return pd, true
+}

@@ -149,6 +149,20 @@ func TestTransportErrors(t *testing.T) {
 	}
 }
 
+// sendLeg sends a router's leg to the backend at base in a role (backend
+// name role-0) through rt, with the client request's context; nil after an
+// error.
+func sendLeg(t *testing.T, rt http.RoundTripper, ctx context.Context, base, role, body string) *http.Response {
+	req, _ := http.NewRequestWithContext(openaihttp.ContextWithBackend(ctx, openaihttp.Backend{Name: role + "-0", Role: role}),
+		http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	return resp
+}
+
 // A P/D router: NewHandler in front, a prefill and a decode leg through the
 // transport. The router's request is counted once, with the decode leg's
 // cached tokens as KV transferred, and each leg per backend.
@@ -163,16 +177,7 @@ func TestRouterLegs(t *testing.T) {
 	s := serve(t, router, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		ctx := r.Context()
-		send := func(base, role, body string) *http.Response {
-			req, _ := http.NewRequestWithContext(openaihttp.ContextWithBackend(ctx, openaihttp.Backend{Name: role + "-0", Role: role}),
-				http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			return resp
-		}
+		send := func(base, role, body string) *http.Response { return sendLeg(t, tr, ctx, base, role, body) }
 		p := send(prefill.URL, instrument.RolePrefill, chatBody)
 		_, _ = io.Copy(io.Discard, p.Body)
 		_ = p.Body.Close()

@@ -125,3 +125,49 @@ func (r ObservedRequest) TimePerOutputToken() (float64, bool) {
 // CheckSeconds reports a duration this package would not accept: NaN,
 // infinite, negative or above MaxSeconds. field names it in the error.
 func CheckSeconds(field string, v float64) error { return checkSeconds(field, v) }
+
+// PDLegs is what a prefill/decode (P/D) router observed of the two legs it
+// sent for one client request, in seconds: the prefill leg's latency, the
+// decode leg's time to first token and the handoff gap between them. The
+// client request's own figures (TTFT from arrival at the router, e2e,
+// tokens) are an ObservedRequest.
+type PDLegs struct {
+	// PrefillLatency is from sending the prefill leg to the end of its
+	// response.
+	PrefillLatency float64
+	// Handoff is set when the decode leg was sent after the prefill leg
+	// ended (a router that sends both at once has none); HandoffGap is
+	// then from the end of the prefill leg to the start of the decode leg.
+	Handoff    bool
+	HandoffGap float64
+	// DecodeFirstToken is set when the decode leg streamed a content
+	// chunk; DecodeTimeToFirstToken is then from sending the decode leg to
+	// its first content chunk.
+	DecodeFirstToken       bool
+	DecodeTimeToFirstToken float64
+}
+
+// Validate reports the first bad field: a NaN, infinite, negative or
+// above-MaxSeconds duration, or a handoff gap or decode time to first
+// token without its flag.
+func (l PDLegs) Validate() error {
+	for _, d := range [...]struct {
+		name string
+		v    float64
+	}{
+		{"PrefillLatency", l.PrefillLatency},
+		{"HandoffGap", l.HandoffGap},
+		{"DecodeTimeToFirstToken", l.DecodeTimeToFirstToken},
+	} {
+		if err := checkSeconds(d.name, d.v); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !l.Handoff && l.HandoffGap != 0:
+		return fieldErr("HandoffGap", l.HandoffGap, ErrOutOfRange)
+	case !l.DecodeFirstToken && l.DecodeTimeToFirstToken != 0:
+		return fieldErr("DecodeTimeToFirstToken", l.DecodeTimeToFirstToken, ErrOutOfRange)
+	}
+	return nil
+}

@@ -1,6 +1,8 @@
 package stats_test
 
 import (
+	"errors"
+	"math"
 	"testing"
 
 	"github.com/infermetrics/infermetrics/stats"
@@ -32,5 +34,25 @@ func TestObservedRequest(t *testing.T) {
 	}
 	if p := r.Prompt(); p.Total() != 0 {
 		t.Errorf("Prompt() without usage = %+v", p)
+	}
+}
+
+func TestPDLegsValidate(t *testing.T) {
+	ok := stats.PDLegs{PrefillLatency: 0.2, Handoff: true, DecodeFirstToken: true, DecodeTimeToFirstToken: 0.01}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err) // a zero gap is a handoff with no wait
+	}
+	for _, c := range []struct {
+		l    stats.PDLegs
+		want error
+	}{
+		{stats.PDLegs{PrefillLatency: -0.1}, stats.ErrNegative},
+		{stats.PDLegs{HandoffGap: 0.1}, stats.ErrOutOfRange},
+		{stats.PDLegs{DecodeTimeToFirstToken: 0.1}, stats.ErrOutOfRange},
+		{stats.PDLegs{Handoff: true, HandoffGap: math.NaN()}, stats.ErrNotFinite},
+	} {
+		if err := c.l.Validate(); !errors.Is(err, c.want) {
+			t.Errorf("%+v: %v, want %v", c.l, err, c.want)
+		}
 	}
 }

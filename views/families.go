@@ -10,6 +10,9 @@ import (
 type Family struct {
 	// Name is the exposition name: counters carry "_total". Options
 	// (WithBuckets, WithAttributes) and package testutil take this name.
+	// A family vLLM does not define (the P/D router families) keeps its
+	// OpenTelemetry name, which a Prometheus scrape shows translated
+	// (router.pd.handoff.duration as router_pd_handoff_duration_seconds).
 	Name string
 	// Type is "counter", "gauge" or "histogram".
 	Type string

@@ -219,6 +219,13 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 	}))
 	must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{SleepState: stats.WeightsOffloaded,
 		Evictions: []stats.KVEviction{{Lifetime: 600, IdleBeforeEvict: 0.004}}}))
+
+	// The P/D router families, as a router's front end records them (on a
+	// step-fed engine here only to cover every family in one scenario).
+	e0, err := rec.Engine(0)
+	must(err)
+	must(e0.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.25, Handoff: true, HandoffGap: 0.004,
+		DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05}))
 }
 
 // scenarioFamilies records the scenario through views.VLLM() and returns the

@@ -48,7 +48,7 @@ func TestPriorityLabelsInScrape(t *testing.T) {
 	recordScenario(t, x.rec)
 	fams := families(t, x.scrape())
 	for _, f := range views.Families() {
-		mf, ok := fams[f.Name]
+		mf, ok := fams[scrapeName(f)]
 		if !ok {
 			t.Errorf("%s is not in the scrape", f.Name)
 			continue

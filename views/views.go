@@ -86,12 +86,17 @@ var unsuffixed = []string{instrument.NameKVOffloadLoadTime, instrument.NameKVOff
 // vllm.iteration_tokens keep vLLM's own names, and the KV offloading
 // transfer families have no unit suffix (unsuffixed). A scrape shows
 // counters with "_total" (Families), and options name families that way.
+// An instrument outside the vllm namespace (the P/D router families, which
+// vLLM does not define) keeps its OpenTelemetry name.
 func VLLMName(d instrument.Descriptor) string {
 	switch d.Name {
 	case instrument.NameKVCacheUsage:
 		return kvCacheUsage
 	case instrument.NameIterationTokens:
 		return iterationTokens
+	}
+	if !strings.HasPrefix(d.Name, "vllm.") {
+		return d.Name
 	}
 	name := "vllm:" + strings.TrimPrefix(d.Name, "vllm.")
 	if d.Unit == "s" && !slices.Contains(unsuffixed, d.Name) {

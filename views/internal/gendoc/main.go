@@ -91,6 +91,18 @@ P/D decode leg), ` + "`vllm:prompt_tokens_cached_total`, `vllm:generation_tokens
 histograms and ` + "`vllm:request_time_per_output_token_seconds`" + `; requests in flight as
 ` + "`vllm:num_requests_running`" + `. Every other family stays at zero (or absent) on its Recorder.
 
+A P/D router (` + "`openaihttp.NewHandler`" + ` in front of ` + "`openaihttp.NewTransport`" + `, or
+` + "`instrument.Engine.RecordPDLegs`" + `) also records, once per client request it sends to a prefill and then
+a decode backend, the legs: ` + "`router.pd.prefill_leg.duration`, `router.pd.decode_leg.time_to_first_chunk`" + `
+and ` + "`router.pd.handoff.duration`" + ` (from the end of the prefill leg to the start of the decode leg).
+Neither vLLM nor the routers in front of it (vllm-project/router and SGLang's router count P/D requests
+per worker and time the whole request; llm-d counts P/D decisions; the Gateway API Inference Extension
+times whole requests) define per-leg families, so these follow OpenTelemetry's naming rules and keep
+their names in every export (a Prometheus scrape shows ` + "`router_pd_prefill_leg_duration_seconds`" + ` and so on).
+They carry ` + "`model_name` and `engine`" + `, not the backend: per-backend leg figures are the GenAI client
+metrics below, and a prefill × decode pair label would multiply the histogram series. They use vLLM's
+TTFT buckets, being parts of the client's time to first token.
+
 | vLLM family | type | labels | buckets | OpenTelemetry instrument | unit | recorded | when present | GenAI semantic convention |
 |---|---|---|---|---|---|---|---|---|
 `)
@@ -176,6 +188,8 @@ func feature(f instrument.Feature) string {
 		return "CPU KV offload tier (`WithKVOffloadCPU`, or a CPU tier in a step)"
 	case instrument.KVConsumer:
 		return "KV consumer (`WithKVConsumer`, or KV fetch stages in a step)"
+	case instrument.PDRouting:
+		return "a request routed to prefill and decode backends (`openaihttp`)"
 	}
 	return "-"
 }

@@ -1,0 +1,48 @@
+package instrument
+
+import (
+	"context"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// Names of the P/D router families: the legs a prefill/decode router sends
+// for one client request (Engine.RecordPDLegs). Neither vLLM nor the routers
+// in front of it (vllm-project/router, SGLang's router, llm-d, the Gateway
+// API Inference Extension) define per-leg families, so they follow
+// OpenTelemetry's naming rules and keep these names in every export.
+const (
+	NamePDPrefillLegDuration        = "router.pd.prefill_leg.duration"
+	NamePDDecodeLegTimeToFirstChunk = "router.pd.decode_leg.time_to_first_chunk"
+	NamePDHandoffDuration           = "router.pd.handoff.duration"
+)
+
+// PDRouting says the P/D router families' series appear with the first
+// routed request (Engine.RecordPDLegs).
+const PDRouting Feature = HTTPClient + 1
+
+const perRouted = "each client request routed to a prefill and a decode backend (Engine.RecordPDLegs)"
+
+// RecordPDLegs records the legs of one client request a P/D router sent to
+// a prefill and then a decode backend: the prefill leg's latency, the
+// handoff gap when there is one and the decode leg's time to first chunk
+// when streamed. Package openaihttp's handler calls it once per routed
+// request, after RecordRequest. Invalid legs are returned as an error and
+// nothing is recorded.
+func (e *Engine) RecordPDLegs(ctx context.Context, l *stats.PDLegs) error {
+	if err := e.usable(l == nil); err != nil {
+		return err
+	}
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	in, rec := e.inst, e.plain.rec
+	in.pdPrefillLeg.Record(ctx, l.PrefillLatency, rec...)
+	if l.Handoff {
+		in.pdHandoff.Record(ctx, l.HandoffGap, rec...)
+	}
+	if l.DecodeFirstToken {
+		in.pdDecodeFirstChunk.Record(ctx, l.DecodeTimeToFirstToken, rec...)
+	}
+	return nil
+}

@@ -155,8 +155,15 @@ func writeError(w http.ResponseWriter, err error) {
 	if kind == "" {
 		kind = "InternalServerError"
 	}
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": ae.message, "type": kind, "param": nil, "code": ae.status}})
+	type info struct { // vLLM's ErrorInfo, in its field order
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    int     `json:"code"`
+	}
+	body, _ := json.Marshal(struct {
+		Error info `json:"error"`
+	}{info{Message: ae.message, Type: kind, Code: ae.status}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(ae.status)
 	_, _ = w.Write(body)

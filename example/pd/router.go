@@ -18,7 +18,10 @@ import (
 // then sends the client's request with the returned kv_transfer_params to
 // the decode instance and passes the decode leg's response through, chunk
 // by chunk. The client's usage comes from the decode leg, whose
-// cached_tokens count the prompt tokens that arrived by KV transfer.
+// cached_tokens count the prompt tokens that arrived by KV transfer, as
+// vLLM's do: a remote-prefill request reaches its first scheduling with the
+// transferred tokens computed (Scheduler._update_waiting_for_remote_kv),
+// and num_cached_tokens is set from them (vllm/v1/core/sched/scheduler.py).
 type router struct {
 	prefill, decode string // base URLs of the instances
 	client          *http.Client

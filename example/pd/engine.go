@@ -45,6 +45,9 @@ type job struct {
 	fetchAt   time.Time // when its KV transfer starts (decode role)
 	transfer  bool      // its KV arrives from the prefill node
 	preempted bool
+	// stream is the API client waiting for its outputs, or nil for a
+	// request of the workload generator (see stream.go).
+	stream *stream
 }
 
 // engine simulates one data-parallel engine driving stats.Timeline per
@@ -85,13 +88,18 @@ func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, ha
 
 // submit hands a request to the engine; it is queued at the next step.
 func (e *engine) submit(r request, maxTokens int64, transfer bool) error {
+	return e.submitStream(r, maxTokens, transfer, nil)
+}
+
+// submitStream is submit for an API request whose outputs go to s.
+func (e *engine) submitStream(r request, maxTokens int64, transfer bool, s *stream) error {
 	tl, err := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens,
 		Priority: requestPriority(r.id), Context: r.ctx})
 	if err != nil {
 		return err
 	}
 	e.load.Add(1)
-	e.inbox <- &job{request: r, tl: tl, limit: maxTokens, transfer: transfer}
+	e.inbox <- &job{request: r, tl: tl, limit: maxTokens, transfer: transfer, stream: s}
 	return nil
 }
 
@@ -134,6 +142,7 @@ func (e *engine) step(ctx context.Context) bool {
 	}
 	end := time.Now()
 
+	e.abortGone(end, &it)
 	e.emit(end, &it)
 	sched.SpecDecoding = e.spec.take()
 	// Rejected draft tokens were computed too.
@@ -249,6 +258,7 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 			e.waiting = e.waiting[1:]
 			continue
 		}
+		j.stream.scheduled(local + external)
 		if !j.preempted {
 			sched.PrefixCache.Queries += j.prompt
 			sched.PrefixCache.Hits += local
@@ -329,6 +339,7 @@ func (e *engine) emit(now time.Time, it *stats.Iteration) {
 		}
 		j.kvTokens += tokens
 		e.kvUsed += tokens
+		j.stream.emit(tokens)
 		if e.corrupted(j, tokens) {
 			it.CorruptedRequests++
 			e.finish(now, j, stats.FinishError, it)
@@ -366,8 +377,11 @@ func (e *engine) finish(now time.Time, j *job, reason stats.FinishReason, it *st
 		slog.Error("finish", "err", err)
 	}
 	e.drop(j)
-	if e.role == prefillRole && reason == stats.FinishLength && e.handoff != nil {
-		e.handoff(j.request)
+	j.stream.finish(reason, j.tl.Generated())
+	if e.role == prefillRole && reason == stats.FinishLength && j.handsOff(e) {
+		if j.stream == nil {
+			e.handoff(j.request)
+		}
 		// Now and then the KV kept for the decode node expires before it is
 		// read; every second time the decode node's notification comes late.
 		if e.handoffs++; e.handoffs%expiryEvery == 0 {

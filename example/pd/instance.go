@@ -19,6 +19,8 @@ import (
 // /metrics listener and data-parallel engines.
 type instance struct {
 	role     role
+	model    string
+	stopped  <-chan struct{} // closed when the engines stop: API handlers return
 	provider *exporters.Provider
 	server   *http.Server
 	listener net.Listener
@@ -93,7 +95,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(ctx))
 	}
-	in := &instance{role: c.role, provider: provider}
+	in := &instance{role: c.role, model: c.model, stopped: ctx.Done(), provider: provider}
 	for _, rank := range ranks {
 		e, _ := rec.Engine(rank) // one of the Recorder's own ranks: never an error
 		eng := newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff)
@@ -116,6 +118,8 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", provider.Handler())
+	// The OpenAI-compatible API (see api.go).
+	mux.Handle("/v1/", in.apiHandler())
 	// A slow client must not hold a connection open before sending its
 	// headers.
 	in.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -143,7 +147,10 @@ func (c instanceConfig) features() []instrument.Option {
 }
 
 // url is the address of the instance's /metrics endpoint.
-func (in *instance) url() string { return "http://" + in.listener.Addr().String() + "/metrics" }
+func (in *instance) url() string { return in.base() + "/metrics" }
+
+// base is the instance's base URL, of /metrics and /v1.
+func (in *instance) base() string { return "http://" + in.listener.Addr().String() }
 
 // serve serves /metrics until shutdown.
 func (in *instance) serve() error {
@@ -155,13 +162,18 @@ func (in *instance) serve() error {
 
 // route passes a request to the least loaded engine.
 func (in *instance) route(r request, maxTokens int64, transfer bool) error {
+	return in.leastLoaded().submit(r, maxTokens, transfer)
+}
+
+// leastLoaded is the engine holding the fewest requests.
+func (in *instance) leastLoaded() *engine {
 	best := in.engines[0]
 	for _, e := range in.engines[1:] {
 		if e.load.Load() < best.load.Load() {
 			best = e
 		}
 	}
-	return best.submit(r, maxTokens, transfer)
+	return best
 }
 
 // idle reports whether no engine holds a request.

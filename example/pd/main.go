@@ -8,11 +8,19 @@
 // 127.0.0.1 and service.instance.id, logs vLLM's periodic stats line, and
 // pushes OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or -otlp-endpoint) is set.
 //
+// Each instance also serves an OpenAI-compatible API beside /metrics
+// (POST /v1/chat/completions and /v1/completions, streamed or not), and a
+// P/D router on a third listener sends each client request to the prefill
+// instance and then to the decode instance as vLLM's disaggregated serving
+// proxy does. API requests run on the same simulated engines as the
+// generated workload, which -workload=false turns off.
+//
 // The simulated engines only drive stats.Timeline per request and the
 // Recorder per step: no metric is set directly.
 //
 //	go run ./example/pd
 //	curl -s http://127.0.0.1:9401/metrics | grep iteration_tokens
+//	curl -N http://127.0.0.1:9402/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}],"stream":true}'
 package main
 
 import (
@@ -21,6 +29,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -42,6 +52,8 @@ func main() {
 func run() error {
 	prefillAddr := flag.String("prefill-listen", "127.0.0.1:9400", "listen address of the prefill instance's /metrics")
 	decodeAddr := flag.String("decode-listen", "127.0.0.1:9401", "listen address of the decode instance's /metrics")
+	routerAddr := flag.String("router-listen", "127.0.0.1:9402", "listen address of the P/D router's OpenAI-compatible API (empty: no router)")
+	workload := flag.Bool("workload", true, "generate requests at -rate; false: only API clients drive the deployment")
 	model := flag.String("model", "meta-llama/Llama-3.1-8B-Instruct", "served model name")
 	rate := flag.Float64("rate", 8, "requests per second")
 	duration := flag.Duration("duration", 0, "how long to send requests (0: until interrupted); afterwards the instances drain and keep serving /metrics until interrupted")
@@ -128,22 +140,34 @@ func run() error {
 	instances := []*instance{prefill, decode}
 
 	var wg sync.WaitGroup
-	serveErr := make(chan error, len(instances))
+	serveErr := make(chan error, len(instances)+1)
 	for _, in := range instances {
 		fmt.Printf("%s metrics: %s\n", in.role, in.url())
+		fmt.Printf("%s api: %s/v1\n", in.role, in.base())
 		wg.Go(func() { serveErr <- in.serve() })
 		for _, e := range in.engines {
 			wg.Go(func() { e.run(ctx) })
 		}
 	}
-
-	select {
-	case <-ctx.Done():
-	case <-time.After(*idle):
-		generate(ctx, newWorkload(*seed, maxModelLen), *rate, *duration, prefill, logger, tr)
+	router, err := startRouter(*routerAddr, prefill, decode, serveErr, &wg)
+	if err != nil {
+		stop()
+		for _, in := range instances {
+			err = errors.Join(err, in.shutdown(context.Background()))
+		}
+		wg.Wait()
+		return err
 	}
-	if ctx.Err() == nil {
-		logger.Info("load finished; serving /metrics until interrupted", "after", duration.String())
+
+	if *workload {
+		select {
+		case <-ctx.Done():
+		case <-time.After(*idle):
+			generate(ctx, newWorkload(*seed, maxModelLen), *rate, *duration, prefill, logger, tr)
+		}
+		if ctx.Err() == nil {
+			logger.Info("load finished; serving /metrics until interrupted", "after", duration.String())
+		}
 	}
 	select {
 	case <-ctx.Done():
@@ -153,6 +177,9 @@ func run() error {
 
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if router != nil {
+		err = errors.Join(err, router.Shutdown(shutdownCtx))
+	}
 	for _, in := range instances {
 		err = errors.Join(err, in.shutdown(shutdownCtx))
 	}
@@ -161,6 +188,26 @@ func run() error {
 		err = errors.Join(err, observed.write(*observationsFile))
 	}
 	return err
+}
+
+// startRouter serves the P/D router on addr in front of the two instances
+// and prints its URL; nil without an address. Serve errors go to serveErr.
+func startRouter(addr string, prefill, decode *instance, serveErr chan<- error, wg *sync.WaitGroup) (*http.Server, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	srv := &http.Server{Handler: newRouter(prefill.base(), decode.base()).handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Printf("router api: http://%s/v1\n", l.Addr())
+	wg.Go(func() {
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			serveErr <- err
+		}
+	})
+	return srv, nil
 }
 
 // generate sends requests to the prefill instance at the given Poisson rate

@@ -31,7 +31,7 @@ func TestExampleSmoke(t *testing.T) {
 	}
 	// One request in ten found corrupted (default: one in 200), so a few of
 	// the ~60 requests are.
-	cmd := exec.Command(bin, "-prefill-listen", "127.0.0.1:0", "-decode-listen", "127.0.0.1:0",
+	cmd := exec.Command(bin, "-prefill-listen", "127.0.0.1:0", "-decode-listen", "127.0.0.1:0", "-router-listen", "127.0.0.1:0",
 		"-rate", "20", "-duration", "3s", "-seed", "7", "-log-interval", "1s", "-corrupt", "0.1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -26,6 +26,13 @@ type request struct {
 	ctx context.Context
 }
 
+// The log-normal shape of the tokens a request generates before its stop
+// token, for generated and API requests alike.
+const (
+	outputMedian = 120
+	outputSigma  = 0.8
+)
+
 // workload draws requests with realistic shapes: log-normal prompt and output
 // lengths, a mix of shared system prompts (so prefix caches hit), max_tokens
 // on some requests and a few clients that disconnect.
@@ -46,7 +53,13 @@ func newWorkload(seed uint64, maxModelLen int64) *workload {
 
 // logNormal draws a value with the given median and spread, clamped to [lo, hi].
 func (w *workload) logNormal(median, sigma float64, lo, hi int64) int64 {
-	v := int64(math.Round(median * math.Exp(sigma*w.rng.NormFloat64())))
+	return logNormal(w.rng, median, sigma, lo, hi)
+}
+
+// logNormal draws from rng a value with the given median and spread,
+// clamped to [lo, hi].
+func logNormal(rng *rand.Rand, median, sigma float64, lo, hi int64) int64 {
+	v := int64(math.Round(median * math.Exp(sigma*rng.NormFloat64())))
 	return min(max(v, lo), hi)
 }
 
@@ -64,7 +77,7 @@ func (w *workload) request(now time.Time) request {
 		r.prefixLen = w.prefixes[r.prefix]
 	}
 	r.prompt = min(r.prefixLen+user, w.maxModelLen/2)
-	r.output = w.logNormal(120, 0.8, 1, w.maxModelLen-r.prompt)
+	r.output = w.logNormal(outputMedian, outputSigma, 1, w.maxModelLen-r.prompt)
 	if w.rng.Float64() < 0.5 {
 		r.maxTokens = w.logNormal(200, 0.5, 16, w.maxModelLen-r.prompt)
 	}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// router is a P/D proxy in the shape of vLLM's disaggregated serving proxy
+// (tests/v1/kv_connector/nixl_integration/toy_proxy_server.py): for each
+// client request it runs the prefill leg on the prefill instance (not
+// streamed, max_tokens 1, kv_transfer_params asking for a remote decode),
+// then sends the client's request with the returned kv_transfer_params to
+// the decode instance and passes the decode leg's response through, chunk
+// by chunk. The client's usage comes from the decode leg, whose
+// cached_tokens count the prompt tokens that arrived by KV transfer, as
+// vLLM's do: a remote-prefill request reaches its first scheduling with the
+// transferred tokens computed (Scheduler._update_waiting_for_remote_kv),
+// and num_cached_tokens is set from them (vllm/v1/core/sched/scheduler.py).
+type router struct {
+	prefill, decode string // base URLs of the instances
+	client          *http.Client
+}
+
+// maxLegBytes bounds a prefill leg's response, which the router reads whole.
+const maxLegBytes = 8 << 20
+
+func newRouter(prefill, decode string) *router {
+	return &router{prefill: prefill, decode: decode, client: &http.Client{Transport: routerTransport()}}
+}
+
+// routerTransport is the transport of both legs: the one place to wrap it
+// with client instrumentation (openaihttp.NewTransport).
+func routerTransport() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64 // every request opens one connection per instance
+	return t
+}
+
+// handler serves the router's endpoints: the one handler to wrap with
+// server instrumentation (openaihttp.NewHandler).
+func (rt *router) handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { rt.serve(w, r, path) })
+	}
+	return mux
+}
+
+// serve proxies one request: the prefill leg, then the decode leg streamed
+// to the client. The legs carry the client's context, so a client that
+// disconnects cancels them (and the instances abort the request).
+func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err != nil {
+		writeError(w, badRequest("reading the request: %v", err))
+		return
+	}
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil || req == nil {
+		writeError(w, badRequest("the request body is not a JSON object"))
+		return
+	}
+	// Both legs carry one request id, as vLLM's proxy sends X-Request-Id.
+	id := r.Header.Get("X-Request-Id")
+	if id == "" {
+		id = rand.Text()
+	}
+
+	resp, err := rt.post(r.Context(), rt.prefill+path, id, prefillLeg(req))
+	if err != nil {
+		writeLegError(w, r, "prefill", err)
+		return
+	}
+	params, err := readPrefill(resp)
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.status != http.StatusBadGateway {
+			writeError(w, ae) // the prefill instance's answer, passed on
+		} else {
+			writeLegError(w, r, "prefill", err)
+		}
+		return
+	}
+	if params != nil {
+		req["kv_transfer_params"] = params
+	}
+
+	resp, err = rt.post(r.Context(), rt.decode+path, id, req)
+	if err != nil {
+		writeLegError(w, r, "decode", err)
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range []string{"Content-Type", "Cache-Control"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	relay(w, resp.Body)
+}
+
+// prefillLeg is the prefill leg's request, as vLLM's proxy makes it: not
+// streamed, one output token, the KV kept for a remote decode.
+func prefillLeg(req map[string]json.RawMessage) map[string]json.RawMessage {
+	leg := make(map[string]json.RawMessage, len(req)+3)
+	for k, v := range req {
+		leg[k] = v
+	}
+	leg["kv_transfer_params"] = json.RawMessage(`{"do_remote_decode":true,"do_remote_prefill":false,` +
+		`"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}`)
+	leg["stream"] = json.RawMessage("false")
+	leg["max_tokens"] = json.RawMessage("1")
+	if _, ok := leg["max_completion_tokens"]; ok {
+		leg["max_completion_tokens"] = json.RawMessage("1")
+	}
+	for _, k := range []string{"stream_options", "min_tokens", "min_completion_tokens"} {
+		delete(leg, k)
+	}
+	return leg
+}
+
+// post sends a leg.
+func (rt *router) post(ctx context.Context, url, id string, body map[string]json.RawMessage) (*http.Response, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", id)
+	return rt.client.Do(req)
+}
+
+// readPrefill reads the prefill leg's response and returns its
+// kv_transfer_params (nil when it has none: the decode instance then
+// computes the prompt itself). A status other than 200 comes back as an
+// *apiError carrying the instance's status and message.
+func readPrefill(resp *http.Response) (json.RawMessage, error) {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxLegBytes))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
+			e.Error.Message = fmt.Sprintf("prefill instance: %s", resp.Status)
+		}
+		return nil, &apiError{resp.StatusCode, e.Error.Message}
+	}
+	var out struct {
+		KVTransferParams json.RawMessage `json:"kv_transfer_params"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, &apiError{http.StatusBadGateway, "prefill instance: the response is not JSON"}
+	}
+	if string(out.KVTransferParams) == "null" {
+		return nil, nil
+	}
+	return out.KVTransferParams, nil
+}
+
+// writeLegError answers a leg that failed with 502, unless the client is
+// gone (its context canceled the leg) and nobody reads the answer.
+func writeLegError(w http.ResponseWriter, r *http.Request, leg string, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	writeError(w, &apiError{http.StatusBadGateway, fmt.Sprintf("%s leg: %v", leg, err)})
+}
+
+// relay copies a leg's body to the client as it arrives, flushing after
+// each read, until either side ends.
+func relay(w http.ResponseWriter, body io.Reader) {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if rc.Flush() != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

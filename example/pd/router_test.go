@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestRouterStream streams a chat completion through the router, as curl -N
+// does, and checks it against both instances' scrapes: the usage's tokens
+// are the decode instance's, its prompt came by KV transfer from the
+// prefill instance, which generated one token, and the first token reached
+// the client after the prefill leg ended.
+func TestRouterStream(t *testing.T) {
+	d := startDeployment(t)
+	body := `{"model":"test-model","messages":[{"role":"system","content":"` + strings.Repeat("word ", 300) + `"},
+		{"role":"user","content":"tell me more"}],"max_tokens":30,"stream":true,"stream_options":{"include_usage":true}}`
+	res := post(t, context.Background(), d.router.URL+"/v1/chat/completions", body, nil)
+	u := res.usage.Usage
+	if res.status != http.StatusOK || !res.done || u == nil || u.Details == nil || res.finish == "" {
+		t.Fatalf("status %d, [DONE] %v, finish_reason %q, usage %+v; want a whole stream with usage", res.status, res.done, res.finish, u)
+	}
+
+	decode := scrapeWhen(t, d.decode, func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == 1 })
+	prefill := scrapeWhen(t, d.prefill, func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == 1 })
+	if got := total(decode, "vllm:generation_tokens_total", nil); got != float64(u.CompletionTokens) {
+		t.Errorf("usage completion_tokens %d, decode vllm:generation_tokens_total %v", u.CompletionTokens, got)
+	}
+	for role, fams := range map[string]map[string]*dto.MetricFamily{"prefill": prefill, "decode": decode} {
+		if got := total(fams, "vllm:prompt_tokens_total", nil); got != float64(u.PromptTokens) {
+			t.Errorf("usage prompt_tokens %d, %s vllm:prompt_tokens_total %v", u.PromptTokens, role, got)
+		}
+	}
+	// The decode leg's cached_tokens are its cached tokens, local and by
+	// KV transfer: the whole prompt here.
+	if got := total(decode, "vllm:prompt_tokens_cached_total", nil); got != float64(u.Details.CachedTokens) || got != float64(u.PromptTokens) {
+		t.Errorf("usage cached_tokens %d, decode vllm:prompt_tokens_cached_total %v; want both the %d prompt tokens",
+			u.Details.CachedTokens, got, u.PromptTokens)
+	}
+	if got := total(decode, "vllm:prompt_tokens_by_source_total", map[string]string{"source": "external_kv_transfer"}); got <= 0 {
+		t.Errorf("decode external_kv_transfer = %v, want > 0", got)
+	}
+	if got := total(prefill, "vllm:generation_tokens_total", nil); got != 1 {
+		t.Errorf("prefill vllm:generation_tokens_total = %v, want the prefill leg's 1", got)
+	}
+	if got := finished(prefill, "length"); got != 1 {
+		t.Errorf("prefill request_success_total{finished_reason=length} = %v, want 1", got)
+	}
+	leg := histogramSum(prefill, "vllm:e2e_request_latency_seconds", "0")
+	if ttft := res.firstText.Seconds(); leg <= 0 || ttft < leg {
+		t.Errorf("time to first token at the client %vs, prefill leg %vs: want at least the prefill leg", ttft, leg)
+	}
+}
+
+// TestRouterDisconnect leaves a stream through the router after its first
+// token: the router cancels the decode leg and the decode instance counts
+// an abort.
+func TestRouterDisconnect(t *testing.T) {
+	d := startDeployment(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	res := post(t, ctx, d.router.URL+"/v1/completions", `{"prompt":"once upon a time","max_tokens":4000,"ignore_eos":true,"stream":true}`,
+		func(chunk) bool { return true })
+	cancel()
+	if res.text == "" {
+		t.Fatalf("status %d: no first chunk", res.status)
+	}
+	fams := scrapeWhen(t, d.decode, func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == 1 })
+	if got := finished(fams, "abort"); got != 1 {
+		t.Errorf("decode request_success_total{finished_reason=abort} = %v, want 1", got)
+	}
+}
+
+// TestRouterPassesErrors checks that an instance's 400 reaches the client
+// and that a request the prefill instance rejects never reaches decode.
+func TestRouterPassesErrors(t *testing.T) {
+	d := startDeployment(t)
+	resp, err := http.Post(d.router.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"prompt":"x","max_tokens":9000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("status %d, want the prefill instance's 400", resp.StatusCode)
+	}
+	resp, err = http.Post(d.router.URL+"/v1/completions", "application/json", strings.NewReader(`[1]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a body that is not an object: status %d, want 400", resp.StatusCode)
+	}
+	fams := scrapeWhen(t, d.decode, func(map[string]*dto.MetricFamily) bool { return true })
+	if got := total(fams, "vllm:prompt_tokens_total", nil); got != 0 {
+		t.Errorf("decode vllm:prompt_tokens_total = %v, want 0", got)
+	}
+}

@@ -98,8 +98,7 @@ const (
 	KeyStage          = "stage"
 
 	// OpenTelemetry GenAI semantic-convention attributes, carried by the
-	// request duration, time to first token and time per output token
-	// instruments so that views.Semconv can export them.
+	// GenAI server metrics (WithGenAISemconv) and client metrics.
 	KeyGenAIOperationName = "gen_ai.operation.name"
 	KeyGenAIProviderName  = "gen_ai.provider.name"
 	KeyGenAIRequestModel  = "gen_ai.request.model"
@@ -268,15 +267,13 @@ var catalog = []Descriptor{
 		Description: "The max_tokens parameter of finished requests that set it."},
 	{Name: NameRequestPrefillKVComputedTokens, Kind: Histogram, Integer: true, Unit: "{token}", LengthBuckets: true, Recorded: perFinished,
 		Description: "Prompt tokens computed here by finished requests (prompt length minus cached tokens)."},
-	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter + "; " + perFinished + " under priority scheduling", Attributes: genAIAttrs,
+	{Name: NameTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perIter + "; " + perFinished + " under priority scheduling",
 		Description: "Time from a request's arrival to its first output token."},
 	{Name: NameInterTokenLatency, Kind: Histogram, Unit: "s", Buckets: itlBuckets, Recorded: perIter,
 		Description: "Time between consecutive outputs of a request."},
 	{Name: NameRequestTimePerOutputToken, Kind: Histogram, Unit: "s", Buckets: itlBuckets, Recorded: perFinished,
-		Attributes:  append(genAIAttrs[:len(genAIAttrs):len(genAIAttrs)], KeyErrorType),
 		Description: "Mean time per output token of finished requests: decode time / (generation tokens - 1), 0 with one token or none."},
 	{Name: NameE2ERequestLatency, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
-		Attributes:  append(genAIAttrs[:len(genAIAttrs):len(genAIAttrs)], KeyErrorType),
 		Description: "Time from a request's arrival to its finish."},
 	{Name: NameRequestQueueTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
 		Description: "Time a request spent queued before it was first scheduled."},
@@ -390,7 +387,7 @@ func copyDescriptors(catalog []Descriptor) []Descriptor {
 
 // lookup returns the descriptor of an instrument name.
 func lookup(name string) (Descriptor, bool) {
-	for _, d := range slices.Concat(catalog, clientCatalog) {
+	for _, d := range slices.Concat(catalog, clientCatalog, serverCatalog) {
 		if d.Name == name {
 			d.Priority = slices.Contains(priorityLabelled, d.Name)
 			return d, true

@@ -37,6 +37,7 @@ type config struct {
 	specPositions  int
 	genAIOperation string
 	genAIProvider  string
+	genAISemconv   bool // WithGenAISemconv
 	priority       bool // WithPriorityScheduling
 	kvOffload      bool // WithKVOffload
 	kvOffloadCPU   bool // WithKVOffloadCPU
@@ -146,8 +147,10 @@ func WithSpecDecoding(numSpeculativeTokens int) Option {
 }
 
 // WithGenAI sets the gen_ai.operation.name and gen_ai.provider.name
-// attributes of the latency instruments (used by views.Semconv). Defaults:
-// "text_completion" and "self_hosted".
+// attributes of the GenAI server metrics (WithGenAISemconv) and of the GenAI
+// client metrics (Engine.Backend). Defaults: "text_completion" and
+// "self_hosted". It does not turn the server metrics on: a gateway sets it
+// for its client metrics alone.
 func WithGenAI(operation, provider string) Option {
 	return optionFunc(func(c *config) { c.genAIOperation, c.genAIProvider = operation, provider })
 }

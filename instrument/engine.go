@@ -93,14 +93,13 @@ type engineState struct {
 	base  []attribute.KeyValue // model_name, engine, constant attributes
 	plain measure
 
-	bySource      [3]measure
-	byReason      [5]measure // finished_reason
-	latencyReason [5]measure // gen_ai attributes and error.type by finish reason
-	ttft          measure    // gen_ai attributes
-	waitingBy     [2]measure // capacity, deferred
-	sleep         [3]measure
-	byTier        [5]measure // source label of the cached prompt tokens, by stats.Tier
-	byStage       [3]measure // KV fetch stage
+	bySource  [3]measure
+	byReason  [5]measure // finished_reason
+	waitingBy [2]measure // capacity, deferred
+	sleep     [3]measure
+	byTier    [5]measure     // source label of the cached prompt tokens, by stats.Tier
+	byStage   [3]measure     // KV fetch stage
+	server    serverMeasures // the GenAI server metrics, see WithGenAISemconv
 
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
@@ -143,14 +142,8 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 		attribute.String(KeyGenAIProviderName, cfg.genAIProvider),
 		attribute.String(KeyGenAIRequestModel, cfg.modelName),
 	}
-	e.ttft = e.with(genAI...)
 	for _, r := range stats.FinishReasons() {
 		e.byReason[r] = e.with(attribute.String(KeyFinishedReason, r.String()))
-		if r == stats.FinishError {
-			e.latencyReason[r] = e.with(append(genAI[:3:3], attribute.String(KeyErrorType, errorTypeOther))...)
-		} else {
-			e.latencyReason[r] = e.ttft
-		}
 	}
 	e.waitingBy[0] = e.with(attribute.String(KeyWaitingReason, WaitingCapacity))
 	e.waitingBy[1] = e.with(attribute.String(KeyWaitingReason, WaitingDeferred))
@@ -166,7 +159,8 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	empty := []measure{}
 	e.positions.Store(&empty)
 	e.positionMeasures(cfg.specPositions)
-	e.buildPriority(cfg, genAI)
+	e.buildPriority(cfg)
+	e.buildServer(cfg, genAI)
 	e.off.on, e.off.cpu = cfg.kvOffload, cfg.kvOffloadCPU
 	return e
 }
@@ -320,7 +314,12 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
 	if !e.prio.priority { // else TTFT is observed at the finish, see WithPriorityScheduling
 		for i, v := range it.TTFT {
-			in.ttft.Record(requestContext(ctx, it.TTFTContexts, i), v, e.ttft.rec...)
+			in.ttft.Record(requestContext(ctx, it.TTFTContexts, i), v, e.plain.rec...)
+		}
+	}
+	if e.server.on { // the GenAI TTFT at the first token, under priority scheduling too
+		for i, v := range it.TTFT {
+			e.recordServerTTFT(requestContext(ctx, it.TTFTContexts, i), v)
 		}
 	}
 	for i, v := range it.ITL {
@@ -382,9 +381,9 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 		in.paramsN.Record(ctx, n, e.plain.rec...)
 		in.maxGeneration.Record(ctx, maxGen, e.plain.rec...)
 	}
-	latency := fm.latency[f.Reason].rec
-	in.e2e.Record(ctx, f.E2ELatency, latency...)
-	in.tpot.Record(ctx, f.TimePerOutputToken, latency...)
+	in.e2e.Record(ctx, f.E2ELatency, rec...)
+	in.tpot.Record(ctx, f.TimePerOutputToken, rec...)
+	e.recordServerFinished(ctx, f.Reason, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)

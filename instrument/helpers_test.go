@@ -56,12 +56,31 @@ func newScrapedHarness(t testing.TB, opts ...instrument.Option) *harness {
 	return buildHarness(t, prom, opts...)
 }
 
+// newSemconvHarness is a harness whose provider has views.Semconv's views
+// beside views.VLLM's, and whose Recorder records the GenAI server metrics
+// (WithGenAISemconv).
+func newSemconvHarness(t testing.TB, opts ...instrument.Option) *harness {
+	t.Helper()
+	sc, err := views.Semconv()
+	if err != nil {
+		t.Fatalf("views.Semconv: %v", err)
+	}
+	return buildHarnessViews(t, nil, sc, append([]instrument.Option{instrument.WithGenAISemconv()}, opts...)...)
+}
+
 func buildHarness(t testing.TB, prom *exporters.Prometheus, opts ...instrument.Option) *harness {
+	t.Helper()
+	return buildHarnessViews(t, prom, nil, opts...)
+}
+
+// buildHarnessViews builds a harness with views.VLLM's views and extra ones.
+func buildHarnessViews(t testing.TB, prom *exporters.Prometheus, extra []sdkmetric.View, opts ...instrument.Option) *harness {
 	t.Helper()
 	vs, err := views.VLLM()
 	if err != nil {
 		t.Fatalf("views.VLLM: %v", err)
 	}
+	vs = append(vs, extra...)
 	reader := sdkmetric.NewManualReader()
 	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(reader), sdkmetric.WithView(vs...)}
 	if prom != nil {

@@ -54,6 +54,8 @@ type instruments struct {
 	// The GenAI client metrics of Backend (client.go).
 	clientTokens                                     metric.Int64Histogram
 	clientDuration, clientFirstChunk, clientPerChunk metric.Float64Histogram
+	// The GenAI server metrics of WithGenAISemconv (semconv.go).
+	serverDuration, serverTTFT, serverTPOT metric.Float64Histogram
 	// The P/D router families (router.go).
 	pdPrefillLeg, pdDecodeFirstChunk, pdHandoff metric.Float64Histogram
 
@@ -227,6 +229,9 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		clientDuration:        b.float64Histogram(NameGenAIClientOperationDuration),
 		clientFirstChunk:      b.float64Histogram(NameGenAIClientTimeToFirstChunk),
 		clientPerChunk:        b.float64Histogram(NameGenAIClientTimePerOutputChunk),
+		serverDuration:        b.float64Histogram(NameGenAIServerRequestDuration),
+		serverTTFT:            b.float64Histogram(NameGenAIServerTimeToFirstToken),
+		serverTPOT:            b.float64Histogram(NameGenAIServerTimePerOutputToken),
 		pdPrefillLeg:          b.float64Histogram(NamePDPrefillLegDuration),
 		pdDecodeFirstChunk:    b.float64Histogram(NamePDDecodeLegTimeToFirstChunk),
 		pdHandoff:             b.float64Histogram(NamePDHandoffDuration),

@@ -63,9 +63,11 @@ func (e *Engine) RecordChunkGap(ctx context.Context, seconds float64) error {
 // local_cache_hit, or external_kv_transfer with CachedByKVTransfer), the
 // cached prompt tokens, the generation tokens, the request's prompt and
 // generation token histograms and the time per output token; and the
-// max_tokens and n parameters when given. The GenAI server histograms
-// (views.Semconv) come from the same measurements. Without usage no token
-// family is recorded. An invalid request is returned as an error and
+// max_tokens and n parameters when given. With WithGenAISemconv it also
+// records the GenAI server metrics by the same rules as RecordIteration and
+// RecordFinished (the time per output token of successful requests with
+// usage and more than one output token). Without usage no token family is
+// recorded. An invalid request is returned as an error and
 // nothing is recorded.
 func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) error {
 	if err := e.usable(r == nil); err != nil {
@@ -80,15 +82,18 @@ func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) er
 		return err
 	}
 	fm := e.finishedAt(r.Priority)
-	in, rec, latency := e.inst, fm.plain.rec, fm.latency[r.Reason].rec
+	in, rec := e.inst, fm.plain.rec
 	e.countReason(r.Reason, r.Priority)
-	in.e2e.Record(ctx, r.E2ELatency, latency...)
+	in.e2e.Record(ctx, r.E2ELatency, rec...)
 	if r.FirstToken {
-		in.ttft.Record(ctx, r.TimeToFirstToken, fm.ttft.rec...)
+		in.ttft.Record(ctx, r.TimeToFirstToken, rec...)
+		e.recordServerTTFT(ctx, r.TimeToFirstToken)
 	}
-	if tpot, ok := r.TimePerOutputToken(); ok {
-		in.tpot.Record(ctx, tpot, latency...)
+	tpot, tpotKnown := r.TimePerOutputToken()
+	if tpotKnown {
+		in.tpot.Record(ctx, tpot, rec...)
 	}
+	e.recordServerFinished(ctx, r.Reason, r.E2ELatency, tpot, tpotKnown && r.GenerationTokens > 1)
 	if r.MaxTokens > 0 {
 		in.paramsMaxTokens.Record(ctx, r.MaxTokens, rec...)
 	}

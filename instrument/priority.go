@@ -2,7 +2,6 @@ package instrument
 
 import (
 	"context"
-	"slices"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -40,8 +39,6 @@ func WithPriorityScheduling() Option {
 type finishedMeasures struct {
 	plain   measure    // the histograms that carry the priority label
 	success [5]measure // request_success by finish reason
-	latency [5]measure // e2e and TPOT: gen_ai attributes and error.type by finish reason
-	ttft    measure    // gen_ai attributes
 }
 
 // priorityState is an engine's priority scheduling configuration, its
@@ -55,13 +52,13 @@ type priorityState struct {
 
 // buildPriority builds the finished-request and policy measures, after
 // newEngine built the engine's own.
-func (e *engineState) buildPriority(cfg *config, genAI []attribute.KeyValue) {
+func (e *engineState) buildPriority(cfg *config) {
 	p := &e.prio
 	p.priority = cfg.priority
 	p.policy[0] = e.with(attribute.String(KeyPolicy, PolicyFCFS))
 	p.policy[1] = e.with(attribute.String(KeyPolicy, PolicyPriority))
 	if !p.priority {
-		p.finished = []finishedMeasures{{plain: e.plain, success: e.byReason, latency: e.latencyReason, ttft: e.ttft}}
+		p.finished = []finishedMeasures{{plain: e.plain, success: e.byReason}}
 		return
 	}
 	p.finished = make([]finishedMeasures, stats.NumPriorityBuckets)
@@ -69,13 +66,8 @@ func (e *engineState) buildPriority(cfg *config, genAI []attribute.KeyValue) {
 		label := attribute.String(KeyPriority, b.String())
 		fm := &p.finished[b]
 		fm.plain = e.with(label)
-		fm.ttft = e.with(append(slices.Clone(genAI), label)...)
 		for _, r := range stats.FinishReasons() {
 			fm.success[r] = e.with(attribute.String(KeyFinishedReason, r.String()), label)
-			fm.latency[r] = fm.ttft
-			if r == stats.FinishError {
-				fm.latency[r] = e.with(append(slices.Clone(genAI), attribute.String(KeyErrorType, errorTypeOther), label)...)
-			}
 		}
 	}
 }
@@ -117,7 +109,7 @@ func (e *Engine) recordPriority(ctx context.Context, f *stats.FinishedRequest, f
 		return
 	}
 	if f.GenerationTokens > 0 {
-		e.inst.ttft.Record(ctx, f.TimeToFirstToken, fm.ttft.rec...)
+		e.inst.ttft.Record(ctx, f.TimeToFirstToken, fm.plain.rec...)
 	}
 	e.inst.requestPriority.Record(ctx, float64(f.Priority), e.plain.rec...)
 }

@@ -90,7 +90,7 @@ func TestNewWithViews(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := testutil.NewWithViews(t, append(vs, sc...)...)
-	newRecorder(t, r, instrument.WithGenAI("chat", "acme"))
+	newRecorder(t, r, instrument.WithGenAI("chat", "acme"), instrument.WithGenAISemconv())
 	got := r.Histogram(views.GenAIServerRequestDuration, "gen_ai.operation.name", "chat",
 		"gen_ai.provider.name", "acme", "gen_ai.request.model", "m")
 	if got.Count != 1 || got.Sum != 4.5 {

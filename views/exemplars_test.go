@@ -13,9 +13,8 @@ import (
 	"github.com/infermetrics/infermetrics/views"
 )
 
-// Exemplars of streams whose views drop attributes (vLLM's TTFT drops the
-// GenAI ones, the Semconv TTFT drops model_name and engine) carry the trace
-// and span IDs and no dropped attribute.
+// Exemplars of vLLM's and the GenAI server TTFT carry the trace and span
+// IDs and no dropped attribute.
 func TestExemplarsCarryIDsOnly(t *testing.T) {
 	vllm, err := views.VLLM()
 	if err != nil {
@@ -28,7 +27,8 @@ func TestExemplarsCarryIDsOnly(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(append(vllm, semconv...)...))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("m"))
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("m"),
+		instrument.WithGenAISemconv())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,14 +105,14 @@ func TestWithExponentialResolution(t *testing.T) {
 
 func TestSemconvExponential(t *testing.T) {
 	vs, err := views.Semconv(views.WithExponentialLatency())
-	kinds, _ := aggregations(t, vs, err, instrument.WithGenAI("chat", "acme"))
+	kinds, _ := aggregations(t, vs, err, instrument.WithGenAI("chat", "acme"), instrument.WithGenAISemconv())
 	for _, name := range []string{views.GenAIServerRequestDuration, views.GenAIServerTimeToFirstToken, views.GenAIServerTimePerOutputToken} {
 		if kinds[name] != "exponential" {
 			t.Errorf("Semconv(WithExponentialLatency()): %s is %q, want exponential", name, kinds[name])
 		}
 	}
 	vs, err = views.Semconv(views.WithExponential(views.GenAIServerTimeToFirstToken))
-	kinds, _ = aggregations(t, vs, err, instrument.WithGenAI("chat", "acme"))
+	kinds, _ = aggregations(t, vs, err, instrument.WithGenAI("chat", "acme"), instrument.WithGenAISemconv())
 	if kinds[views.GenAIServerTimeToFirstToken] != "exponential" || kinds[views.GenAIServerRequestDuration] != "explicit" {
 		t.Errorf("Semconv(WithExponential(ttft)): %v", kinds)
 	}

@@ -23,8 +23,9 @@ type Family struct {
 	Buckets []float64
 	// Instrument is the Recorder's instrument the family is exported from.
 	Instrument instrument.Descriptor
-	// Semconv is the GenAI semantic-convention histogram Semconv exports from
-	// the same instrument, if any.
+	// Semconv is the GenAI semantic-convention histogram that measures the
+	// same, if any: Semconv exports it from an instrument of its own, which
+	// a Recorder built with instrument.WithGenAISemconv records.
 	Semconv string
 }
 
@@ -35,7 +36,7 @@ type Family struct {
 func Families() []Family {
 	semconv := map[string]string{}
 	for _, f := range semconvFamilies {
-		semconv[f.instrument] = f.family
+		semconv[f.vllm] = f.family
 	}
 	var out []Family
 	for _, d := range instrument.Descriptors() {
@@ -54,17 +55,11 @@ func Families() []Family {
 }
 
 // labels returns the label names of an instrument's vLLM family: model_name
-// and engine plus its own attributes without the GenAI ones; the info gauges
-// carry only their own.
+// and engine plus its own attributes; the info gauges carry only their own.
 func labels(d instrument.Descriptor) []string {
 	var keys []string
 	if d.Name != instrument.NameLoRARequestsInfo && d.Name != instrument.NameCacheConfigInfo {
 		keys = append(keys, instrument.KeyModelName, instrument.KeyEngine)
 	}
-	for _, k := range d.Attributes {
-		if !slices.Contains(semconvOnly, k) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
+	return append(keys, d.Attributes...)
 }

@@ -83,5 +83,6 @@ func TestGoldenSemconv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "semconv.golden.prom", append(vs, sc...))
+	checkGoldenWith(t, "semconv.golden.prom", append(vs, sc...),
+		append([]instrument.Option{instrument.WithGenAISemconv()}, scenarioOptions...))
 }

@@ -37,7 +37,7 @@ func TestWithoutViews(t *testing.T) {
 		{"vllm_prompt_tokens_total", dto.MetricType_COUNTER, "source", nil},
 		{"vllm_kv_cache_usage_ratio", dto.MetricType_GAUGE, "engine", nil},
 		{"vllm_request_success_total", dto.MetricType_COUNTER, "finished_reason", nil},
-		{"vllm_time_to_first_token_seconds", dto.MetricType_HISTOGRAM, "gen_ai_request_model", specBuckets["ttft"]},
+		{"vllm_time_to_first_token_seconds", dto.MetricType_HISTOGRAM, "engine", specBuckets["ttft"]},
 		{"vllm_iteration_tokens", dto.MetricType_HISTOGRAM, "engine", specBuckets["iteration"]},
 		{"vllm_request_prompt_tokens", dto.MetricType_HISTOGRAM, "model_name", specBuckets["length"]},
 		{"vllm_nixl_bytes_transferred", dto.MetricType_HISTOGRAM, "engine", specBuckets["nixl_bytes"]},

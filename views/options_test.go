@@ -49,7 +49,8 @@ func TestSemconvWithBuckets(t *testing.T) {
 	}
 	r := testutil.NewWithViews(t, vs...)
 	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(r.Provider()),
-		instrument.WithModelName(modelName), instrument.WithGenAI("chat", "acme")}, scenarioOptions...)...)
+		instrument.WithModelName(modelName), instrument.WithGenAI("chat", "acme"), instrument.WithGenAISemconv()},
+		scenarioOptions...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

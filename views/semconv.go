@@ -1,59 +1,59 @@
 package views
 
 import (
+	"slices"
+
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/infermetrics/infermetrics/instrument"
 )
 
 // OpenTelemetry GenAI semantic-convention server histograms (status
-// Development), with their advised bucket boundaries.
+// Development), which a Recorder built with instrument.WithGenAISemconv
+// records under these names.
 const (
-	GenAIServerRequestDuration    = "gen_ai.server.request.duration"
-	GenAIServerTimeToFirstToken   = "gen_ai.server.time_to_first_token"
-	GenAIServerTimePerOutputToken = "gen_ai.server.time_per_output_token"
+	GenAIServerRequestDuration    = instrument.NameGenAIServerRequestDuration
+	GenAIServerTimeToFirstToken   = instrument.NameGenAIServerTimeToFirstToken
+	GenAIServerTimePerOutputToken = instrument.NameGenAIServerTimePerOutputToken
 )
 
-var semconvFamilies = []struct {
-	family, instrument string
-	buckets            []float64
-}{
-	{GenAIServerRequestDuration, instrument.NameE2ERequestLatency,
-		[]float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}},
-	{GenAIServerTimeToFirstToken, instrument.NameTimeToFirstToken,
-		[]float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}},
-	{GenAIServerTimePerOutputToken, instrument.NameRequestTimePerOutputToken,
-		[]float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}},
+// semconvFamilies are the GenAI server families with the vLLM instrument
+// that measures the same (Family.Semconv).
+var semconvFamilies = []struct{ family, vllm string }{
+	{GenAIServerRequestDuration, instrument.NameE2ERequestLatency},
+	{GenAIServerTimeToFirstToken, instrument.NameTimeToFirstToken},
+	{GenAIServerTimePerOutputToken, instrument.NameRequestTimePerOutputToken},
 }
 
-// Semconv returns views that export the GenAI server histograms
+// Semconv returns views that shape the GenAI server histograms
 // gen_ai.server.request.duration, gen_ai.server.time_to_first_token and
-// gen_ai.server.time_per_output_token from the Recorder's latency
-// instruments, with the advised buckets and the gen_ai.operation.name,
-// gen_ai.provider.name, gen_ai.request.model and error.type attributes. Use
-// it beside VLLM: each view adds its own stream. It also shapes the GenAI
-// client families (ClientFamilies), which a gateway or router records per
-// backend: they keep the GenAI, backend and backend.role attributes and
-// drop model_name and engine.
+// gen_ai.server.time_per_output_token, with the advised buckets and the
+// gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model and
+// error.type attributes. The Recorder records them only when built with
+// instrument.WithGenAISemconv, on instruments of their own: without that
+// option these streams stay empty. Use it beside VLLM: vLLM's families are
+// unchanged. It also shapes the GenAI client families (ClientFamilies),
+// which a gateway or router records per backend: they keep the GenAI,
+// backend and backend.role attributes and drop model_name and engine.
 //
-// The streams come from the same measurements as vLLM's families, so they
-// follow vLLM's definitions where the conventions differ:
-// gen_ai.server.time_per_output_token is decode time / (tokens - 1) of every
-// finished request (0 with one token or none), including failed ones, which
-// carry error.type; the conventions count successful responses only.
+// The server histograms follow the conventions where vLLM differs:
+// gen_ai.server.time_per_output_token counts successful requests (not
+// failed, so without error.type) with more than one output token, where
+// vLLM's time per output token counts every finished request (0 with one
+// token or none). Their streams drop no attribute, so a sampled exemplar
+// costs no allocation.
 func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)
 	if err := c.check(semconvFamilySet(), vllmFamilies()); err != nil {
 		return nil, err
 	}
 	views := make([]sdkmetric.View, 0, len(semconvFamilies))
-	for _, f := range semconvFamilies {
-		d, _ := describe(f.instrument)
-		_, explicit := c.bucketsOf(f.family)
-		if _, exponential := c.exponentialOf(f.family, d); !explicit && !exponential {
-			c.buckets = append(c.buckets, bucketsOption{f.family, f.buckets})
+	for _, f := range ServerFamilies() {
+		_, explicit := c.bucketsOf(f.Name)
+		if _, exponential := c.exponentialOf(f.Name, f.Instrument); !explicit && !exponential {
+			c.buckets = append(c.buckets, bucketsOption{f.Name, f.Buckets})
 		}
-		views = append(views, c.stream(d, f.family, allow(semconvOnly)))
+		views = append(views, c.stream(f.Instrument, f.Name, nil))
 	}
 	for _, f := range ClientFamilies() {
 		views = append(views, c.stream(f.Instrument, f.Name, allow(clientKeys)))
@@ -63,7 +63,7 @@ func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 
 // describe returns the descriptor of an instrument name.
 func describe(name string) (instrument.Descriptor, bool) {
-	for _, d := range instrument.Descriptors() {
+	for _, d := range slices.Concat(instrument.Descriptors(), instrument.ServerDescriptors()) {
 		if d.Name == name {
 			return d, true
 		}

@@ -44,7 +44,8 @@ func collectSemconv(t *testing.T, opts ...views.Option) map[string][]semconvPoin
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(vs...))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(mp),
-		instrument.WithModelName(modelName), instrument.WithGenAI("chat", "acme")}, scenarioOptions...)...)
+		instrument.WithModelName(modelName), instrument.WithGenAI("chat", "acme"), instrument.WithGenAISemconv()},
+		scenarioOptions...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +82,8 @@ func TestSemconv(t *testing.T) {
 	// Both engines merge: the GenAI streams carry neither model_name nor engine.
 	// Durations: c 0.3 + b1 0.4 + a 1.5 + b2 1.5 (engine 0) + e 2.3 (engine 1) = 6.0;
 	// d failed after 0.33. TTFT: a, b1, b2, d at 0.3 and e at 0.2 = 1.4. TPOT of
-	// the requests that did not fail: c 0, b1 0.1/2, a 1.2/4, b2 1.2/2, e 2.1/2 = 2.0.
+	// the requests that did not fail and made more than one token (c made one):
+	// b1 0.1/2, a 1.2/4, b2 1.2/2, e 2.1/2 = 2.0.
 	want := []struct {
 		name  string
 		attrs attribute.Set
@@ -91,7 +93,7 @@ func TestSemconv(t *testing.T) {
 		{"gen_ai.server.request.duration", ok, 5, 6.0},
 		{"gen_ai.server.request.duration", failed, 1, 0.33},
 		{"gen_ai.server.time_to_first_token", ok, 5, 1.4},
-		{"gen_ai.server.time_per_output_token", ok, 5, 2.0},
+		{"gen_ai.server.time_per_output_token", ok, 4, 2.0},
 	}
 	for _, w := range want {
 		label := w.name + "{" + w.attrs.Encoded(attribute.DefaultEncoder()) + "}"
@@ -119,9 +121,41 @@ func TestSemconv(t *testing.T) {
 			}
 		}
 	}
-	// Time to first token happens before any failure: it has no error.type.
-	if n := len(got["gen_ai.server.time_to_first_token"]); n != 1 {
-		t.Errorf("gen_ai.server.time_to_first_token has %d series, want 1", n)
+	// Time to first token happens before any failure and the time per output
+	// token counts successful requests only: neither has error.type.
+	for _, name := range []string{"gen_ai.server.time_to_first_token", "gen_ai.server.time_per_output_token"} {
+		if n := len(got[name]); n != 1 {
+			t.Errorf("%s has %d series, want 1", name, n)
+		}
+	}
+}
+
+// Without instrument.WithGenAISemconv the Recorder records no GenAI server
+// metric: the Semconv views then export none.
+func TestSemconvNeedsTheOption(t *testing.T) {
+	vs, err := views.Semconv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(vs...))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(mp),
+		instrument.WithModelName(modelName)}, scenarioOptions...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordScenario(t, rec)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if _, ok := semconvBuckets[m.Name]; ok {
+				t.Errorf("%s is exported without WithGenAISemconv", m.Name)
+			}
+		}
 	}
 }
 

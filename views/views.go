@@ -285,10 +285,7 @@ func vllmFamilies() familySet {
 // semconvFamilySet are the families Semconv's options name.
 func semconvFamilySet() familySet {
 	s := familySet{fn: "views.Semconv"}
-	for _, f := range semconvFamilies {
-		s.families = append(s.families, optionFamily{f.family, instrument.Histogram, instrument.KeyGenAIRequestModel})
-	}
-	for _, f := range ClientFamilies() {
+	for _, f := range slices.Concat(ServerFamilies(), ClientFamilies()) {
 		s.families = append(s.families, optionFamily{f.Name, instrument.Histogram, instrument.KeyGenAIRequestModel})
 	}
 	return s
@@ -433,8 +430,8 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 }
 
 // VLLM returns the views that export every instrument under vLLM's family
-// name, label set and buckets. The OpenTelemetry GenAI attributes are
-// dropped; constant attributes of the Recorder are kept.
+// name, label set and buckets; constant attributes of the Recorder are kept.
+// The GenAI server and client metrics are Semconv's.
 func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)
 	if err := c.check(vllmFamilies(), semconvFamilySet()); err != nil {
@@ -446,27 +443,20 @@ func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 			total := d
 			total.Description = desc
 			views = append(views,
-				c.stream(total, VLLMName(d), deny(d, instrument.KeySource)),
-				c.stream(d, family, deny(d)))
+				c.stream(total, VLLMName(d), deny(instrument.KeySource)),
+				c.stream(d, family, nil))
 			continue
 		}
-		views = append(views, c.stream(d, VLLMName(d), deny(d)))
+		views = append(views, c.stream(d, VLLMName(d), nil))
 	}
 	return views, nil
 }
 
-// semconvOnly are the attribute keys kept for views.Semconv and dropped from
-// the vLLM families.
-var semconvOnly = []string{instrument.KeyGenAIOperationName, instrument.KeyGenAIProviderName,
-	instrument.KeyGenAIRequestModel, instrument.KeyErrorType}
-
-// deny drops the GenAI attributes and the extra keys from an instrument's
-// streams. It is nil when the instrument carries none of them: a filter makes
-// the SDK rebuild the attribute set of every measurement, about half the cost
-// of recording one.
-func deny(d instrument.Descriptor, extra ...string) attribute.Filter {
-	keys := slices.DeleteFunc(slices.Concat(semconvOnly, extra),
-		func(k string) bool { return !slices.Contains(d.Attributes, k) })
+// deny drops the given keys from an instrument's streams. It is nil
+// without keys: a filter makes the SDK rebuild the attribute set of every
+// measurement, about half the cost of recording one, and a sampled exemplar
+// allocate the dropped attributes.
+func deny(keys ...string) attribute.Filter {
 	if len(keys) == 0 {
 		return nil
 	}

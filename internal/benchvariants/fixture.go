@@ -25,12 +25,6 @@ const (
 	Finishing   = 4
 )
 
-// GenAI attribute values of the latency instruments (the Recorder's defaults).
-const (
-	genAIOperation = instrument.DefaultGenAIOperation
-	genAIProvider  = instrument.DefaultGenAIProvider
-)
-
 var cacheConfig = stats.CacheConfig{
 	"block_size": "16", "num_gpu_blocks": "8192", "cache_dtype": "auto",
 	"enable_prefix_caching": "True", "gpu_memory_utilization": "0.9",

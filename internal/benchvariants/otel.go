@@ -231,8 +231,6 @@ type PrecomputedEngine struct {
 	plain     opts
 	bySource  [3]opts
 	byReason  [5]opts
-	ttft      opts
-	latency   [5]opts
 	waitingBy [2]opts
 	sleep     [3]opts
 	positions []opts
@@ -293,21 +291,12 @@ func buildPrecomputedOpts(rank int) *PrecomputedEngine {
 	with := func(kv ...attribute.KeyValue) opts {
 		return newOpts(append([]attribute.KeyValue{model, engine}, kv...)...)
 	}
-	genAI := []attribute.KeyValue{
-		attribute.String(instrument.KeyGenAIOperationName, genAIOperation),
-		attribute.String(instrument.KeyGenAIProviderName, genAIProvider),
-		attribute.String(instrument.KeyGenAIRequestModel, Model),
-	}
-	e := &PrecomputedEngine{plain: with(), ttft: with(genAI...)}
+	e := &PrecomputedEngine{plain: with()}
 	for _, s := range stats.Sources() {
 		e.bySource[s] = with(attribute.String(instrument.KeySource, s.String()))
 	}
 	for _, r := range stats.FinishReasons() {
 		e.byReason[r] = with(attribute.String(instrument.KeyFinishedReason, r.String()))
-		e.latency[r] = e.ttft
-		if r == stats.FinishError {
-			e.latency[r] = with(append(slices.Clone(genAI), attribute.String(instrument.KeyErrorType, "_OTHER"))...)
-		}
 	}
 	e.waitingBy[0] = with(attribute.String(instrument.KeyWaitingReason, instrument.WaitingCapacity))
 	e.waitingBy[1] = with(attribute.String(instrument.KeyWaitingReason, instrument.WaitingDeferred))
@@ -338,7 +327,7 @@ func (e *PrecomputedEngine) RecordIteration(ctx context.Context, it *stats.Itera
 	addIf(ctx, in.corrupted, it.CorruptedRequests, e.plain)
 	in.iterationTokens.Record(ctx, it.PromptTokens.Computed+it.GenerationTokens, e.plain.rec...)
 	for _, v := range it.TTFT {
-		in.ttft.Record(ctx, v, e.ttft.rec...)
+		in.ttft.Record(ctx, v, e.plain.rec...)
 	}
 	for _, v := range it.ITL {
 		in.itl.Record(ctx, v, e.plain.rec...)
@@ -363,9 +352,8 @@ func (e *PrecomputedEngine) RecordFinished(ctx context.Context, f *stats.Finishe
 		in.paramsN.Record(ctx, f.N, rec...)
 		in.maxGeneration.Record(ctx, f.MaxGenerationTokens, rec...)
 	}
-	latency := e.latency[f.Reason].rec
-	in.e2e.Record(ctx, f.E2ELatency, latency...)
-	in.tpot.Record(ctx, f.TimePerOutputToken, latency...)
+	in.e2e.Record(ctx, f.E2ELatency, rec...)
+	in.tpot.Record(ctx, f.TimePerOutputToken, rec...)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)
@@ -513,21 +501,6 @@ func (e *NaiveEngine) attrs(extra ...attribute.KeyValue) metric.MeasurementOptio
 	}, extra...)...)
 }
 
-// genAI builds the attributes of the latency instruments.
-func (e *NaiveEngine) genAI(reason stats.FinishReason) metric.MeasurementOption {
-	kv := []attribute.KeyValue{
-		attribute.String(instrument.KeyModelName, e.model),
-		attribute.String(instrument.KeyEngine, e.engine),
-		attribute.String(instrument.KeyGenAIOperationName, genAIOperation),
-		attribute.String(instrument.KeyGenAIProviderName, genAIProvider),
-		attribute.String(instrument.KeyGenAIRequestModel, e.model),
-	}
-	if reason == stats.FinishError {
-		kv = append(kv, attribute.String(instrument.KeyErrorType, "_OTHER"))
-	}
-	return metric.WithAttributes(kv...)
-}
-
 func (e *NaiveEngine) add(ctx context.Context, c metric.Int64Counter, v int64, extra ...attribute.KeyValue) {
 	if v > 0 {
 		c.Add(ctx, v, e.attrs(extra...))
@@ -546,7 +519,7 @@ func (e *NaiveEngine) RecordIteration(ctx context.Context, it *stats.Iteration) 
 	e.add(ctx, in.corrupted, it.CorruptedRequests)
 	in.iterationTokens.Record(ctx, it.PromptTokens.Computed+it.GenerationTokens, e.attrs())
 	for _, v := range it.TTFT {
-		in.ttft.Record(ctx, v, e.genAI(stats.FinishStop))
+		in.ttft.Record(ctx, v, e.attrs())
 	}
 	for _, v := range it.ITL {
 		in.itl.Record(ctx, v, e.attrs())
@@ -571,8 +544,8 @@ func (e *NaiveEngine) RecordFinished(ctx context.Context, f *stats.FinishedReque
 		in.paramsN.Record(ctx, f.N, e.attrs())
 		in.maxGeneration.Record(ctx, f.MaxGenerationTokens, e.attrs())
 	}
-	in.e2e.Record(ctx, f.E2ELatency, e.genAI(f.Reason))
-	in.tpot.Record(ctx, f.TimePerOutputToken, e.genAI(f.Reason))
+	in.e2e.Record(ctx, f.E2ELatency, e.attrs())
+	in.tpot.Record(ctx, f.TimePerOutputToken, e.attrs())
 	in.queueTime.Record(ctx, f.QueueTime, e.attrs())
 	in.inferenceTime.Record(ctx, f.InferenceTime, e.attrs())
 	in.prefillTime.Record(ctx, f.PrefillTime, e.attrs())

@@ -120,3 +120,45 @@ func ExampleWithAttributes() {
 	// Output:
 	// vllm:generation_tokens_total{model_name="llama-3.1-8b"} 12
 }
+
+// The OpenTelemetry GenAI server histograms beside vLLM's families: the
+// Recorder records them only with instrument.WithGenAISemconv. A request of
+// five tokens whose first came after 0.3 s and the last after 1.5 s.
+func ExampleSemconv() {
+	reg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+	if err != nil {
+		panic(err)
+	}
+	vllm, err := views.VLLM()
+	if err != nil {
+		panic(err)
+	}
+	semconv, err := views.Semconv()
+	if err != nil {
+		panic(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithView(append(vllm, semconv...)...))
+	defer func() { _ = mp.Shutdown(context.Background()) }()
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("llama-3.1-8b"),
+		instrument.WithGenAI("chat", "self_hosted"), instrument.WithGenAISemconv())
+	if err != nil {
+		panic(err)
+	}
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+
+	step := stats.Iteration{GenerationTokens: 1, TTFT: []float64{0.3}, Finished: []stats.FinishedRequest{{
+		Reason: stats.FinishStop, PromptTokens: 10, GenerationTokens: 5,
+		E2ELatency: 1.5, DecodeTime: 1.2, TimePerOutputToken: 0.3}}}
+	if err := rec.RecordIteration(context.Background(), 0, &step); err != nil {
+		panic(err)
+	}
+
+	printLines(srv, "gen_ai_server_request_duration_seconds_sum", "gen_ai_server_time_to_first_token_seconds_sum",
+		"gen_ai_server_time_per_output_token_seconds_sum")
+	// Output:
+	// gen_ai_server_request_duration_seconds_sum{gen_ai_operation_name="chat",gen_ai_provider_name="self_hosted",gen_ai_request_model="llama-3.1-8b"} 1.5
+	// gen_ai_server_time_per_output_token_seconds_sum{gen_ai_operation_name="chat",gen_ai_provider_name="self_hosted",gen_ai_request_model="llama-3.1-8b"} 0.3
+	// gen_ai_server_time_to_first_token_seconds_sum{gen_ai_operation_name="chat",gen_ai_provider_name="self_hosted",gen_ai_request_model="llama-3.1-8b"} 0.3
+}

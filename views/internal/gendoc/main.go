@@ -119,13 +119,20 @@ TTFT buckets, being parts of the client's time to first token.
 	for _, f := range views.Families() {
 		fmt.Fprintf(&b, "- `%s`: %s\n", f.Name, f.Instrument.Description)
 	}
+	b.WriteString(serverIntro)
+	genAITable(&b, views.ServerFamilies())
 	b.WriteString(clientIntro)
-	for _, f := range views.ClientFamilies() {
+	genAITable(&b, views.ClientFamilies())
+	return b.Bytes()
+}
+
+// genAITable writes the rows of a GenAI families table.
+func genAITable(b *bytes.Buffer, fs []views.Family) {
+	for _, f := range fs {
 		d := f.Instrument
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s | %s |\n",
 			f.Name, f.Type, code(f.Labels), buckets(f), code1(d.Unit), d.Recorded, d.Description)
 	}
-	return b.Bytes()
 }
 
 func code(keys []string) string {
@@ -193,6 +200,27 @@ func feature(f instrument.Feature) string {
 	}
 	return "-"
 }
+
+// serverIntro heads the table of the GenAI server families.
+const serverIntro = `
+## GenAI server metrics
+
+A Recorder built with ` + "`instrument.WithGenAISemconv()`" + ` also records the server histograms of the
+OpenTelemetry GenAI semantic conventions (status Development; open-telemetry/semantic-conventions-genai,
+` + "`docs/gen-ai/gen-ai-metrics.md` and `model/gen-ai/metrics.yaml`" + `, read from the search store on the
+main branch, commit not known), on instruments of their own, under the conventions' names and with their
+advised buckets; ` + "`views.Semconv()`" + ` sets those buckets and the exponential and attribute options. They
+carry only the GenAI attributes (` + "`instrument.WithGenAI`" + ` sets the operation and provider names), so
+every engine's requests of one model share a series and no view drops an attribute. They follow the
+conventions where vLLM differs: the time per output token is that "generated after the first token for
+successful responses", so a failed request, or one of a single token, has none (vLLM's counts every
+finished request, 0 for one token). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed requests. Without the
+option these families stay absent. The last column of the vLLM table names the GenAI server family that
+measures what each vLLM family does.
+
+| family | type | labels | buckets | unit | recorded | description |
+|---|---|---|---|---|---|---|
+`
 
 // clientIntro heads the table of the GenAI client families.
 const clientIntro = `

@@ -131,9 +131,8 @@ func TestPrometheusOpenMetricsExemplars(t *testing.T) {
 	if !strings.Contains(body, "# EOF") {
 		t.Error("no # EOF: not OpenMetrics")
 	}
-	// The TTFT stream drops the GenAI attributes; its exemplar carries the
-	// trace and span IDs only, within OpenMetrics' 128-rune label limit,
-	// so client_golang keeps it (views.IDOnlyExemplars).
+	// The TTFT exemplar carries the trace and span IDs only, within
+	// OpenMetrics' 128-rune label limit, so client_golang keeps it.
 	want := fmt.Sprintf(`# {trace_id="%s",span_id="%s"} 0.2 `, traceID, spanID)
 	found := false
 	for line := range strings.Lines(body) {

@@ -86,8 +86,9 @@ func WithResourceAttributes(kv ...attribute.KeyValue) Option {
 
 // WithViews sets the MeterProvider's views, replacing the default
 // views.VLLM(). Given with no view, the streams keep their instrument names
-// (vllm.generation_tokens, ...). Add views.Semconv() views here to export the
-// OpenTelemetry GenAI histograms too.
+// (vllm.generation_tokens, ...). Add views.Semconv() views here, and build the
+// Recorder with instrument.WithGenAISemconv(), to export the OpenTelemetry
+// GenAI server histograms too.
 func WithViews(v ...sdkmetric.View) Option {
 	return setupOptionFunc(func(c *setupConfig) {
 		c.views = append(c.views, v...)

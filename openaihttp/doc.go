@@ -25,8 +25,10 @@
 // (streaming clients get usage with stream_options.include_usage, which
 // WithIncludeUsage adds to requests). Without prompt_tokens_details the
 // cached tokens are unknown and the prompt counts as computed. Requests in
-// flight are vllm:num_requests_running. The GenAI server histograms of
-// views.Semconv come from the same measurements.
+// flight are vllm:num_requests_running. With instrument.WithGenAISemconv the
+// Recorder also records the GenAI server histograms (views.Semconv) by the
+// conventions' rules: the time per output token of successful requests with
+// usage and more than one output token only.
 //
 // It cannot observe, so does not record: iteration tokens, queue, prefill,
 // decode and inference times, KV cache usage, preemptions, prefix cache

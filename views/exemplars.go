@@ -13,10 +13,12 @@ import (
 // view drops attributes: the SDK's default reservoir for the aggregation,
 // storing each exemplar without the dropped attributes, so that it carries
 // the value, time, trace ID and span ID only. The SDK otherwise copies the
-// dropped attributes into every exemplar (the GenAI attributes vLLM's
-// latency families drop come to about 150 runes), which exceeds
-// OpenMetrics' 128-rune limit on exemplar labels: client_golang then drops
-// the exemplar from the scrape. Give it to a View's
+// dropped attributes into every exemplar (model_name and engine of a GenAI
+// client family, or whatever an allow-list of WithAttributes drops), which
+// can exceed OpenMetrics' 128-rune limit on exemplar labels: client_golang
+// then drops the exemplar from the scrape. The SDK also allocates the
+// dropped attributes of every sampled measurement: the Recorder's latency
+// families drop none under VLLM and Semconv. Give it to a View's
 // Stream.ExemplarReservoirProviderSelector to get the same on your own views.
 func IDOnlyExemplars(agg sdkmetric.Aggregation) exemplar.ReservoirProvider {
 	provider := sdkmetric.DefaultExemplarReservoirProviderSelector(agg)

@@ -57,6 +57,30 @@ func benchOurs(tb testing.TB, extra ...sdkmetric.Option) (*instrument.Engine, *s
 	return e, reader
 }
 
+// benchOursSemconv is benchOurs, with views.Semconv's views and the GenAI
+// server metrics (WithGenAISemconv) when semconv is set.
+func benchOursSemconv(tb testing.TB, semconv bool, extra ...sdkmetric.Option) *instrument.Engine {
+	tb.Helper()
+	if !semconv {
+		e, _ := benchOurs(tb, extra...)
+		return e
+	}
+	sc, err := views.Semconv()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mp, _ := benchProvider(tb, append(extra, sdkmetric.WithView(sc...))...)
+	rec, err := instrument.NewRecorder(append(benchvariants.RecorderOptions(mp, benchRank), instrument.WithGenAISemconv())...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e, err := rec.Engine(benchRank)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e
+}
+
 func benchNaive(tb testing.TB) (*benchvariants.NaiveEngine, *sdkmetric.ManualReader) {
 	tb.Helper()
 	mp, reader := benchProvider(tb)
@@ -439,22 +463,25 @@ func BenchmarkExemplars(b *testing.B) {
 	}
 	plain := benchvariants.DecodeStep()
 	for _, c := range []struct {
-		name string
-		off  bool
-		step context.Context
-		it   *stats.Iteration
+		name    string
+		off     bool
+		semconv bool // views.Semconv too, and the Recorder WithGenAISemconv
+		step    context.Context
+		it      *stats.Iteration
 	}{
-		{"exemplars_off", true, context.Background(), &plain},
-		{"exemplars_on_no_span", false, context.Background(), &plain},
-		{"exemplars_on_sampled_step", false, sampledContext(200), &plain},
-		{"exemplars_on_sampled_requests", false, context.Background(), &traced},
+		{"exemplars_off", true, false, context.Background(), &plain},
+		{"exemplars_on_no_span", false, false, context.Background(), &plain},
+		{"exemplars_on_sampled_step", false, false, sampledContext(200), &plain},
+		{"exemplars_on_sampled_requests", false, false, context.Background(), &traced},
+		{"semconv_exemplars_off", true, true, context.Background(), &plain},
+		{"semconv_exemplars_on_sampled_requests", false, true, context.Background(), &traced},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var extra []sdkmetric.Option
 			if c.off {
 				extra = append(extra, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
 			}
-			e, _ := benchOurs(b, extra...)
+			e := benchOursSemconv(b, c.semconv, extra...)
 			if err := e.RecordIteration(c.step, c.it); err != nil {
 				b.Fatal(err)
 			}

@@ -56,19 +56,7 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 				{"RecordFinished", func() error { return e.RecordFinished(ctx, &f) }},
 				{"RecordRequest", func() error { return e.RecordRequest(ctx, &r) }},
 			} {
-				t.Run(c.name, func(t *testing.T) {
-					if err := c.record(); err != nil { // the first call may build state (a LoRA set)
-						t.Fatal(err)
-					}
-					var err error
-					allocs := testing.AllocsPerRun(100, func() { err = c.record() })
-					if err != nil {
-						t.Fatal(err)
-					}
-					if allocs != 0 {
-						t.Errorf("%s allocates %v times per call, want 0", c.name, allocs)
-					}
-				})
+				t.Run(c.name, func(t *testing.T) { checkNoAllocs(t, c.record) })
 			}
 		})
 	}
@@ -123,18 +111,23 @@ func testSampledSpans(t *testing.T, h *harness) {
 		{"RecordFinished, sampled span", func() error { return e.RecordFinished(step, &finished) }},
 		{"RecordRequest, sampled span", func() error { return e.RecordRequest(step, &r) }},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			if err := c.record(); err != nil {
-				t.Fatal(err)
-			}
-			var err error
-			allocs := testing.AllocsPerRun(100, func() { err = c.record() })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if allocs != 0 {
-				t.Errorf("allocates %v times per call, want 0", allocs)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { checkNoAllocs(t, c.record) })
+	}
+}
+
+// checkNoAllocs fails the test unless record, after a first call (which may
+// build state, a LoRA set), allocates nothing and returns no error.
+func checkNoAllocs(t *testing.T, record func() error) {
+	t.Helper()
+	if err := record(); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	allocs := testing.AllocsPerRun(100, func() { err = record() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs != 0 {
+		t.Errorf("allocates %v times per call, want 0", allocs)
 	}
 }

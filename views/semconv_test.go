@@ -33,8 +33,15 @@ type semconvPoint struct {
 }
 
 // collectSemconv records the scenario on a MeterProvider with only the
-// Semconv views and returns the GenAI histograms' points by stream name.
+// Semconv views, on a Recorder with WithGenAISemconv, and returns the GenAI
+// histograms' points by stream name.
 func collectSemconv(t *testing.T, opts ...views.Option) map[string][]semconvPoint {
+	t.Helper()
+	return collectSemconvWith(t, []instrument.Option{instrument.WithGenAI("chat", "acme"), instrument.WithGenAISemconv()}, opts...)
+}
+
+// collectSemconvWith is collectSemconv with the given Recorder options.
+func collectSemconvWith(t *testing.T, recOpts []instrument.Option, opts ...views.Option) map[string][]semconvPoint {
 	t.Helper()
 	vs, err := views.Semconv(opts...)
 	if err != nil {
@@ -43,9 +50,8 @@ func collectSemconv(t *testing.T, opts ...views.Option) map[string][]semconvPoin
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(vs...))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(mp),
-		instrument.WithModelName(modelName), instrument.WithGenAI("chat", "acme"), instrument.WithGenAISemconv()},
-		scenarioOptions...)...)
+	rec, err := instrument.NewRecorder(slices.Concat([]instrument.Option{instrument.WithMeterProvider(mp),
+		instrument.WithModelName(modelName)}, recOpts, scenarioOptions)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,29 +139,8 @@ func TestSemconv(t *testing.T) {
 // Without instrument.WithGenAISemconv the Recorder records no GenAI server
 // metric: the Semconv views then export none.
 func TestSemconvNeedsTheOption(t *testing.T) {
-	vs, err := views.Semconv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(vs...))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(mp),
-		instrument.WithModelName(modelName)}, scenarioOptions...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recordScenario(t, rec)
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if _, ok := semconvBuckets[m.Name]; ok {
-				t.Errorf("%s is exported without WithGenAISemconv", m.Name)
-			}
-		}
+	if got := collectSemconvWith(t, nil); len(got) != 0 {
+		t.Errorf("GenAI server histograms without WithGenAISemconv: %v", got)
 	}
 }
 

@@ -133,10 +133,13 @@ func TestPrometheusOpenMetricsExemplars(t *testing.T) {
 	}
 	// The TTFT exemplar carries the trace and span IDs only, within
 	// OpenMetrics' 128-rune label limit, so client_golang keeps it.
-	want := fmt.Sprintf(`# {trace_id="%s",span_id="%s"} 0.2 `, traceID, spanID)
+	// The exporter writes the two labels in either order.
+	want := []string{fmt.Sprintf(`# {trace_id="%s",span_id="%s"} 0.2 `, traceID, spanID),
+		fmt.Sprintf(`# {span_id="%s",trace_id="%s"} 0.2 `, spanID, traceID)}
 	found := false
 	for line := range strings.Lines(body) {
-		if strings.HasPrefix(line, "vllm:time_to_first_token_seconds_bucket{") && strings.Contains(line, want) {
+		if strings.HasPrefix(line, "vllm:time_to_first_token_seconds_bucket{") &&
+			(strings.Contains(line, want[0]) || strings.Contains(line, want[1])) {
 			found = true
 		}
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"math"
@@ -169,7 +170,22 @@ const goStyleLe = `[0-9]+`
 // checkLeText: le selectors written the way vLLM's dashboards write them
 // return data on every engine, on the real Prometheus; no direct series
 // carries a Go-style whole-number le.
+// goStyleText matches a whole-number bucket bound as Go writes it (le="1").
+var goStyleText = regexp.MustCompile(`le="` + goStyleLe + `"`)
+
 func (e *env) checkLeText(t *testing.T, at time.Time, windowSeconds int) {
+	// The text a Prometheus 2 without native histograms (or curl) gets: this
+	// Prometheus negotiates protobuf and formats le itself, so read the text
+	// format from the instances directly too.
+	for role, u := range e.urls {
+		body, err := httpGet(u)
+		if err != nil {
+			t.Fatalf("%s: %v", role, err)
+		}
+		if !bytes.Contains(body, []byte(`le="1.0"`)) || goStyleText.Match(body) {
+			t.Errorf("%s text scrape: want whole-number bounds as le=\"1.0\", found le=%q", role, goStyleText.Find(body))
+		}
+	}
 	type sel struct{ family, le string }
 	var sels []sel
 	for _, le := range ttftSLOs {

@@ -29,8 +29,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -149,7 +147,7 @@ func run() error {
 			wg.Go(func() { e.run(ctx) })
 		}
 	}
-	router, err := startRouter(*routerAddr, prefill, decode, serveErr, &wg)
+	router, err := startRouter(ctx, *routerAddr, *model, setup(routerRole), prefill, decode, serveErr, &wg)
 	if err != nil {
 		stop()
 		for _, in := range instances {
@@ -178,7 +176,7 @@ func run() error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if router != nil {
-		err = errors.Join(err, router.Shutdown(shutdownCtx))
+		err = errors.Join(err, router.shutdown(shutdownCtx))
 	}
 	for _, in := range instances {
 		err = errors.Join(err, in.shutdown(shutdownCtx))
@@ -190,24 +188,26 @@ func run() error {
 	return err
 }
 
-// startRouter serves the P/D router on addr in front of the two instances
-// and prints its URL; nil without an address. Serve errors go to serveErr.
-func startRouter(addr string, prefill, decode *instance, serveErr chan<- error, wg *sync.WaitGroup) (*http.Server, error) {
+// startRouter serves the P/D router on addr in front of the two instances,
+// with its own metrics (see routerServer), and prints its URLs; nil without
+// an address. Serve errors go to serveErr.
+func startRouter(ctx context.Context, addr, model string, setup []exporters.Option, prefill, decode *instance,
+	serveErr chan<- error, wg *sync.WaitGroup) (*routerServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	l, err := net.Listen("tcp", addr)
+	rs, err := newRouterServer(ctx, addr, model, setup, prefill, decode)
 	if err != nil {
-		return nil, fmt.Errorf("router: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: newRouter(prefill.base(), decode.base()).handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("router api: http://%s/v1\n", l.Addr())
+	fmt.Printf("%s metrics: %s\n", routerRole, rs.url())
+	fmt.Printf("%s api: %s/v1\n", routerRole, rs.base())
 	wg.Go(func() {
-		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		if err := rs.serve(); err != nil {
 			serveErr <- err
 		}
 	})
-	return srv, nil
+	return rs, nil
 }
 
 // generate sends requests to the prefill instance at the given Poisson rate

@@ -188,6 +188,17 @@ func TestRouterClients(t *testing.T) {
 			t.Errorf("after the hang-up: %s = %v, want %v", c.expr, got, c.want)
 		}
 	}
+	t.Logf("hang-up client: first content chunk after %.3fs, curl: %v", hung.ttft.Seconds(), hung.exitErr)
+	// The router pushes OTLP with the instances' settings: its series reach
+	// Prometheus through the collector too (path=otlp), with the same count.
+	otlp := `sum(vllm:generation_tokens_total{path="otlp",role="router"})`
+	poll(t, 30*time.Second, "the router's series over OTLP", func() (bool, string) {
+		v, err := e.prom.query(otlp, time.Now())
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(v) == 1 && v[0].value == float64(completion), fmt.Sprintf("%s: %v, want %d", otlp, v, completion)
+	})
 	t.Logf("[%5.1fs] done", time.Since(began).Seconds())
 }
 

@@ -12,15 +12,19 @@
 // (POST /v1/chat/completions and /v1/completions, streamed or not), and a
 // P/D router on a third listener sends each client request to the prefill
 // instance and then to the decode instance as vLLM's disaggregated serving
-// proxy does. API requests run on the same simulated engines as the
-// generated workload, which -workload=false turns off.
+// proxy does. The router has its own MeterProvider, /metrics and
+// front-end Recorder, fed by package openaihttp (its handler and its legs'
+// transport): what its clients saw, and each leg. API requests run on the
+// same simulated engines as the generated workload, which -workload=false
+// turns off.
 //
 // The simulated engines only drive stats.Timeline per request and the
 // Recorder per step: no metric is set directly.
 //
 //	go run ./example/pd
 //	curl -s http://127.0.0.1:9401/metrics | grep iteration_tokens
-//	curl -N http://127.0.0.1:9402/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}],"stream":true}'
+//	curl -N http://127.0.0.1:9402/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}}'
+//	curl -s http://127.0.0.1:9402/metrics | grep router_pd
 package main
 
 import (
@@ -50,7 +54,7 @@ func main() {
 func run() error {
 	prefillAddr := flag.String("prefill-listen", "127.0.0.1:9400", "listen address of the prefill instance's /metrics")
 	decodeAddr := flag.String("decode-listen", "127.0.0.1:9401", "listen address of the decode instance's /metrics")
-	routerAddr := flag.String("router-listen", "127.0.0.1:9402", "listen address of the P/D router's OpenAI-compatible API (empty: no router)")
+	routerAddr := flag.String("router-listen", "127.0.0.1:9402", "listen address of the P/D router's OpenAI-compatible API and /metrics (empty: no router)")
 	workload := flag.Bool("workload", true, "generate requests at -rate; false: only API clients drive the deployment")
 	model := flag.String("model", "meta-llama/Llama-3.1-8B-Instruct", "served model name")
 	rate := flag.Float64("rate", 8, "requests per second")

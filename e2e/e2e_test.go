@@ -340,6 +340,9 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 		"-log-interval", "1s",
 		"-otlp-endpoint", otlp,
 		"-otlp-interval", otlpInterval.String(),
+		// No router (its default port is fixed, and its metrics would
+		// reach the OTLP path unscraped): TestRouterClients asks for one.
+		"-router-listen", "",
 	)
 	e.example = startProc(t, e.work, "example", env, append(args, extra...)...)
 	poll(t, 30*time.Second, "the example printing its /metrics URLs", func() (bool, string) {

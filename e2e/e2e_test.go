@@ -340,6 +340,9 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 		"-log-interval", "1s",
 		"-otlp-endpoint", otlp,
 		"-otlp-interval", otlpInterval.String(),
+		// No router (its default port is fixed, and its metrics would
+		// reach the OTLP path unscraped): TestRouterClients asks for one.
+		"-router-listen", "",
 	)
 	e.example = startProc(t, e.work, "example", env, append(args, extra...)...)
 	poll(t, 30*time.Second, "the example printing its /metrics URLs", func() (bool, string) {
@@ -358,16 +361,17 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 	}
 }
 
-// waitQuiet polls both instances' /metrics until the load is over: after
+// waitQuiet polls the /metrics of every server in e.urls (both instances,
+// and the router where a test added it) until the load is over: after
 // loadEnd, quietScrapes consecutive scrapes with num_requests_running and
 // num_requests_waiting all 0 and every counter and histogram unchanged.
-// It returns the last scrape of each instance.
+// It returns the last scrape of each.
 func (e *env) waitQuiet(t *testing.T, loadEnd time.Time, timeout time.Duration) map[string]*scrape {
 	t.Helper()
 	var prev map[string]float64
 	quiet := 0
 	var final map[string]*scrape
-	poll(t, timeout, "load over and both instances idle", func() (bool, string) {
+	poll(t, timeout, "load over and every server idle", func() (bool, string) {
 		e.example.alive(t)
 		if time.Now().Before(loadEnd) {
 			return false, "load still running"
@@ -375,8 +379,8 @@ func (e *env) waitQuiet(t *testing.T, loadEnd time.Time, timeout time.Duration) 
 		cur := map[string]float64{}
 		scrapes := map[string]*scrape{}
 		var busy float64
-		for _, role := range []string{"prefill", "decode"} {
-			s, err := fetchScrape(e.urls[role])
+		for role, u := range e.urls {
+			s, err := fetchScrape(u)
 			if err != nil {
 				quiet = 0
 				return false, err.Error()

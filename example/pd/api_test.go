@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +20,7 @@ const testModel = "test-model"
 // engines) and router, with the simulation's optional features off.
 type deployment struct {
 	prefill, decode *instance
-	router          *httptest.Server
+	router          *routerServer
 }
 
 func startDeployment(t *testing.T) *deployment {
@@ -51,10 +50,16 @@ func startDeployment(t *testing.T) *deployment {
 			d.decode = in
 		}
 	}
-	d.router = httptest.NewServer(newRouter(d.prefill.base(), d.decode.base()).handler())
+	rs, err := newRouterServer(ctx, "127.0.0.1:0", testModel, nil, d.prefill, d.decode)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	d.router = rs
+	wg.Go(func() { _ = rs.serve() })
 	t.Cleanup(func() { // first
 		cancel() // the engines stop and every API handler returns
-		d.router.Close()
+		_ = rs.shutdown(context.Background())
 	})
 	return d
 }
@@ -171,9 +176,9 @@ func post(t *testing.T, ctx context.Context, url, body string, stop func(chunk) 
 	return res
 }
 
-// scrapeWhen polls an instance's /metrics until ready holds, and returns
-// that scrape.
-func scrapeWhen(t *testing.T, in *instance, ready func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
+// scrapeWhen polls an instance's or the router's /metrics until ready
+// holds, and returns that scrape.
+func scrapeWhen(t *testing.T, in interface{ url() string }, ready func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	t.Helper()
 	var fams map[string]*dto.MetricFamily
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -188,7 +193,7 @@ func scrapeWhen(t *testing.T, in *instance, ready func(map[string]*dto.MetricFam
 			return fams
 		}
 	}
-	t.Fatalf("%s: the scrape did not reach the expected state", in.role)
+	t.Fatalf("%s: the scrape did not reach the expected state", in.url())
 	return nil
 }
 

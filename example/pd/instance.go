@@ -50,12 +50,7 @@ type instanceConfig struct {
 }
 
 func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
-	opts := append([]exporters.Option{
-		exporters.WithServiceName("infermetrics-example"),
-		exporters.WithServiceInstanceID(string(c.role) + "-0"),
-		exporters.WithResourceAttributes(attribute.String("role", string(c.role))),
-	}, c.setup...)
-	provider, err := exporters.Setup(ctx, opts...)
+	provider, err := exporters.Setup(ctx, append(c.role.resource(), c.setup...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", c.role, err)
 	}
@@ -118,13 +113,30 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", provider.Handler())
-	// The OpenAI-compatible API (see api.go).
+	// The OpenAI-compatible API (see api.go). It is not wrapped with
+	// openaihttp.NewHandler on this Recorder: its requests run on the
+	// engines, whose steps record them already (a front-end recording
+	// would count each twice). The router records what its clients see.
 	mux.Handle("/v1/", in.apiHandler())
 	// A slow client must not hold a connection open before sending its
 	// headers.
 	in.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	return in, nil
 }
+
+// resource is the Setup options naming a server of the deployment: the
+// example's service name, service.instance.id "<role>-0" and a role
+// attribute.
+func (r role) resource() []exporters.Option {
+	return []exporters.Option{
+		exporters.WithServiceName("infermetrics-example"),
+		exporters.WithServiceInstanceID(r.id()),
+		exporters.WithResourceAttributes(attribute.String("role", string(r))),
+	}
+}
+
+// id is the service.instance.id of the deployment's one server of role r.
+func (r role) id() string { return string(r) + "-0" }
 
 // features are the Recorder options of the instance's optional features.
 func (c instanceConfig) features() []instrument.Option {

@@ -12,15 +12,19 @@
 // (POST /v1/chat/completions and /v1/completions, streamed or not), and a
 // P/D router on a third listener sends each client request to the prefill
 // instance and then to the decode instance as vLLM's disaggregated serving
-// proxy does. API requests run on the same simulated engines as the
-// generated workload, which -workload=false turns off.
+// proxy does. The router has its own MeterProvider, /metrics and
+// front-end Recorder, fed by package openaihttp (its handler and its legs'
+// transport): what its clients saw, and each leg. API requests run on the
+// same simulated engines as the generated workload, which -workload=false
+// turns off.
 //
 // The simulated engines only drive stats.Timeline per request and the
 // Recorder per step: no metric is set directly.
 //
 //	go run ./example/pd
 //	curl -s http://127.0.0.1:9401/metrics | grep iteration_tokens
-//	curl -N http://127.0.0.1:9402/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}],"stream":true}'
+//	curl -N http://127.0.0.1:9402/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}}'
+//	curl -s http://127.0.0.1:9402/metrics | grep router_pd
 package main
 
 import (
@@ -29,8 +33,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"sync"
@@ -52,7 +54,7 @@ func main() {
 func run() error {
 	prefillAddr := flag.String("prefill-listen", "127.0.0.1:9400", "listen address of the prefill instance's /metrics")
 	decodeAddr := flag.String("decode-listen", "127.0.0.1:9401", "listen address of the decode instance's /metrics")
-	routerAddr := flag.String("router-listen", "127.0.0.1:9402", "listen address of the P/D router's OpenAI-compatible API (empty: no router)")
+	routerAddr := flag.String("router-listen", "127.0.0.1:9402", "listen address of the P/D router's OpenAI-compatible API and /metrics (empty: no router)")
 	workload := flag.Bool("workload", true, "generate requests at -rate; false: only API clients drive the deployment")
 	model := flag.String("model", "meta-llama/Llama-3.1-8B-Instruct", "served model name")
 	rate := flag.Float64("rate", 8, "requests per second")
@@ -149,7 +151,7 @@ func run() error {
 			wg.Go(func() { e.run(ctx) })
 		}
 	}
-	router, err := startRouter(*routerAddr, prefill, decode, serveErr, &wg)
+	router, err := startRouter(ctx, *routerAddr, *model, setup(routerRole), prefill, decode, serveErr, &wg)
 	if err != nil {
 		stop()
 		for _, in := range instances {
@@ -178,7 +180,7 @@ func run() error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if router != nil {
-		err = errors.Join(err, router.Shutdown(shutdownCtx))
+		err = errors.Join(err, router.shutdown(shutdownCtx))
 	}
 	for _, in := range instances {
 		err = errors.Join(err, in.shutdown(shutdownCtx))
@@ -190,24 +192,26 @@ func run() error {
 	return err
 }
 
-// startRouter serves the P/D router on addr in front of the two instances
-// and prints its URL; nil without an address. Serve errors go to serveErr.
-func startRouter(addr string, prefill, decode *instance, serveErr chan<- error, wg *sync.WaitGroup) (*http.Server, error) {
+// startRouter serves the P/D router on addr in front of the two instances,
+// with its own metrics (see routerServer), and prints its URLs; nil without
+// an address. Serve errors go to serveErr.
+func startRouter(ctx context.Context, addr, model string, setup []exporters.Option, prefill, decode *instance,
+	serveErr chan<- error, wg *sync.WaitGroup) (*routerServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	l, err := net.Listen("tcp", addr)
+	rs, err := newRouterServer(ctx, addr, model, setup, prefill, decode)
 	if err != nil {
-		return nil, fmt.Errorf("router: %w", err)
+		return nil, err
 	}
-	srv := &http.Server{Handler: newRouter(prefill.base(), decode.base()).handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("router api: http://%s/v1\n", l.Addr())
+	fmt.Printf("%s metrics: %s\n", routerRole, rs.url())
+	fmt.Printf("%s api: %s/v1\n", routerRole, rs.base())
 	wg.Go(func() {
-		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		if err := rs.serve(); err != nil {
 			serveErr <- err
 		}
 	})
-	return srv, nil
+	return rs, nil
 }
 
 // generate sends requests to the prefill instance at the given Poisson rate

@@ -8,7 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/infermetrics/infermetrics/exporters"
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/openaihttp"
 )
 
 // router is a P/D proxy in the shape of vLLM's disaggregated serving proxy
@@ -23,33 +31,111 @@ import (
 // transferred tokens computed (Scheduler._update_waiting_for_remote_kv),
 // and num_cached_tokens is set from them (vllm/v1/core/sched/scheduler.py).
 type router struct {
-	prefill, decode string // base URLs of the instances
+	prefill, decode upstream
 	client          *http.Client
+}
+
+// upstream is an instance the router sends legs to: its base URL, and the
+// backend (name and role) its legs are recorded for.
+type upstream struct {
+	base    string
+	backend openaihttp.Backend
 }
 
 // maxLegBytes bounds a prefill leg's response, which the router reads whole.
 const maxLegBytes = 8 << 20
 
-func newRouter(prefill, decode string) *router {
-	return &router{prefill: prefill, decode: decode, client: &http.Client{Transport: routerTransport()}}
+// routerRole is the router's role attribute, beside the instances' roles.
+const routerRole role = "router"
+
+// newRouter returns a router in front of the two instances whose legs are
+// recorded on eng (the GenAI client metrics by backend, and each leg in
+// the client request's openaihttp.Trace).
+func newRouter(prefill, decode *instance, eng *instrument.Engine) *router {
+	transport := openaihttp.NewTransport(routerTransport(), openaihttp.WithEngine(eng))
+	return &router{
+		prefill: upstream{prefill.base(), openaihttp.Backend{Name: prefill.role.id(), Role: instrument.RolePrefill}},
+		decode:  upstream{decode.base(), openaihttp.Backend{Name: decode.role.id(), Role: instrument.RoleDecode}},
+		client:  &http.Client{Transport: transport},
+	}
 }
 
-// routerTransport is the transport of both legs: the one place to wrap it
-// with client instrumentation (openaihttp.NewTransport).
+// routerTransport is the base transport of both legs.
 func routerTransport() http.RoundTripper {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64 // every request opens one connection per instance
 	return t
 }
 
-// handler serves the router's endpoints: the one handler to wrap with
-// server instrumentation (openaihttp.NewHandler).
-func (rt *router) handler() http.Handler {
+// handler serves the router's endpoints, recording each client request on
+// eng as the client saw it (openaihttp.NewHandler): TTFT from arrival at
+// the router, e2e, the usage it forwards (prompt tokens once, the decode
+// leg's cached ones as external_kv_transfer), and the P/D leg families.
+func (rt *router) handler(eng *instrument.Engine) http.Handler {
 	mux := http.NewServeMux()
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { rt.serve(w, r, path) })
 	}
-	return mux
+	return openaihttp.NewHandler(mux, openaihttp.WithEngine(eng))
+}
+
+// routerServer is the P/D router as a server of the deployment, like an
+// instance: its own MeterProvider, service.instance.id router-0, role
+// attribute router, /metrics, and a Recorder fed by openaihttp only (a
+// front end: no engine step is ever recorded on it), beside its API.
+type routerServer struct {
+	provider *exporters.Provider
+	server   *http.Server
+	listener net.Listener
+}
+
+// newRouterServer listens on addr and builds the router's metrics and API
+// in front of the two instances; setup are the Setup options the instances
+// get too (OTLP, stats log).
+func newRouterServer(ctx context.Context, addr, model string, setup []exporters.Option, prefill, decode *instance) (*routerServer, error) {
+	provider, err := exporters.Setup(ctx, append(routerRole.resource(), setup...)...)
+	if err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	rec, err := instrument.NewRecorder(
+		instrument.WithMeterProvider(provider.MeterProvider()),
+		instrument.WithModelName(model),
+		instrument.WithAttributes(attribute.String("role", string(routerRole))),
+	)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("router: %w", err), provider.Shutdown(ctx))
+	}
+	eng, _ := rec.Engine(0) // the Recorder's default rank: never an error
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("router: %w", err), provider.Shutdown(ctx))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", provider.Handler())
+	mux.Handle("/v1/", newRouter(prefill, decode, eng).handler(eng))
+	return &routerServer{provider: provider, listener: l,
+		server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+}
+
+// base is the router's base URL, of /metrics and /v1.
+func (rs *routerServer) base() string { return "http://" + rs.listener.Addr().String() }
+
+// url is the address of the router's /metrics endpoint.
+func (rs *routerServer) url() string { return rs.base() + "/metrics" }
+
+// serve serves the router until shutdown.
+func (rs *routerServer) serve() error {
+	if err := rs.server.Serve(rs.listener); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// shutdown stops the listener, waiting for the requests in flight (each
+// records at its end), then flushes the metrics.
+func (rs *routerServer) shutdown(ctx context.Context) error {
+	err := rs.server.Shutdown(ctx)
+	return errors.Join(err, rs.provider.Shutdown(ctx))
 }
 
 // serve proxies one request: the prefill leg, then the decode leg streamed
@@ -72,7 +158,7 @@ func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
 		id = rand.Text()
 	}
 
-	resp, err := rt.post(r.Context(), rt.prefill+path, id, prefillLeg(req))
+	resp, err := rt.post(r.Context(), rt.prefill, path, id, prefillLeg(req))
 	if err != nil {
 		writeLegError(w, r, "prefill", err)
 		return
@@ -91,7 +177,7 @@ func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
 		req["kv_transfer_params"] = params
 	}
 
-	resp, err = rt.post(r.Context(), rt.decode+path, id, req)
+	resp, err = rt.post(r.Context(), rt.decode, path, id, req)
 	if err != nil {
 		writeLegError(w, r, "decode", err)
 		return
@@ -126,13 +212,14 @@ func prefillLeg(req map[string]json.RawMessage) map[string]json.RawMessage {
 	return leg
 }
 
-// post sends a leg.
-func (rt *router) post(ctx context.Context, url, id string, body map[string]json.RawMessage) (*http.Response, error) {
+// post sends a leg to an instance's path, recorded for its backend.
+func (rt *router) post(ctx context.Context, to upstream, path, id string, body map[string]json.RawMessage) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	ctx = openaihttp.ContextWithBackend(ctx, to.backend)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, to.base+path, bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func TestRouterStream(t *testing.T) {
 	d := startDeployment(t)
 	body := `{"model":"test-model","messages":[{"role":"system","content":"` + strings.Repeat("word ", 300) + `"},
 		{"role":"user","content":"tell me more"}],"max_tokens":30,"stream":true,"stream_options":{"include_usage":true}}`
-	res := post(t, context.Background(), d.router.URL+"/v1/chat/completions", body, nil)
+	res := post(t, context.Background(), d.router.base()+"/v1/chat/completions", body, nil)
 	u := res.usage.Usage
 	if res.status != http.StatusOK || !res.done || u == nil || u.Details == nil || res.finish == "" {
 		t.Fatalf("status %d, [DONE] %v, finish_reason %q, usage %+v; want a whole stream with usage", res.status, res.done, res.finish, u)
@@ -53,6 +53,36 @@ func TestRouterStream(t *testing.T) {
 	if ttft := res.firstText.Seconds(); leg <= 0 || ttft < leg {
 		t.Errorf("time to first token at the client %vs, prefill leg %vs: want at least the prefill leg", ttft, leg)
 	}
+
+	// The router records the request once, as its client saw it.
+	router := scrapeWhen(t, d.router, func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == 1 })
+	for name, want := range map[string]int64{"vllm:generation_tokens_total": u.CompletionTokens,
+		"vllm:prompt_tokens_total": u.PromptTokens} {
+		if got := total(router, name, map[string]string{"role": "router"}); got != float64(want) {
+			t.Errorf("router %s = %v, want the usage's %d", name, got, want)
+		}
+	}
+	for source, want := range map[string]int64{"external_kv_transfer": u.Details.CachedTokens, "local_cache_hit": 0} {
+		if got := total(router, "vllm:prompt_tokens_by_source_total", map[string]string{"source": source}); got != float64(want) {
+			t.Errorf("router prompt tokens from %s = %v, want %d", source, got, want)
+		}
+	}
+	for _, name := range []string{"router_pd_prefill_leg_duration_seconds", "router_pd_handoff_duration_seconds",
+		"router_pd_decode_leg_time_to_first_chunk_seconds", "vllm:time_to_first_token_seconds"} {
+		if n := histogramCount(router, name, nil); n != 1 {
+			t.Errorf("router %s count = %v, want 1", name, n)
+		}
+	}
+	ttft := histogramSum(router, "vllm:time_to_first_token_seconds", "0")
+	legs := histogramSum(router, "router_pd_prefill_leg_duration_seconds", "0") + histogramSum(router, "router_pd_handoff_duration_seconds", "0")
+	if ttft < legs || ttft > res.firstText.Seconds() {
+		t.Errorf("router TTFT %vs: want at least prefill leg + handoff %vs, at most the client's %vs", ttft, legs, res.firstText.Seconds())
+	}
+	for _, role := range []string{"prefill", "decode"} {
+		if n := histogramCount(router, "gen_ai_client_operation_duration_seconds", map[string]string{"backend": role + "-0", "backend_role": role}); n != 1 {
+			t.Errorf("router gen_ai_client_operation_duration_seconds{backend=%s-0} count = %v, want 1", role, n)
+		}
+	}
 }
 
 // TestRouterDisconnect leaves a stream through the router after its first
@@ -61,7 +91,7 @@ func TestRouterStream(t *testing.T) {
 func TestRouterDisconnect(t *testing.T) {
 	d := startDeployment(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	res := post(t, ctx, d.router.URL+"/v1/completions", `{"prompt":"once upon a time","max_tokens":4000,"ignore_eos":true,"stream":true}`,
+	res := post(t, ctx, d.router.base()+"/v1/completions", `{"prompt":"once upon a time","max_tokens":4000,"ignore_eos":true,"stream":true}`,
 		func(chunk) bool { return true })
 	cancel()
 	if res.text == "" {
@@ -71,13 +101,17 @@ func TestRouterDisconnect(t *testing.T) {
 	if got := finished(fams, "abort"); got != 1 {
 		t.Errorf("decode request_success_total{finished_reason=abort} = %v, want 1", got)
 	}
+	router := scrapeWhen(t, d.router, func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == 1 })
+	if got := finished(router, "abort"); got != 1 {
+		t.Errorf("router request_success_total{finished_reason=abort} = %v, want 1", got)
+	}
 }
 
 // TestRouterPassesErrors checks that an instance's 400 reaches the client
 // and that a request the prefill instance rejects never reaches decode.
 func TestRouterPassesErrors(t *testing.T) {
 	d := startDeployment(t)
-	resp, err := http.Post(d.router.URL+"/v1/completions", "application/json",
+	resp, err := http.Post(d.router.base()+"/v1/completions", "application/json",
 		strings.NewReader(`{"prompt":"x","max_tokens":9000}`))
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +120,7 @@ func TestRouterPassesErrors(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("status %d, want the prefill instance's 400", resp.StatusCode)
 	}
-	resp, err = http.Post(d.router.URL+"/v1/completions", "application/json", strings.NewReader(`[1]`))
+	resp, err = http.Post(d.router.base()+"/v1/completions", "application/json", strings.NewReader(`[1]`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,13 +80,19 @@ var clientCatalog = []Descriptor{
 func ClientDescriptors() []Descriptor { return copyDescriptors(clientCatalog) }
 
 // Backend records the legs a gateway or router sends to one backend: the
-// GenAI client metrics with the backend and backend.role attributes. Get it
-// from Engine.Backend once per backend (the Engine keeps it); its methods
+// GenAI client metrics with the backend and backend.role attributes, and
+// gen_ai.operation.name by each leg's stats.Operation. Get it from
+// Engine.Backend once per backend (the Engine keeps it); its methods
 // allocate nothing. It is safe for concurrent use.
 type Backend struct {
-	e        *Engine
-	name     string
-	role     string
+	e    *Engine
+	name string
+	role string
+	ops  [stats.NumOperations]clientMeasures
+}
+
+// clientMeasures are a backend's attribute sets of one operation.
+type clientMeasures struct {
 	plain    measure
 	duration [5]measure // by finish reason: error.type on errors
 	input    measure
@@ -150,22 +156,20 @@ func checkBackend(name, role string) error {
 }
 
 func (e *Engine) newBackend(name, role string) *Backend {
-	kv := []attribute.KeyValue{
-		attribute.String(KeyGenAIOperationName, e.genAIOperation),
-		attribute.String(KeyGenAIProviderName, e.genAIProvider),
-		attribute.String(KeyGenAIRequestModel, e.modelName),
-		attribute.String(KeyBackend, name),
-		attribute.String(KeyBackendRole, role),
-	}
-	b := &Backend{e: e, name: name, role: role, plain: e.with(kv...)}
-	for _, r := range stats.FinishReasons() {
-		b.duration[r] = b.plain
-		if r == stats.FinishError {
-			b.duration[r] = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyErrorType, errorTypeOther))...)
+	b := &Backend{e: e, name: name, role: role}
+	for _, op := range stats.Operations() {
+		kv := append(e.genAIKV(op), attribute.String(KeyBackend, name), attribute.String(KeyBackendRole, role))
+		m := &b.ops[op]
+		m.plain = e.with(kv...)
+		for _, r := range stats.FinishReasons() {
+			m.duration[r] = m.plain
+			if r == stats.FinishError {
+				m.duration[r] = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyErrorType, errorTypeOther))...)
+			}
 		}
+		m.input = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeInput))...)
+		m.output = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeOutput))...)
 	}
-	b.input = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeInput))...)
-	b.output = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeOutput))...)
 	return b
 }
 
@@ -176,26 +180,31 @@ func (b *Backend) Name() string { return b.name }
 func (b *Backend) Role() string { return b.role }
 
 // RecordChunkGap records the time between two consecutive content chunks of
-// a streamed response (gen_ai.client.operation.time_per_output_chunk). A
-// bad duration is returned as an error and nothing is recorded.
-func (b *Backend) RecordChunkGap(ctx context.Context, seconds float64) error {
+// a streamed response of an operation
+// (gen_ai.client.operation.time_per_output_chunk). A bad duration or an
+// unknown operation is returned as an error and nothing is recorded.
+func (b *Backend) RecordChunkGap(ctx context.Context, op stats.Operation, seconds float64) error {
 	if b == nil {
 		return fmt.Errorf("%w: a nil Backend (get one from Engine.Backend)", ErrUnknownEngine)
 	}
 	if err := b.e.usable(false); err != nil {
 		return err
 	}
+	if err := op.Validate(); err != nil {
+		return err
+	}
 	if err := stats.CheckSeconds("seconds", seconds); err != nil {
 		return err
 	}
-	b.e.inst.clientPerChunk.Record(ctx, seconds, b.plain.rec...)
+	b.e.inst.clientPerChunk.Record(ctx, seconds, b.ops[op].plain.rec...)
 	return nil
 }
 
 // RecordRequest records one finished leg as the client saw it: its duration
 // (with error.type when it failed), its time to first chunk when streamed,
-// and its input and output tokens when the response reported usage. Times
-// are from sending the request to the backend. An invalid leg is returned
+// and its input and output tokens when the response reported usage, with
+// gen_ai.operation.name from r.Operation. Times are from sending the
+// request to the backend. An invalid leg is returned
 // as an error and nothing is recorded.
 func (b *Backend) RecordRequest(ctx context.Context, r *stats.ObservedRequest) error {
 	if b == nil {
@@ -215,14 +224,14 @@ func (b *Backend) RecordRequest(ctx context.Context, r *stats.ObservedRequest) e
 	if err := b.e.reserve(&inc); err != nil {
 		return err
 	}
-	in := b.e.inst
-	in.clientDuration.Record(ctx, r.E2ELatency, b.duration[r.Reason].rec...)
+	in, m := b.e.inst, &b.ops[r.Operation]
+	in.clientDuration.Record(ctx, r.E2ELatency, m.duration[r.Reason].rec...)
 	if r.FirstToken {
-		in.clientFirstChunk.Record(ctx, r.TimeToFirstToken, b.plain.rec...)
+		in.clientFirstChunk.Record(ctx, r.TimeToFirstToken, m.plain.rec...)
 	}
 	if r.UsageKnown {
-		in.clientTokens.Record(ctx, r.PromptTokens, b.input.rec...)
-		in.clientTokens.Record(ctx, r.GenerationTokens, b.output.rec...)
+		in.clientTokens.Record(ctx, r.PromptTokens, m.input.rec...)
+		in.clientTokens.Record(ctx, r.GenerationTokens, m.output.rec...)
 	}
 	return nil
 }

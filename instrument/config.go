@@ -149,8 +149,10 @@ func WithSpecDecoding(numSpeculativeTokens int) Option {
 // WithGenAI sets the gen_ai.operation.name and gen_ai.provider.name
 // attributes of the GenAI server metrics (WithGenAISemconv) and of the GenAI
 // client metrics (Engine.Backend). Defaults: "text_completion" and
-// "self_hosted". It does not turn the server metrics on: a gateway sets it
-// for its client metrics alone.
+// "self_hosted". The operation is that of the engine path and of observed
+// requests with stats.OperationDefault; a front end that knows the endpoint
+// sets ObservedRequest.Operation instead. It does not turn the server
+// metrics on: a gateway sets it for its client metrics alone.
 func WithGenAI(operation, provider string) Option {
 	return optionFunc(func(c *config) { c.genAIOperation, c.genAIProvider = operation, provider })
 }

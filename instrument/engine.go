@@ -124,6 +124,21 @@ type engineState struct {
 	off  offloadState  // KV offloading, see offload.go
 }
 
+// genAIKV returns the GenAI attributes of an operation: its
+// gen_ai.operation.name, the configured one for stats.OperationDefault.
+// op must be valid.
+func (e *engineState) genAIKV(op stats.Operation) []attribute.KeyValue {
+	name := op.String()
+	if op == stats.OperationDefault {
+		name = e.genAIOperation
+	}
+	return []attribute.KeyValue{
+		attribute.String(KeyGenAIOperationName, name),
+		attribute.String(KeyGenAIProviderName, e.genAIProvider),
+		attribute.String(KeyGenAIRequestModel, e.modelName),
+	}
+}
+
 func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
 	e := &Engine{life: life, provider: cfg.meterProvider, engineState: &engineState{inst: inst, rank: rank,
 		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, corruption: cfg.corruption,
@@ -136,11 +151,6 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	e.plain = e.with()
 	for _, s := range stats.Sources() {
 		e.bySource[s] = e.with(attribute.String(KeySource, s.String()))
-	}
-	genAI := []attribute.KeyValue{
-		attribute.String(KeyGenAIOperationName, cfg.genAIOperation),
-		attribute.String(KeyGenAIProviderName, cfg.genAIProvider),
-		attribute.String(KeyGenAIRequestModel, cfg.modelName),
 	}
 	for _, r := range stats.FinishReasons() {
 		e.byReason[r] = e.with(attribute.String(KeyFinishedReason, r.String()))
@@ -160,7 +170,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	e.positions.Store(&empty)
 	e.positionMeasures(cfg.specPositions)
 	e.buildPriority(cfg)
-	e.buildServer(cfg, genAI)
+	e.buildServer(cfg)
 	e.off.on, e.off.cpu = cfg.kvOffload, cfg.kvOffloadCPU
 	return e
 }
@@ -319,7 +329,7 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	}
 	if e.server.on { // the GenAI TTFT at the first token, under priority scheduling too
 		for i, v := range it.TTFT {
-			e.recordServerTTFT(requestContext(ctx, it.TTFTContexts, i), v)
+			e.recordServerTTFT(requestContext(ctx, it.TTFTContexts, i), stats.OperationDefault, v)
 		}
 	}
 	for i, v := range it.ITL {
@@ -383,7 +393,7 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	}
 	in.e2e.Record(ctx, f.E2ELatency, rec...)
 	in.tpot.Record(ctx, f.TimePerOutputToken, rec...)
-	e.recordServerFinished(ctx, f.Reason, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
+	e.recordServerFinished(ctx, stats.OperationDefault, f.Reason, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)

@@ -66,7 +66,8 @@ func (e *Engine) RecordChunkGap(ctx context.Context, seconds float64) error {
 // max_tokens and n parameters when given. With WithGenAISemconv it also
 // records the GenAI server metrics by the same rules as RecordIteration and
 // RecordFinished (the time per output token of successful requests with
-// usage and more than one output token). Without usage no token family is
+// usage and more than one output token), with gen_ai.operation.name from
+// r.Operation. Without usage no token family is
 // recorded. An invalid request is returned as an error and
 // nothing is recorded.
 func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) error {
@@ -87,13 +88,13 @@ func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) er
 	in.e2e.Record(ctx, r.E2ELatency, rec...)
 	if r.FirstToken {
 		in.ttft.Record(ctx, r.TimeToFirstToken, rec...)
-		e.recordServerTTFT(ctx, r.TimeToFirstToken)
+		e.recordServerTTFT(ctx, r.Operation, r.TimeToFirstToken)
 	}
 	tpot, tpotKnown := r.TimePerOutputToken()
 	if tpotKnown {
 		in.tpot.Record(ctx, tpot, rec...)
 	}
-	e.recordServerFinished(ctx, r.Reason, r.E2ELatency, tpot, tpotKnown && r.GenerationTokens > 1)
+	e.recordServerFinished(ctx, r.Operation, r.Reason, r.E2ELatency, tpot, tpotKnown && r.GenerationTokens > 1)
 	if r.MaxTokens > 0 {
 		in.paramsMaxTokens.Record(ctx, r.MaxTokens, rec...)
 	}

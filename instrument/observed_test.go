@@ -165,7 +165,7 @@ func TestBackend(t *testing.T) {
 	if err := b.RecordRequest(ctx, &failed); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.RecordChunkGap(ctx, 0.02); err != nil {
+	if err := b.RecordChunkGap(ctx, stats.OperationDefault, 0.02); err != nil {
 		t.Fatal(err)
 	}
 	s := h.collect()
@@ -202,14 +202,19 @@ func TestRecordRequestDoesNotAllocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := observed()
+	chat := observed()
+	chat.Operation = stats.OperationChat
 	for name, f := range map[string]func() error{
-		"RecordRequest":          func() error { return e.RecordRequest(ctx, &r) },
-		"RecordChunkGap":         func() error { return e.RecordChunkGap(ctx, 0.01) },
-		"RequestStarted":         e.RequestStarted,
-		"RequestEnded":           e.RequestEnded,
-		"Backend":                func() error { _, err := e.Backend("prefill-0", instrument.RolePrefill); return err },
-		"Backend.RecordRequest":  func() error { return b.RecordRequest(ctx, &r) },
-		"Backend.RecordChunkGap": func() error { return b.RecordChunkGap(ctx, 0.01) },
+		"RecordRequest":               func() error { return e.RecordRequest(ctx, &r) },
+		"RecordRequest chat":          func() error { return e.RecordRequest(ctx, &chat) },
+		"Backend.RecordRequest chat":  func() error { return b.RecordRequest(ctx, &chat) },
+		"Backend.RecordChunkGap chat": func() error { return b.RecordChunkGap(ctx, stats.OperationChat, 0.01) },
+		"RecordChunkGap":              func() error { return e.RecordChunkGap(ctx, 0.01) },
+		"RequestStarted":              e.RequestStarted,
+		"RequestEnded":                e.RequestEnded,
+		"Backend":                     func() error { _, err := e.Backend("prefill-0", instrument.RolePrefill); return err },
+		"Backend.RecordRequest":       func() error { return b.RecordRequest(ctx, &r) },
+		"Backend.RecordChunkGap":      func() error { return b.RecordChunkGap(ctx, stats.OperationDefault, 0.01) },
 	} {
 		if err := f(); err != nil {
 			t.Fatal(err)

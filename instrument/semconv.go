@@ -57,33 +57,39 @@ func WithGenAISemconv() Option {
 	return optionFunc(func(c *config) { c.genAISemconv = true })
 }
 
-// serverMeasures are an engine's attribute sets of the GenAI server metrics.
+// serverMeasures are an engine's attribute sets of the GenAI server metrics,
+// by stats.Operation (gen_ai.operation.name).
 type serverMeasures struct {
-	on       bool       // WithGenAISemconv
-	ok       measure    // the GenAI attributes
-	byReason [5]measure // request duration: error.type on failures
+	on       bool                            // WithGenAISemconv
+	ok       [stats.NumOperations]measure    // the GenAI attributes
+	byReason [stats.NumOperations][5]measure // request duration: error.type on failures
 }
 
-// buildServer builds the GenAI server measures: the GenAI attributes only,
-// no model_name, engine or constant attribute (see serverCatalog).
-func (e *engineState) buildServer(cfg *config, genAI []attribute.KeyValue) {
+// buildServer builds the GenAI server measures of every operation: the
+// GenAI attributes only, no model_name, engine or constant attribute (see
+// serverCatalog).
+func (e *engineState) buildServer(cfg *config) {
 	s := &e.server
 	if s.on = cfg.genAISemconv; !s.on {
 		return
 	}
-	s.ok = newMeasure(genAI...)
-	for _, r := range stats.FinishReasons() {
-		s.byReason[r] = s.ok
-		if r == stats.FinishError {
-			s.byReason[r] = newMeasure(append(genAI[:len(genAI):len(genAI)], attribute.String(KeyErrorType, errorTypeOther))...)
+	for _, op := range stats.Operations() {
+		genAI := e.genAIKV(op)
+		s.ok[op] = newMeasure(genAI...)
+		for _, r := range stats.FinishReasons() {
+			s.byReason[op][r] = s.ok[op]
+			if r == stats.FinishError {
+				s.byReason[op][r] = newMeasure(append(genAI, attribute.String(KeyErrorType, errorTypeOther))...)
+			}
 		}
 	}
 }
 
-// recordServerTTFT records a first token's time on the GenAI server TTFT.
-func (e *engineState) recordServerTTFT(ctx context.Context, v float64) {
+// recordServerTTFT records a first token's time on the GenAI server TTFT;
+// op is valid.
+func (e *engineState) recordServerTTFT(ctx context.Context, op stats.Operation, v float64) {
 	if e.server.on {
-		e.inst.serverTTFT.Record(ctx, v, e.server.ok.rec...)
+		e.inst.serverTTFT.Record(ctx, v, e.server.ok[op].rec...)
 	}
 }
 
@@ -92,13 +98,13 @@ func (e *engineState) recordServerTTFT(ctx context.Context, v float64) {
 // output token of more than one token (manyTokens), on the time per output
 // token: the conventions' "time per output token generated after the first
 // token for successful responses".
-func (e *engineState) recordServerFinished(ctx context.Context, r stats.FinishReason, e2e, tpot float64, manyTokens bool) {
+func (e *engineState) recordServerFinished(ctx context.Context, op stats.Operation, r stats.FinishReason, e2e, tpot float64, manyTokens bool) {
 	s := &e.server
 	if !s.on {
 		return
 	}
-	e.inst.serverDuration.Record(ctx, e2e, s.byReason[r].rec...)
+	e.inst.serverDuration.Record(ctx, e2e, s.byReason[op][r].rec...)
 	if r != stats.FinishError && manyTokens {
-		e.inst.serverTPOT.Record(ctx, tpot, s.ok.rec...)
+		e.inst.serverTPOT.Record(ctx, tpot, s.ok[op].rec...)
 	}
 }

@@ -1,6 +1,7 @@
 package instrument_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -85,6 +86,74 @@ func TestGenAIServerMetricsOff(t *testing.T) {
 	for k := range h.collect() {
 		if strings.HasPrefix(k, "gen_ai.server.") || strings.Contains(k, "gen_ai.") {
 			t.Errorf("series %s without WithGenAISemconv", k)
+		}
+	}
+}
+
+// A front end's request carries its operation (from its endpoint) onto the
+// GenAI server and client metrics; OperationDefault and the engine path keep
+// the configured one. An unknown operation is an error and records nothing.
+func TestGenAIOperation(t *testing.T) {
+	h := newSemconvHarness(t, instrument.WithGenAI("generate_content", "acme"))
+	e := h.engine(0)
+	ctx := t.Context()
+	hc := newHarness(t, instrument.WithGenAI("generate_content", "acme")) // the client metrics' views
+	b, err := hc.engine(0).Backend("decode-0", instrument.RoleDecode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range stats.Operations() {
+		r := observed()
+		r.Operation = op
+		if err := e.RecordRequest(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.RecordRequest(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.RecordChunkGap(ctx, op, 0.02); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it := stats.Iteration{GenerationTokens: 1, TTFT: []float64{0.25}}
+	if err := e.RecordIteration(ctx, &it); err != nil {
+		t.Fatal(err)
+	}
+	bad := observed()
+	bad.Operation = stats.Operation(200)
+	if err := e.RecordRequest(ctx, &bad); !errors.Is(err, stats.ErrUnknownOperation) {
+		t.Errorf("Engine.RecordRequest(Operation 200) = %v", err)
+	}
+	if err := b.RecordRequest(ctx, &bad); !errors.Is(err, stats.ErrUnknownOperation) {
+		t.Errorf("Backend.RecordRequest(Operation 200) = %v", err)
+	}
+	if err := b.RecordChunkGap(ctx, stats.Operation(200), 0.02); !errors.Is(err, stats.ErrUnknownOperation) {
+		t.Errorf("Backend.RecordChunkGap(Operation 200) = %v", err)
+	}
+	s, sc := h.collect(), hc.collect()
+	for op, ttft := range map[string]uint64{"generate_content": 2, "chat": 1, "text_completion": 1} {
+		l := []string{instrument.KeyGenAIOperationName, op, instrument.KeyGenAIProviderName, "acme", instrument.KeyGenAIRequestModel, model}
+		if p := s.get(t, instrument.NameGenAIServerRequestDuration, l...); p.count != 1 {
+			t.Errorf("%s{%s} count %d, want 1", instrument.NameGenAIServerRequestDuration, op, p.count)
+		}
+		if p := s.get(t, instrument.NameGenAIServerTimeToFirstToken, l...); p.count != ttft {
+			t.Errorf("%s{%s} count %d, want %d", instrument.NameGenAIServerTimeToFirstToken, op, p.count, ttft)
+		}
+		cl := engineLabels("0", append(l, "backend", "decode-0", "backend.role", "decode")...)
+		for _, name := range []string{instrument.NameGenAIClientOperationDuration, instrument.NameGenAIClientTimePerOutputChunk} {
+			if p := sc.get(t, name, cl...); p.count != 1 {
+				t.Errorf("%s{%s} count %d, want 1", name, op, p.count)
+			}
+		}
+		if p := sc.get(t, instrument.NameGenAIClientTokenUsage, append(cl, instrument.KeyGenAITokenType, "input")...); p.count != 1 {
+			t.Errorf("%s{%s} count %d, want 1", instrument.NameGenAIClientTokenUsage, op, p.count)
+		}
+	}
+	for _, series := range []snapshot{s, sc} {
+		for k := range series {
+			if strings.Contains(k, "unknown") {
+				t.Errorf("series %s from an unknown operation", k)
+			}
 		}
 	}
 }

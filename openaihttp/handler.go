@@ -32,7 +32,8 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !instrumented(r) || h.cfg.engine == nil {
+	op, ok := instrumented(r)
+	if !ok || h.cfg.engine == nil {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -52,8 +53,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.report(e.RequestStarted())
 	rw := &responseWriter{w: w}
-	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = e, ctx, h.cfg.onError
-	rw.obs.init(start, false) // the kind of body is known at WriteHeader
+	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
+	rw.obs.init(op, start, false) // the kind of body is known at WriteHeader
 	defer func() {
 		v := recover()
 		h.finish(e, rw, r, trace, info, v != nil)

@@ -5,19 +5,29 @@ import (
 	"context"
 	"time"
 
+	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
-// gapRecorder records inter-chunk times: an *instrument.Engine (server side)
-// or an *instrument.Backend (client side).
+// gapRecorder records inter-chunk times of an operation: an
+// *instrument.Backend (client side), or an engineGaps (server side).
 type gapRecorder interface {
-	RecordChunkGap(ctx context.Context, seconds float64) error
+	RecordChunkGap(ctx context.Context, op stats.Operation, seconds float64) error
+}
+
+// engineGaps records inter-chunk times on an Engine, whose
+// vllm:inter_token_latency_seconds has no operation.
+type engineGaps struct{ e *instrument.Engine }
+
+func (g engineGaps) RecordChunkGap(ctx context.Context, _ stats.Operation, seconds float64) error {
+	return g.e.RecordChunkGap(ctx, seconds)
 }
 
 // observer follows one response as its bytes pass: the content chunks and
 // their times, the finish reason, the usage and whether it completed. It
 // keeps no part of the body: its memory is constant.
 type observer struct {
+	op          stats.Operation // from the endpoint
 	start       time.Time
 	first, last time.Time
 	chunks      int64
@@ -61,8 +71,8 @@ const (
 	lineSkip
 )
 
-func (o *observer) init(start time.Time, streaming bool) {
-	o.start, o.streaming = start, streaming
+func (o *observer) init(op stats.Operation, start time.Time, streaming bool) {
+	o.op, o.start, o.streaming = op, start, streaming
 	o.sse = sseState{empty: true}
 }
 
@@ -230,7 +240,7 @@ func (o *observer) chunk(at time.Time) {
 	if o.chunks == 0 {
 		o.first = at
 	} else if o.gaps != nil {
-		if err := o.gaps.RecordChunkGap(o.ctx, at.Sub(o.last).Seconds()); err != nil && !o.gapErr {
+		if err := o.gaps.RecordChunkGap(o.ctx, o.op, at.Sub(o.last).Seconds()); err != nil && !o.gapErr {
 			o.gapErr = true
 			o.onErr(err)
 		}
@@ -248,7 +258,7 @@ type end struct {
 // result returns the observed request, ended at a time as e says; an end
 // that is neither complete nor aborted (a failure, a cut) is an error.
 func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
-	r := stats.ObservedRequest{E2ELatency: nonNegative(at.Sub(o.start))}
+	r := stats.ObservedRequest{Operation: o.op, E2ELatency: nonNegative(at.Sub(o.start))}
 	switch {
 	case e.status >= 400 || o.errSeen:
 		r.Reason = stats.FinishError

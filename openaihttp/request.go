@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // requestInfo is what the bounded read of a request body told.
@@ -17,14 +19,21 @@ type requestInfo struct {
 	maxTokens int64
 }
 
-// instrumented reports a request this package observes: a POST to an
-// OpenAI-compatible completions endpoint.
-func instrumented(r *http.Request) bool {
+// instrumented reports a request this package observes, a POST to an
+// OpenAI-compatible completions endpoint, and its GenAI operation: chat for
+// /v1/chat/completions, text_completion for /v1/completions.
+func instrumented(r *http.Request) (stats.Operation, bool) {
 	if r.Method != http.MethodPost || r.URL == nil {
-		return false
+		return 0, false
 	}
 	p := strings.TrimSuffix(r.URL.Path, "/")
-	return strings.HasSuffix(p, "/v1/chat/completions") || strings.HasSuffix(p, "/v1/completions")
+	switch {
+	case strings.HasSuffix(p, "/v1/chat/completions"):
+		return stats.OperationChat, true
+	case strings.HasSuffix(p, "/v1/completions"):
+		return stats.OperationTextCompletion, true
+	}
+	return 0, false
 }
 
 // readBody reads at most limit bytes of the request body to learn its

@@ -39,7 +39,8 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if !instrumented(req) || t.cfg.engine == nil {
+	op, ok := instrumented(req)
+	if !ok || t.cfg.engine == nil {
 		return t.base.RoundTrip(req)
 	}
 	info, body, length, rewritten := readBody(req, t.cfg.maxRequestBody, t.cfg.includeUsage)
@@ -66,13 +67,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(out)
 	if err != nil {
 		lb := &legBody{backend: backend, trace: trace, leg: leg, onErr: t.cfg.onError, ctx: ctx}
-		lb.obs.init(start, false)
+		lb.obs.init(op, start, false)
 		lb.end(time.Now(), end{aborted: ctx.Err() != nil})
 		return nil, err
 	}
 	lb := &legBody{ReadCloser: resp.Body, backend: backend, trace: trace, leg: leg, onErr: t.cfg.onError,
 		ctx: ctx, status: resp.StatusCode}
-	lb.obs.init(start, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	lb.obs.init(op, start, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
 	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
 	if resp.Body == nil || resp.Body == http.NoBody {
 		lb.end(time.Now(), end{status: resp.StatusCode})

@@ -19,9 +19,10 @@ func client(t *testing.T, c *rec, opts ...openaihttp.Option) *http.Client {
 		openaihttp.WithErrorHandler(func(err error) { t.Errorf("recording: %v", err) })}, opts...)...)}
 }
 
-// clientLabels are the labels of a backend's client metrics.
+// clientLabels are the labels of a backend's client metrics, for a leg to
+// /v1/chat/completions.
 func clientLabels(backend, role string, extra ...string) []string {
-	return append([]string{"backend", backend, "backend.role", role, "gen_ai.operation.name", "text_completion",
+	return append([]string{"backend", backend, "backend.role", role, "gen_ai.operation.name", "chat",
 		"gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model, "model_name", model, "engine", "0"}, extra...)
 }
 

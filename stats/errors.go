@@ -44,6 +44,8 @@ var (
 	ErrFinished = errors.New("request already finished")
 	// ErrUnknownTier reports a Tier that is not one of Tiers().
 	ErrUnknownTier = errors.New("unknown cache tier")
+	// ErrUnknownOperation reports an Operation that is not one of Operations().
+	ErrUnknownOperation = errors.New("unknown GenAI operation")
 	// ErrTiersExceedExternal reports external tiers (host, p2p, disk) that
 	// attribute more tokens than were received through the KV connector.
 	ErrTiersExceedExternal = errors.New("tiers exceed the external KV tokens they split")

@@ -7,6 +7,9 @@ package stats
 // those of the response's usage object; without one (UsageKnown false) they
 // stay zero and no token family is recorded.
 type ObservedRequest struct {
+	// Operation is the request's GenAI operation, from its endpoint;
+	// OperationDefault keeps the Recorder's configured one.
+	Operation  Operation
 	Reason     FinishReason
 	E2ELatency float64 // arrival to the end of the response
 
@@ -38,11 +41,14 @@ type ObservedRequest struct {
 	Priority  int
 }
 
-// Validate reports the first bad field: an unknown reason, a negative count,
-// cached tokens above the prompt, token counts without UsageKnown, a NaN,
+// Validate reports the first bad field: an unknown operation or reason, a
+// negative count, cached tokens above the prompt, token counts without UsageKnown, a NaN,
 // infinite, negative or above-MaxSeconds duration, token times without
 // FirstToken, or times out of order (first token <= last token <= end).
 func (r ObservedRequest) Validate() error {
+	if err := r.Operation.Validate(); err != nil {
+		return err
+	}
 	if err := r.Reason.Validate(); err != nil {
 		return err
 	}

@@ -56,3 +56,22 @@ func TestPDLegsValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestOperation(t *testing.T) {
+	for _, op := range stats.Operations() {
+		r := stats.ObservedRequest{Operation: op}
+		if err := r.Validate(); err != nil {
+			t.Errorf("Operation %d (%q): %v", op, op, err)
+		}
+	}
+	if got := stats.OperationChat.String() + " " + stats.OperationTextCompletion.String(); got != "chat text_completion" {
+		t.Errorf("operation names %q", got)
+	}
+	if n := len(stats.Operations()); n != stats.NumOperations {
+		t.Errorf("%d operations, NumOperations %d", n, stats.NumOperations)
+	}
+	bad := stats.ObservedRequest{Operation: stats.Operation(stats.NumOperations)}
+	if err := bad.Validate(); !errors.Is(err, stats.ErrUnknownOperation) {
+		t.Errorf("Validate(unknown operation) = %v", err)
+	}
+}

@@ -54,7 +54,9 @@
 // gen_ai.client.operation.time_to_first_chunk,
 // gen_ai.client.operation.time_per_output_chunk, gen_ai.client.token.usage)
 // and the backend and backend.role attributes (WithBackend, or per request
-// ContextWithBackend). The response body is observed as the caller reads
+// ContextWithBackend). Both sides set gen_ai.operation.name from the
+// endpoint: chat for /v1/chat/completions, text_completion for
+// /v1/completions (stats.ObservedRequest.Operation). The response body is observed as the caller reads
 // it; closing it before the response completed is an abort.
 //
 // A router ties a client request to its legs through the Trace in the

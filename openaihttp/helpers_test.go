@@ -20,10 +20,11 @@ type rec struct {
 	e *instrument.Engine
 }
 
-func newRec(t testing.TB) *rec {
+func newRec(t testing.TB, opts ...instrument.Option) *rec {
 	t.Helper()
 	r := testutil.New(t)
-	recorder, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(model))
+	recorder, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(r.Provider()),
+		instrument.WithModelName(model)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,30 +7,12 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/openaihttp"
-	"github.com/infermetrics/infermetrics/testutil"
 )
 
 // operations are the endpoints and the gen_ai.operation.name each gives.
 var operations = []struct{ path, op string }{
 	{"/v1/chat/completions", "chat"},
 	{"/v1/completions", "text_completion"},
-}
-
-// newSemconvRec is a rec whose Recorder also records the GenAI server metrics.
-func newSemconvRec(t *testing.T) *rec {
-	t.Helper()
-	r := testutil.New(t)
-	recorder, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(model),
-		instrument.WithGenAISemconv())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = recorder.Close() })
-	e, err := recorder.Engine(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &rec{t: t, r: r, e: e}
 }
 
 // genAILabels are the GenAI attributes of an operation.
@@ -42,7 +24,7 @@ func genAILabels(op string, extra ...string) []string {
 func TestHandlerOperation(t *testing.T) {
 	for _, tc := range operations {
 		t.Run(tc.op, func(t *testing.T) {
-			c := newSemconvRec(t)
+			c := newRec(t, instrument.WithGenAISemconv())
 			s := serve(t, c, sseHandler(chunk("a"), chunk("b"), chunk("c"), finishChunk("stop"), usageChunk(20, 3, 0), done))
 			readAll(t, post(t, s.URL+tc.path, streamBody))
 			s.wait()

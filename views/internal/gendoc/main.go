@@ -210,7 +210,8 @@ OpenTelemetry GenAI semantic conventions (status Development; open-telemetry/sem
 ` + "`docs/gen-ai/gen-ai-metrics.md` and `model/gen-ai/metrics.yaml`" + `, read from the search store on the
 main branch, commit not known), on instruments of their own, under the conventions' names and with their
 advised buckets; ` + "`views.Semconv()`" + ` sets those buckets and the exponential and attribute options. They
-carry only the GenAI attributes (` + "`instrument.WithGenAI`" + ` sets the operation and provider names), so
+carry only the GenAI attributes (` + "`instrument.WithGenAI`" + ` sets the operation and provider names;
+a front end's request carries its own operation, ` + "`chat` or `text_completion`" + `, from its endpoint), so
 every engine's requests of one model share a series and no view drops an attribute. They follow the
 conventions where vLLM differs: the time per output token is that "generated after the first token for
 successful responses", so a failed request, or one of a single token, has none (vLLM's counts every
@@ -232,7 +233,8 @@ OpenTelemetry GenAI semantic conventions (status Development; open-telemetry/sem
 ` + "`docs/gen-ai/gen-ai-metrics.md` and `model/gen-ai/metrics.yaml`" + `, read from the search store on the
 main branch, commit not known), with their advised buckets. ` + "`views.Semconv()`" + ` exports them with the
 labels below (the Recorder's ` + "`model_name` and `engine`" + ` dropped); without it they carry those too.
-A series appears with its backend's first leg. ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
+A series appears with its backend's first leg. ` + "`gen_ai.operation.name`" + ` is each leg's operation
+(` + "`openaihttp`" + `: ` + "`chat` for `/v1/chat/completions`, `text_completion` for `/v1/completions`" + `). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
 ` + "`backend`" + ` is the backend's name or host:port and ` + "`backend.role`" + ` its role (` + "`prefill`, `decode`" + `,
 or empty).
 

@@ -21,7 +21,8 @@
 //     the same data.
 //   - Setup: one MeterProvider with a resource, views.VLLM() and the readers
 //     chosen by the environment and the options, and client_golang's
-//     process collector (process_* families, as in vLLM's scrape) on the
+//     process collector (process_* families, as in vLLM's scrape, whose
+//     default prometheus_client registry has one: vllm/v1/metrics/prometheus.py) on the
 //     Prometheus registry; its Shutdown flushes them.
 //
 // # Environment

@@ -55,7 +55,8 @@ type Prometheus struct {
 // label names this reader adds to every series (see WithScopeInfo and
 // WithResourceAsLabels), which a Recorder's attributes must not take.
 // Recording on it also lets Handler show each engine's histogram families at
-// zero from start-up, as vLLM does.
+// zero from start-up, as vLLM does (its vllm/v1/metrics/loggers.py creates
+// every per-engine child at start-up).
 func (p *Prometheus) Wrap(mp metric.MeterProvider) metric.MeterProvider {
 	return &registryProvider{MeterProvider: mp, series: p.series, reserved: p.reserved}
 }
@@ -165,7 +166,9 @@ func WithResourceAsLabels(filter attribute.Filter) PrometheusOption {
 
 // WithOpenMetrics lets the handler negotiate the OpenMetrics format with
 // scrapers that ask for it; exemplars are only visible in that format. The
-// default serves the Prometheus text format only, as vLLM does.
+// default serves the Prometheus text format (and protobuf to scrapers that
+// ask). vLLM's prometheus_client app (vllm/v1/metrics/prometheus.py,
+// make_asgi_app) also negotiates OpenMetrics: this option does the same.
 func WithOpenMetrics() PrometheusOption {
 	return promOptionFunc(func(c *promConfig) { c.openMetrics = true })
 }

@@ -17,7 +17,8 @@ import (
 	"github.com/infermetrics/infermetrics/views"
 )
 
-// DefaultStatsInterval is the time between two stats lines, as in vLLM.
+// DefaultStatsInterval is the time between two stats lines, as in vLLM
+// (the default of VLLM_LOG_STATS_INTERVAL in vllm/envs.py).
 const DefaultStatsInterval = 10 * time.Second
 
 // StatsMessage is the message of every stats line.
@@ -302,7 +303,8 @@ func addPoints[N int64 | float64](out map[string]*modelTotals, q quantity, point
 			t.v[q] = max(t.v[q], v)
 		case qConnector:
 			// The external prefix cache families always exist (0 without a
-			// connector, as in vLLM); the connector's own counters say
+			// connector, as vllm/v1/metrics/loggers.py registers them); the
+			// connector's own counters say
 			// whether there is one.
 			t.hasExt = true
 		case qExtQueries, qExtHits:

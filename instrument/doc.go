@@ -66,7 +66,8 @@
 // step plus generation tokens, never cache hits or transferred KV.
 //
 // Counter and gauge series exist at zero from construction for every engine,
-// source and finish reason, as in vLLM. OpenTelemetry cannot create a
+// source and finish reason, as in vLLM (vllm/v1/metrics/loggers.py creates
+// every per-engine child at start-up). OpenTelemetry cannot create a
 // histogram series without an observation, so the Recorder exports none at
 // zero; package exporters' Prometheus handler adds every absent histogram
 // series of each live engine at zero (see SeriesSet.Engines), while OTLP

@@ -204,8 +204,9 @@ func (e *Engine) Rank() int {
 }
 
 // start records the engine's cache configuration info series. Its counter
-// and gauge series exist at zero from the first collection, as in vLLM:
-// the callback reports them (see observe).
+// and gauge series exist at zero from the first collection, as in vLLM
+// (vllm/v1/metrics/loggers.py pre-creates and seeds them): the callback
+// reports them (see observe).
 func (e *Engine) start(ctx context.Context, cfg *config) {
 	if cfg.cacheConfig != nil {
 		kv := []attribute.KeyValue{attribute.String(KeyEngine, engineLabel(e.rank))}
@@ -242,8 +243,8 @@ func (e *engineState) observe(o metric.Observer) {
 	o.ObserveInt64(in.mmQueries, c.mmQ.Load(), plain...)
 	o.ObserveInt64(in.mmHits, c.mmH.Load(), plain...)
 	observeSome(o, in.corrupted, &c.corrupted, e.corruption, plain)
-	// Always present, as in vLLM, which registers them with or without a
-	// connector.
+	// Always present, as in vLLM, whose vllm/v1/metrics/loggers.py
+	// registers them with or without a connector.
 	o.ObserveInt64(in.extPrefixQueries, c.extQ.Load(), plain...)
 	o.ObserveInt64(in.extPrefixHits, c.extH.Load(), plain...)
 	observeSome(o, in.nixlFailedTransfers, &c.nixlFailedTransfers, e.kvConnector, plain)
@@ -523,7 +524,8 @@ func (e *engineState) positionMeasures(n int) []measure {
 // reports with the time of this update: a state no longer current leaves the
 // exports, so cardinality stays at one series per engine. Names are sorted,
 // so the same adapters in another order are the same state; the attribute
-// set is rebuilt only when the state changes. Like vLLM's, the series
+// set is rebuilt only when the state changes. Like vLLM's (the
+// lora_requests_info gauge of vllm/v1/metrics/loggers.py), the series
 // carries only its three labels.
 func (e *Engine) setLoRA(l *stats.LoRA) {
 	e.loraMu.Lock()

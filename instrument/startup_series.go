@@ -7,8 +7,10 @@ import (
 
 // EngineSeries describes one live engine of a SeriesSet as its Recorder
 // configured it: what an exporter needs to show the engine's histogram
-// series at zero before their first observation, as vLLM does (the
-// OpenTelemetry API cannot create a histogram point without a measurement).
+// series at zero before their first observation, as vLLM does
+// (vllm/v1/metrics/loggers.py creates every per-engine child at start-up;
+// the OpenTelemetry API cannot create a histogram point without a
+// measurement).
 type EngineSeries struct {
 	// Labels are model_name, engine and the Recorder's constant attributes
 	// as Prometheus labels (names translated as the exporter does), sorted

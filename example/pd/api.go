@@ -208,7 +208,9 @@ func (in *instance) serveAPI(w http.ResponseWriter, r *http.Request, chat bool) 
 	}
 }
 
-// accept validates a request as vLLM does and makes it a job.
+// accept validates a request (known model or LoRA adapter, n = 1, prompt
+// within the context length, token limits)
+// and makes it a job.
 func (in *instance) accept(req *apiRequest, chat bool, id string, now time.Time) (*apiCall, error) {
 	if req.Model != "" && req.Model != in.model && !slices.Contains(loraAdapters[:], req.Model) {
 		return nil, &apiError{http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", req.Model)}

@@ -42,7 +42,8 @@ Counter and gauge series exist at zero from start-up for every engine, source an
 finish reason. OpenTelemetry cannot create a histogram series without observing a
 value, so over OTLP a histogram appears with its first observation; the Prometheus
 handler of package ` + "`exporters`" + ` completes every absent histogram series of each
-live engine at zero from the first scrape, as vLLM does.
+live engine at zero from the first scrape, as vLLM does (` + "`vllm/v1/metrics/loggers.py`" + `
+creates every per-engine child at start-up).
 
 **Native (exponential) histograms.** The latency histograms keep vLLM's classic
 buckets by default. ` + "`views.VLLM(views.WithExponentialLatency())`" + ` (every family in

@@ -313,12 +313,7 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 		return err
 	}
 	in, c := e.inst, &e.c
-	for _, s := range stats.Sources() {
-		addPositive(&c.bySource[s], it.PromptTokens.BySource(s))
-	}
-	for _, t := range stats.Tiers() {
-		addPositive(&c.cachedByTier[t], it.PromptTokens.ByTier(t))
-	}
+	c.addPrompt(it.PromptTokens)
 	addPositive(&c.generation, it.GenerationTokens)
 	addPositive(&c.preemptions, it.Preemptions)
 	addPositive(&c.corrupted, it.CorruptedRequests)
@@ -546,6 +541,17 @@ func (e *Engine) setLoRA(l *stats.LoRA) {
 		e.loraLast = &stats.LoRA{MaxLoRA: l.MaxLoRA, Running: slices.Clone(running), Waiting: slices.Clone(waiting)}
 	}
 	e.loraTime.Store(math.Float64bits(float64(time.Now().UnixNano()) / 1e9))
+}
+
+// addPrompt adds prompt tokens to the cells by source and, for the cached
+// ones, by tier.
+func (c *cells) addPrompt(p stats.PromptTokens) {
+	for _, s := range stats.Sources() {
+		addPositive(&c.bySource[s], p.BySource(s))
+	}
+	for _, t := range stats.Tiers() {
+		addPositive(&c.cachedByTier[t], p.ByTier(t))
+	}
 }
 
 // addPositive adds v to a counter's cell when it is above zero (a value the

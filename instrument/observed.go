@@ -102,14 +102,8 @@ func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) er
 	if !r.UsageKnown {
 		return nil
 	}
-	p, c := r.Prompt(), &e.c
-	for _, s := range stats.Sources() {
-		addPositive(&c.bySource[s], p.BySource(s))
-	}
-	for _, t := range stats.Tiers() {
-		addPositive(&c.cachedByTier[t], p.ByTier(t))
-	}
-	addPositive(&c.generation, r.GenerationTokens)
+	e.c.addPrompt(r.Prompt())
+	addPositive(&e.c.generation, r.GenerationTokens)
 	in.requestPrompt.Record(ctx, r.PromptTokens, rec...)
 	in.requestGeneration.Record(ctx, r.GenerationTokens, rec...)
 	if max(r.N, 1) == 1 { // with n > 1 usage sums the choices: their maximum is unknown

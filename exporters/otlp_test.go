@@ -3,7 +3,6 @@ package exporters
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,24 +26,6 @@ func cleanEnv(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION",
 	} {
 		t.Setenv(k, "")
-	}
-}
-
-// capturedErrors installs a global error handler for the test's duration.
-func capturedErrors(t *testing.T) func() []error {
-	t.Helper()
-	var mu sync.Mutex
-	var errs []error
-	h := newErrorRoute(func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		errs = append(errs, err)
-	})
-	t.Cleanup(h.detach)
-	return func() []error {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]error(nil), errs...)
 	}
 }
 

@@ -1,8 +1,6 @@
 package views
 
 import (
-	"slices"
-
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -59,14 +57,4 @@ func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 		views = append(views, c.stream(f.Instrument, f.Name, allow(clientKeys)))
 	}
 	return views, nil
-}
-
-// describe returns the descriptor of an instrument name.
-func describe(name string) (instrument.Descriptor, bool) {
-	for _, d := range slices.Concat(instrument.Descriptors(), instrument.ServerDescriptors()) {
-		if d.Name == name {
-			return d, true
-		}
-	}
-	return instrument.Descriptor{}, false
 }

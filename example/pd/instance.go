@@ -188,16 +188,6 @@ func (in *instance) leastLoaded() *engine {
 	return best
 }
 
-// idle reports whether no engine holds a request.
-func (in *instance) idle() bool {
-	for _, e := range in.engines {
-		if e.load.Load() != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // shutdown flushes the metrics (OTLP included) and stops the listener.
 func (in *instance) shutdown(ctx context.Context) error {
 	return errors.Join(in.provider.Shutdown(ctx), in.server.Shutdown(ctx))

@@ -242,7 +242,7 @@ func (c *config) validate() error {
 	keys := make([]string, 0, len(c.attributes))
 	for _, kv := range c.attributes {
 		key := string(kv.Key)
-		if !kv.Valid() || !utf8.ValidString(key) || !utf8.ValidString(kv.Value.Emit()) {
+		if !kv.Valid() || !utf8.ValidString(key) || !utf8.ValidString(kv.Value.String()) {
 			return fmt.Errorf("%w: attribute %q is invalid: %w", ErrConfig, key, stats.ErrInvalidLabel)
 		}
 		keys = append(keys, key)

@@ -171,7 +171,7 @@ type seriesKey struct {
 func keysOf(cfg *config, engines []*Engine) []seriesKey {
 	constant := make([]string, 0, len(cfg.attributes))
 	for _, kv := range cfg.attributes {
-		constant = append(constant, promLabel(string(kv.Key))+"="+strconv.Quote(kv.Value.Emit()))
+		constant = append(constant, promLabel(string(kv.Key))+"="+strconv.Quote(kv.Value.String()))
 	}
 	slices.Sort(constant)
 	attrs := ""

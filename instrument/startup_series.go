@@ -74,7 +74,7 @@ func engineSeriesOf(cfg *config, k seriesKey) *EngineSeries {
 	}
 	e := &EngineSeries{MaxModelLen: cfg.maxModelLen, Features: configuredFeatures(cfg)}
 	for _, kv := range k.engine.base {
-		e.Labels = append(e.Labels, Label{Name: promLabel(string(kv.Key)), Value: kv.Value.Emit()})
+		e.Labels = append(e.Labels, Label{Name: promLabel(string(kv.Key)), Value: kv.Value.String()})
 	}
 	slices.SortFunc(e.Labels, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
 	return e

@@ -346,10 +346,13 @@ func TestIterationFromTimelines(t *testing.T) {
 	}
 }
 
+// testKey is the key of the contexts these tests tell apart.
+type testKey struct{}
+
 // Context lists must be empty or parallel to their values; Reset empties
 // them, keeping the storage and dropping the contexts.
 func TestIterationContexts(t *testing.T) {
-	ctx := context.WithValue(context.Background(), struct{}{}, 1)
+	ctx := context.WithValue(context.Background(), testKey{}, 1)
 	it := stats.Iteration{GenerationTokens: 2, TTFT: []float64{0.1}, ITL: []float64{0.01},
 		TTFTContexts: []context.Context{ctx, nil}}
 	if err := it.Validate(); !errors.Is(err, stats.ErrOutOfRange) {
@@ -375,7 +378,7 @@ func TestIterationContexts(t *testing.T) {
 // A Timeline passes its request's context on to every output and to the
 // finished request.
 func TestTimelineCarriesContext(t *testing.T) {
-	ctx := context.WithValue(context.Background(), struct{}{}, 1)
+	ctx := context.WithValue(context.Background(), testKey{}, 1)
 	t0 := time.Unix(100, 0)
 	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1, Context: ctx})
 	if err != nil {

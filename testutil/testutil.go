@@ -247,7 +247,7 @@ func braces(s attribute.Set) string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%s=%q", kv.Key, kv.Value.Emit())
+		fmt.Fprintf(&b, "%s=%q", kv.Key, kv.Value.String())
 	}
 	b.WriteByte('}')
 	return b.String()

@@ -232,7 +232,7 @@ func generate(ctx context.Context, w *workload, rate float64, duration time.Dura
 		}
 		r := w.request(time.Now())
 		if tr.on {
-			r.ctx = requestContext(nil)
+			r.ctx = requestContext(context.Background())
 		}
 		if tr.on && r.id == tr.slowID {
 			// Held up before the engine (a stalled front end): its TTFT

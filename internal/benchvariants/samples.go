@@ -71,7 +71,7 @@ func FromOTel(rm *metricdata.ResourceMetrics) Samples {
 	labels := func(set attribute.Set) map[string]string {
 		m := map[string]string{}
 		for _, kv := range set.ToSlice() {
-			m[string(kv.Key)] = kv.Value.Emit()
+			m[string(kv.Key)] = kv.Value.String()
 		}
 		return m
 	}

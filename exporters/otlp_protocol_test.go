@@ -216,6 +216,10 @@ func TestSetupOTLPHTTP(t *testing.T) {
 // A malformed endpoint is an error; before, it turned OTLP on and the
 // exporter silently sent to localhost.
 func TestOTLPMalformedEndpoint(t *testing.T) {
+	// The OTLP exporter reads the variables itself too, and logs what it
+	// cannot parse.
+	logged := captureOTelLog(t)
+	defer logged.expect(t, "parse url")
 	for _, v := range []string{"127.0.0.1:4318", "localhost:4317", "collector", "grpc://collector:4317", "http://"} {
 		for _, key := range []string{EnvOTLPEndpoint, EnvOTLPMetricsEndpoint} {
 			t.Run(key+"="+v, func(t *testing.T) {

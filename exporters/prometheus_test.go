@@ -108,6 +108,8 @@ func TestPrometheusRegistry(t *testing.T) {
 	if prom.Registry != reg {
 		t.Error("Registry is not the one given")
 	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader)) // a reader serves once registered
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	_, body, _ := scrape(t, prom.Handler, "")
 	if !strings.Contains(body, "extra_total 0") {
 		t.Errorf("the handler does not serve the given registry:\n%s", body)
@@ -255,7 +257,8 @@ func TestPrometheusReservedLabels(t *testing.T) {
 			append(slices.Clone(scopeLabels), "k8s_pod_name", "service_name")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			prom, err := NewPrometheus(tc.opts...)
+			var scrapeErrs errorSink
+			prom, err := NewPrometheus(append(tc.opts, withScrapeErrors(scrapeErrs.handle))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,9 +292,14 @@ func TestPrometheusReservedLabels(t *testing.T) {
 				if err != nil {
 					continue // refused at construction: what ReservedLabels is for
 				}
+				n := len(scrapeErrs.get())
 				code, body, _ := scrape(t, prom.Handler, "")
-				if reserved := label != "role"; reserved != (code == 500) {
+				reserved := label != "role"
+				if reserved != (code == 500) {
 					t.Errorf("attribute %q: HTTP %d (reserved %v)\n%.300s", label, code, reserved, body)
+				}
+				if errs := scrapeErrs.get()[n:]; reserved != (len(errs) == 1 && strings.Contains(errs[0].Error(), "duplicate label names")) {
+					t.Errorf("attribute %q: scrape errors %v (reserved %v), want one naming the duplicate label", label, errs, reserved)
 				}
 				_ = rec.Close()
 			}

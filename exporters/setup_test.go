@@ -40,7 +40,7 @@ func (s *errorSink) get() []error {
 	return append([]error(nil), s.errs...)
 }
 
-func shutdown(t *testing.T, p *Provider) {
+func shutdown(t testing.TB, p *Provider) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -49,7 +49,7 @@ func shutdown(t *testing.T, p *Provider) {
 	}
 }
 
-func newRecorder(t *testing.T, p *Provider) *instrument.Recorder {
+func newRecorder(t testing.TB, p *Provider) *instrument.Recorder {
 	t.Helper()
 	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()), instrument.WithModelName("m"))
 	if err != nil {
@@ -58,7 +58,7 @@ func newRecorder(t *testing.T, p *Provider) *instrument.Recorder {
 	return rec
 }
 
-func recordGeneration(t *testing.T, rec *instrument.Recorder, n int64) {
+func recordGeneration(t testing.TB, rec *instrument.Recorder, n int64) {
 	t.Helper()
 	if err := rec.RecordIteration(context.Background(), 0, &stats.Iteration{GenerationTokens: n}); err != nil {
 		t.Fatal(err)
@@ -169,10 +169,12 @@ func TestSDKDisabled(t *testing.T) {
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Error(err)
 	}
+	logged := captureStdLog(t)
 	otel.Handle(errors.New("after a disabled setup"))
 	if got := sink.get(); len(got) != 0 {
 		t.Errorf("a disabled Setup installed the error handler: %v", got)
 	}
+	logged.expect(t, "after a disabled setup") // by OpenTelemetry's default handler
 }
 
 // TestCollectorDown points OTLP at a closed port: start-up succeeds, the
@@ -208,10 +210,12 @@ func TestCollectorDown(t *testing.T) {
 
 	// After Shutdown the handler is detached.
 	n := len(sink.get())
+	logged := captureStdLog(t)
 	otel.Handle(errors.New("after shutdown"))
 	if got := sink.get(); len(got) != n {
 		t.Errorf("the error handler was called after Shutdown: %v", got[n:])
 	}
+	logged.expect(t, "after shutdown") // by the handler installed before
 }
 
 func TestErrorHandlerChain(t *testing.T) {
@@ -239,7 +243,9 @@ func TestErrorHandlerChain(t *testing.T) {
 		t.Errorf("after the first Shutdown: %d and %d calls, want 1 and 2", len(got1), len(got2))
 	}
 	shutdown(t, p2)
+	logged := captureStdLog(t)
 	otel.Handle(errors.New("logged by the default handler"))
+	logged.expect(t, "logged by the default handler")
 	got1, got2 = sink1.get(), sink2.get()
 	if len(got1) != 1 || len(got2) != 2 {
 		t.Errorf("after both Shutdowns: %d and %d calls, want 1 and 2", len(got1), len(got2))
@@ -250,7 +256,7 @@ func TestResource(t *testing.T) {
 	uuid := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	get := func(p *Provider, k attribute.Key) string {
 		v, _ := p.Resource().Set().Value(k)
-		return v.Emit()
+		return v.String()
 	}
 	t.Run("env", func(t *testing.T) {
 		cleanEnv(t)

@@ -36,7 +36,7 @@ if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
 	echo "e2e-deps: $bin is up to date"
 	exit 0
 fi
-echo "e2e-deps: building $bin from $collector (a cold build takes about two minutes)"
+echo "e2e-deps: building $bin from $collector (cold Go caches: minutes; see README, Test)"
 start=$SECONDS
 mkdir -p "$(dirname "$bin")"
 rm -f "$stamp"

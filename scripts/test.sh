@@ -1,16 +1,41 @@
 #!/usr/bin/env bash
-# The whole test suite: vet and race-enabled tests of the library, then the
-# end-to-end suite (e2e/, its own module) against a real Prometheus and a
-# real OpenTelemetry Collector, which scripts/e2e-deps.sh installs and builds
-# when missing or stale.
+# The whole test suite: staticcheck and vet, race-enabled tests of the
+# library, then the end-to-end suite (e2e/, its own module) against a real
+# Prometheus and a real OpenTelemetry Collector, which scripts/e2e-deps.sh
+# installs and builds when missing or stale.
+#
+# A passing run prints the phases' names and times and go test's own "ok"
+# lines; anything else is a failure's report. Every go test has an explicit
+# -timeout far above its run time on an idle machine (README, Test), so a
+# loaded machine makes the run slower, not red.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# staticcheck at a pinned version, built through the Go module proxy like
+# every other dependency (go run caches the build).
+staticcheck_version=v0.8.2
+staticcheck() { go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" "$@"; }
+
+phase() { printf 'test.sh: %s\n' "$*"; }
+start=$SECONDS
+elapsed() { phase "$1 done in $((SECONDS - start)) s"; start=$SECONDS; }
+
+phase "vet and staticcheck"
 go vet ./...
+staticcheck ./...
+(cd e2e && go vet ./... && staticcheck ./...)
+elapsed "vet and staticcheck"
+
+phase "unit tests (-race -count=2)"
 # -count=2: a test that leaves global state behind (a claim on the global
 # MeterProvider, an error handler) fails its second run.
-go test -race -count=2 ./...
+go test -race -count=2 -timeout 20m ./...
+elapsed "unit tests"
 
+phase "end-to-end dependencies"
 ./scripts/e2e-deps.sh
-cd e2e
-go vet ./...
-E2E_REQUIRED=1 go test -count=1 -v -timeout 20m ./...
+elapsed "end-to-end dependencies"
+
+phase "end-to-end suite"
+(cd e2e && E2E_REQUIRED=1 go test -count=1 -timeout 40m ./...)
+elapsed "end-to-end suite"

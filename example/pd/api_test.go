@@ -181,7 +181,7 @@ func post(t *testing.T, ctx context.Context, url, body string, stop func(chunk) 
 func scrapeWhen(t *testing.T, in interface{ url() string }, ready func(map[string]*dto.MetricFamily) bool) map[string]*dto.MetricFamily {
 	t.Helper()
 	var fams map[string]*dto.MetricFamily
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		text, err := get(in.url())
 		if err != nil {
 			t.Fatal(err)

@@ -164,7 +164,7 @@ func (s *stripWriter) Write(p []byte) (int, error) {
 			s.send(take)
 		} else {
 			s.event = append(s.event, take...)
-			if end < 0 && len(s.event) > maxEvent {
+			if len(s.event) > maxEvent {
 				s.long = true
 				s.send(s.event)
 				s.event = s.event[:0]

@@ -151,10 +151,7 @@ func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
 // -include-usage) around openaihttp's handler around the reverse proxy,
 // whose transport is openaihttp's, recording each upstream leg.
 func newHandler(c *config, engineFor func(string) *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	base.ResponseHeaderTimeout = c.responseHeaderTimeout
-	base.DisableCompression = true // pass Accept-Encoding and the body as they are
-	base.MaxIdleConnsPerHost = 64
+	base := upstreamTransport(c)
 	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor),
 		openaihttp.WithMaxRequestBody(c.maxRequestBody), openaihttp.WithErrorHandler(onErr)}
 	rp := &httputil.ReverseProxy{
@@ -209,6 +206,15 @@ func holdAbort(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// upstreamTransport is the transport to the upstreams, under openaihttp's.
+func upstreamTransport(c *config) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = c.responseHeaderTimeout
+	t.DisableCompression = true // pass Accept-Encoding and the body as they are
+	t.MaxIdleConnsPerHost = 64
+	return t
 }
 
 // picker sends each request to the next upstream in turn (round robin),

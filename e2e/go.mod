@@ -2,7 +2,10 @@ module github.com/infermetrics/infermetrics/e2e
 
 go 1.26.0
 
-require github.com/infermetrics/infermetrics v0.0.0
+require (
+	github.com/infermetrics/infermetrics v0.0.0
+	github.com/openai/openai-go/v3 v3.98.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -10,7 +13,6 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/openai/openai-go/v3 v3.98.0 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect

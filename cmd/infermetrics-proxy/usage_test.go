@@ -225,3 +225,26 @@ func TestStripWriter(t *testing.T) {
 		t.Errorf("400: %q", rec.Body.String())
 	}
 }
+
+// With -include-usage, a body longer than -max-request-body is passed on
+// whole and unchanged (not rewritten, so nothing is stripped), and the
+// proxy holds no more of it than the limit.
+func TestIncludeUsageLongBody(t *testing.T) {
+	got := make(chan []byte, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n")
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL, "-include-usage", "-max-request-body", "1024")
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 4096) + `"}]}`)
+	_, resp := post(t, p.url("/v1/chat/completions"), body)
+	if b := <-got; !bytes.Equal(b, body) {
+		t.Errorf("upstream got %d bytes, not the client's %d", len(b), len(body))
+	}
+	if !bytes.Contains(resp, []byte(`"usage"`)) {
+		t.Errorf("the usage chunk of a request not rewritten was removed: %q", resp)
+	}
+}

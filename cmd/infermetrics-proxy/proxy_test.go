@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -349,4 +350,41 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A response the client asked to be compressed passes through compressed,
+// byte for byte; openaihttp (on this branch) does not decode it, so the
+// request is recorded without its finish reason or usage, as an error.
+func TestCompressedPassesThrough(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	fmt.Fprint(zw, `{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
+	zw.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept-Encoding") != "gzip" {
+			t.Errorf("upstream got Accept-Encoding %q", r.Header.Get("Accept-Encoding"))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(gz.Bytes())
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL)
+	req, _ := http.NewRequest(http.MethodPost, p.url("/v1/chat/completions"), strings.NewReader(`{"model":"gz"}`))
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(got, gz.Bytes()) || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("client got %d bytes (%q), upstream sent %d gzipped", len(got), resp.Header.Get("Content-Encoding"), gz.Len())
+	}
+	waitFor(t, func() (bool, string) {
+		s := p.scrape(t)
+		e, _ := value(s, "vllm:request_success_total", "model_name", "gz", "finished_reason", "error")
+		g, _ := value(s, "vllm:generation_tokens_total", "model_name", "gz")
+		return e == 1 && g == 0, fmt.Sprintf("error %v, generation tokens %v", e, g)
+	})
 }

@@ -12,8 +12,9 @@
 #                  machine shared with other work
 #   -benchtime T   go test -benchtime of the timing benchmarks (default 1s)
 #   -o DIR         where the raw results go (default: a new temporary directory)
-#   -only LIST     comma list of parts to run: main, narrow, memory, vllm, exemplars
-#                  (default all five); vllm times vLLM's own recording path (Python's
+#   -only LIST     comma list of parts to run: main, narrow, memory, vllm, exemplars,
+#                  proxy (default all six); proxy times cmd/infermetrics-proxy against a
+#                  plain httputil.ReverseProxy, per request and per streamed chunk; vllm times vLLM's own recording path (Python's
 #                  prometheus_client, scripts/bench_vllm.py; apt-get installs
 #                  python3-prometheus-client when missing) on the same decode step
 #   -rss           also run example/pd under load and report its peak RSS (VmHWM)
@@ -27,7 +28,7 @@ COUNT=${COUNT:-6}
 ROUNDS=${ROUNDS:-1}
 BENCHTIME=${BENCHTIME:-1s}
 OUT=""
-ONLY="main,narrow,memory,vllm,exemplars"
+ONLY="main,narrow,memory,vllm,exemplars,proxy"
 # The Debian package installs prometheus_client for the system interpreter.
 PYTHON=${PYTHON:-/usr/bin/python3}
 RSS=0
@@ -167,6 +168,19 @@ print_ratios() {
 			[ -z "$m" ] || printf '  %-42s %10sns  %6sx  %7sx\n' "$v" "$m" "$(ratio "$m" "$base")" "$(ratio "$m" "$cg")"
 		done
 	done
+	local pr pp sr sp su
+	pr=$(median "$f" BenchmarkProxyRequest/infermetrics ns/op)
+	if [ -n "$pr" ]; then
+		pp=$(median "$f" BenchmarkProxyRequest/plain ns/op)
+		sp=$(median "$f" BenchmarkProxyStream/plain ns/chunk)
+		sr=$(median "$f" BenchmarkProxyStream/infermetrics ns/chunk)
+		su=$(median "$f" BenchmarkProxyStream/include-usage ns/chunk)
+		echo "Proxy (cmd/infermetrics-proxy vs a plain httputil.ReverseProxy, loopback, client and upstream included):"
+		printf '  request (not streamed): plain=%sns  infermetrics=%sns  overhead=%sns (%sx)\n' "$pp" "$pr" \
+			"$(awk -v a="$pr" -v b="$pp" 'BEGIN { printf "%.0f", a - b }')" "$(ratio "$pr" "$pp")"
+		printf '  per streamed chunk:     plain=%sns  infermetrics=%sns  include-usage=%sns  overhead=%sns / %sns\n' "$sp" "$sr" "$su" \
+			"$(awk -v a="$sr" -v b="$sp" 'BEGIN { printf "%.0f", a - b }')" "$(awk -v a="$su" -v b="$sp" 'BEGIN { printf "%.0f", a - b }')"
+	fi
 	local c1 c2
 	c1=$(median "$f" BenchmarkNarrowCollect/otel_precomputed ns/op)
 	c2=$(median "$f" BenchmarkNarrowCollect/infermetrics ns/op)
@@ -231,6 +245,10 @@ for round in $(seq 1 "$ROUNDS"); do
 		# Ours on the same step, in the same run (main times it already).
 		has main || go test -run='^$' -bench='^BenchmarkIteration$/^infermetrics$' -benchmem \
 			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
+	fi
+	if has proxy; then
+		go test -run='^$' -bench='^BenchmarkProxy(Request|Stream)$' -benchmem \
+			-count="$COUNT" -benchtime="$BENCHTIME" ./cmd/infermetrics-proxy | tee -a "$RAW"
 	fi
 	if has memory; then
 		# Each op builds two complete set-ups: a few ops are enough.

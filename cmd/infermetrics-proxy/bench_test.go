@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"strings"
+	"testing"
+
+	"github.com/infermetrics/infermetrics/exporters"
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// benchChunks is the number of content chunks of a streamed benchmark
+// response.
+const benchChunks = 100
+
+// benchUpstream answers a chat completion in vLLM's format: JSON, or a
+// stream of benchChunks content chunks (and the usage chunk when asked).
+func benchUpstream() *httptest.Server {
+	chunk := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	last := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n")
+	usage := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":20,"total_tokens":121,"completion_tokens":101}}` + "\n\n")
+	jsonBody := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat(" tok", benchChunks) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"total_tokens":121,"completion_tokens":101}}`)
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(b, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(jsonBody)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for range benchChunks {
+			_, _ = w.Write(chunk)
+			_ = rc.Flush()
+		}
+		_, _ = w.Write(last)
+		if bytes.Contains(b, []byte(`"include_usage":true`)) {
+			_, _ = w.Write(usage)
+		}
+		_, _ = w.Write([]byte("data: [DONE]\n\n"))
+	}))
+}
+
+// benchProxies returns the proxies compared: a plain httputil.ReverseProxy
+// with the same transport (the baseline), and infermetrics-proxy's handler
+// with and without -include-usage, recording on a Setup provider.
+func benchProxies(b *testing.B, upstream string) (map[string]http.Handler, func()) {
+	b.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
+	provider, err := exporters.Setup(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := parseConfig([]string{"-upstream", upstream}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
+		rec, err := instrument.NewRecorder(instrument.WithMeterProvider(provider.MeterProvider()), instrument.WithModelName(model),
+			instrument.WithGenAISemconv())
+		if err != nil {
+			return nil, err
+		}
+		return rec.Engine(0)
+	}, log)
+	onErr := func(err error) { b.Error(err) }
+	plain := &httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(c.upstreams[0].url) },
+		Transport: upstreamTransport(c),
+	}
+	usage := *c
+	usage.includeUsage = true
+	return map[string]http.Handler{
+			"plain":         plain,
+			"infermetrics":  newHandler(c, m.engine, onErr, log),
+			"include-usage": newHandler(&usage, m.engine, onErr, log),
+		}, func() {
+			if err := provider.Shutdown(context.Background()); err != nil {
+				b.Error(err)
+			}
+		}
+}
+
+func benchClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DisableCompression = true
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
+}
+
+// BenchmarkProxyRequest is one non-streamed chat completion through each
+// proxy, over loopback TCP, client and upstream included: the difference
+// to "plain" is the proxy's cost per request.
+func BenchmarkProxyRequest(b *testing.B) {
+	benchProxy(b, `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, []string{"plain", "infermetrics"}, 1)
+}
+
+// BenchmarkProxyStream is one streamed chat completion of benchChunks
+// content chunks (each written and flushed on its own by the upstream)
+// through each proxy; ns/chunk is the time per content chunk, whose
+// difference to "plain" is the cost per streamed chunk (with the
+// request's share). include-usage adds the rewrite and the removal of the
+// usage chunk.
+func BenchmarkProxyStream(b *testing.B) {
+	benchProxy(b, `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`,
+		[]string{"plain", "infermetrics", "include-usage"}, benchChunks)
+}
+
+func benchProxy(b *testing.B, body string, names []string, chunks int) {
+	for _, name := range names {
+		b.Run(name, func(b *testing.B) {
+			// Each variant gets its own upstream, proxy and client.
+			up := benchUpstream()
+			defer up.Close()
+			proxies, shutdown := benchProxies(b, up.URL)
+			defer shutdown()
+			srv := httptest.NewServer(proxies[name])
+			defer srv.Close()
+			client := benchClient()
+			want, failed := -1, 0
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil && resp.StatusCode == http.StatusOK {
+					// A response cut midway (seen with the plain
+					// ReverseProxy only: "use of closed network
+					// connection" reading the upstream) is counted, not
+					// fatal unless frequent.
+					failed++
+					continue
+				}
+				if err != nil || resp.StatusCode != http.StatusOK {
+					b.Fatalf("%d %v", resp.StatusCode, err)
+				}
+				if want < 0 {
+					want = int(n)
+				} else if int(n) != want {
+					b.Fatal(fmt.Sprintf("%d bytes, then %d", want, n))
+				}
+			}
+			b.ReportMetric(float64(failed)/float64(b.N), "cut/op")
+			if failed > b.N/100 {
+				b.Fatalf("%d of %d responses cut", failed, b.N)
+			}
+			if chunks > 1 {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chunks), "ns/chunk")
+			}
+		})
+	}
+}

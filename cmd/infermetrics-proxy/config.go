@@ -1,0 +1,209 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/openaihttp"
+)
+
+// EnvPrefix starts the environment variable of every flag: -metrics-listen
+// is INFERMETRICS_PROXY_METRICS_LISTEN. A flag given on the command line wins
+// over its variable, which wins over the default.
+const EnvPrefix = "INFERMETRICS_PROXY_"
+
+// RoleAggregated is the role of an upstream that does both prefill and
+// decode; prefill and decode are instrument.RolePrefill and RoleDecode.
+const RoleAggregated = "aggregated"
+
+// OverflowModel is the model_name of the requests for models beyond
+// -max-models (and of model names the Recorder refuses): their series are
+// merged into this one so that clients cannot grow the series without bound.
+const OverflowModel = "_overflow"
+
+// upstream is one server the proxy forwards to.
+type upstream struct {
+	url  *url.URL
+	role string // "", RoleAggregated, instrument.RolePrefill or RoleDecode
+}
+
+func (u upstream) String() string {
+	if u.role == "" {
+		return u.url.String()
+	}
+	return u.role + "=" + u.url.String()
+}
+
+// upstreams is the repeatable -upstream flag.
+type upstreams []upstream
+
+func (us *upstreams) String() string {
+	s := make([]string, len(*us))
+	for i, u := range *us {
+		s[i] = u.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// Set parses [ROLE=]URL; several comma-separated values are allowed (the
+// environment variable's form).
+func (us *upstreams) Set(v string) error {
+	for _, one := range strings.Split(v, ",") {
+		u, err := parseUpstream(strings.TrimSpace(one))
+		if err != nil {
+			return err
+		}
+		*us = append(*us, u)
+	}
+	return nil
+}
+
+func parseUpstream(v string) (upstream, error) {
+	var up upstream
+	if role, rest, ok := strings.Cut(v, "="); ok && !strings.Contains(role, "/") {
+		switch role {
+		case instrument.RolePrefill, instrument.RoleDecode, RoleAggregated:
+		default:
+			return up, fmt.Errorf("upstream %q: role %q is not prefill, decode or aggregated", v, role)
+		}
+		up.role, v = role, rest
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return up, fmt.Errorf("upstream %q: want [prefill=|decode=|aggregated=]http(s)://host:port[/base-path]", v)
+	}
+	up.url = u
+	return up, nil
+}
+
+// config is everything the flags and their variables set.
+type config struct {
+	listen                string
+	metricsListen         string
+	upstreams             upstreams
+	includeUsage          bool
+	maxModels             int
+	defaultModel          string
+	maxRequestBody        int
+	maxModelLen           int
+	responseHeaderTimeout time.Duration
+	readHeaderTimeout     time.Duration
+	idleTimeout           time.Duration
+	shutdownTimeout       time.Duration
+	serviceName           string
+	instanceID            string
+	logFormat             string
+	logLevel              string
+}
+
+const usageText = `infermetrics-proxy: a reverse proxy that gives any OpenAI-compatible inference
+server (Ollama, llama.cpp's server, vLLM, SGLang, ...) vLLM's metrics.
+
+Every request and response passes through unchanged, on every path. POSTs to
+/v1/chat/completions and /v1/completions are recorded with vLLM's families
+(served on -metrics-listen at /metrics, beside /health) and pushed over OTLP when
+the standard OTEL_EXPORTER_OTLP_* variables are set.
+
+Usage:
+  infermetrics-proxy -upstream http://127.0.0.1:11434 [flags]
+
+Every flag can also be set by the environment variable INFERMETRICS_PROXY_<NAME>
+(upper case, '-' as '_': -metrics-listen is INFERMETRICS_PROXY_METRICS_LISTEN;
+INFERMETRICS_PROXY_UPSTREAM takes a comma-separated list). A flag on the command
+line wins over its variable, which wins over the default.
+
+Flags:
+`
+
+// parseConfig reads the flags of args and, for flags not given, the
+// environment (getenv); usage and errors go to out.
+func parseConfig(args []string, getenv func(string) string, out io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("infermetrics-proxy", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, usageText)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.listen, "listen", ":8787", "address the proxy serves clients on")
+	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
+	fs.Var(&c.upstreams, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional);\nrepeat for several: requests go to them in turn (round robin). Required")
+	fs.BoolVar(&c.includeUsage, "include-usage", false, "add stream_options.include_usage to streamed requests that lack it, so that token\ncounts are known, and remove the usage chunk the client did not ask for from its stream")
+	fs.IntVar(&c.maxModels, "max-models", 32, "most model names recorded apart; requests for further models are recorded as\nmodel_name=\""+OverflowModel+"\"")
+	fs.StringVar(&c.defaultModel, "default-model", "default", "model_name of requests whose body names no model")
+	fs.IntVar(&c.maxRequestBody, "max-request-body", openaihttp.DefaultMaxRequestBody, "bytes of a request body read to learn its model, stream and max_tokens (the body\nis always passed on whole); -include-usage rewrites only bodies within this size")
+	fs.IntVar(&c.maxModelLen, "max-model-len", instrument.DefaultMaxModelLen, "the model's context length, from which the token histograms get vLLM's 1-2-5 buckets")
+	fs.DurationVar(&c.responseHeaderTimeout, "response-header-timeout", 0, "longest wait for an upstream's response headers (0: no limit); a non-streamed\nresponse's headers come only when its generation is done, so keep it above the longest generation")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest time a client may take to send its request headers")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive client connection stays open")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT or SIGTERM, how long requests in flight (streams included) may take to\nfinish before they are cut; metrics are flushed after")
+	fs.StringVar(&c.serviceName, "service-name", "infermetrics-proxy", "service.name resource attribute (OTLP)")
+	fs.StringVar(&c.instanceID, "instance-id", "", "service.instance.id resource attribute (OTLP); default a random UUID.\nGive the proxies of one deployment distinct ids")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (log/slog)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(name); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, c.check()
+}
+
+func (c *config) check() error {
+	var errs []error
+	if len(c.upstreams) == 0 {
+		errs = append(errs, errors.New("no upstream: give -upstream URL (or INFERMETRICS_PROXY_UPSTREAM)"))
+	}
+	if c.maxModels < 1 {
+		errs = append(errs, fmt.Errorf("-max-models %d: want at least 1", c.maxModels))
+	}
+	if c.maxRequestBody < 0 {
+		errs = append(errs, fmt.Errorf("-max-request-body %d: want 0 or more", c.maxRequestBody))
+	}
+	if c.defaultModel == "" || c.defaultModel == OverflowModel {
+		errs = append(errs, fmt.Errorf("-default-model %q: want a model name other than %q", c.defaultModel, OverflowModel))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"response-header-timeout", c.responseHeaderTimeout}, {"read-header-timeout", c.readHeaderTimeout}, {"idle-timeout", c.idleTimeout}, {"shutdown-timeout", c.shutdownTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("-%s %v: want 0 or more", d.name, d.v))
+		}
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		errs = append(errs, fmt.Errorf("-log-format %q: want text or json", c.logFormat))
+	}
+	if _, err := c.level(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// envLookup is os.Getenv, for parseConfig.
+var envLookup = os.Getenv

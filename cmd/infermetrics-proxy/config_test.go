@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Flags win over INFERMETRICS_PROXY_* variables, which win over defaults.
+func TestConfigPrecedence(t *testing.T) {
+	env := map[string]string{
+		"INFERMETRICS_PROXY_UPSTREAM":         "http://a:1, decode=http://b:2/base",
+		"INFERMETRICS_PROXY_LISTEN":           ":1111",
+		"INFERMETRICS_PROXY_MAX_MODELS":       "7",
+		"INFERMETRICS_PROXY_INCLUDE_USAGE":    "true",
+		"INFERMETRICS_PROXY_SHUTDOWN_TIMEOUT": "3s",
+	}
+	var out bytes.Buffer
+	c, err := parseConfig([]string{"-listen", ":2222"}, func(k string) string { return env[k] }, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.listen != ":2222" || c.maxModels != 7 || !c.includeUsage || c.shutdownTimeout != 3*time.Second || c.metricsListen != ":9464" {
+		t.Errorf("config %+v", c)
+	}
+	if got := c.upstreams.String(); got != "http://a:1,decode=http://b:2/base" {
+		t.Errorf("upstreams %s", got)
+	}
+	// A flag replaces the variable's list rather than adding to it.
+	c, err = parseConfig([]string{"-upstream", "prefill=http://c:3"}, func(k string) string { return env[k] }, &out)
+	if err != nil || c.upstreams.String() != "prefill=http://c:3" {
+		t.Errorf("upstreams %v %v", c, err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "no upstream"},
+		{[]string{"-upstream", "127.0.0.1:8000"}, nil, "want [prefill="},
+		{[]string{"-upstream", "ftp://x"}, nil, "want [prefill="},
+		{[]string{"-upstream", "boss=http://x"}, nil, `role "boss"`},
+		{[]string{"-upstream", "http://x", "-max-models", "0"}, nil, "-max-models 0"},
+		{[]string{"-upstream", "http://x", "-log-format", "xml"}, nil, "-log-format"},
+		{[]string{"-upstream", "http://x", "-log-level", "loud"}, nil, "-log-level"},
+		{[]string{"-upstream", "http://x", "-default-model", OverflowModel}, nil, "-default-model"},
+		{[]string{"-upstream", "http://x", "-idle-timeout", "-1s"}, nil, "-idle-timeout"},
+		{[]string{"-upstream", "http://x", "extra"}, nil, "unexpected arguments"},
+		{[]string{"-upstream", "http://x"}, map[string]string{"INFERMETRICS_PROXY_MAX_MODELS": "many"}, "INFERMETRICS_PROXY_MAX_MODELS"},
+	} {
+		getenv := none
+		if c.env != nil {
+			getenv = func(k string) string { return c.env[k] }
+		}
+		var out bytes.Buffer
+		_, err := parseConfig(c.args, getenv, &out)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: error %v, want %q", c.args, c.env, err, c.want)
+		}
+	}
+}
+
+// -h explains every flag and the environment variables, and exits 0; a bad
+// configuration exits 2 without serving.
+func TestHelpAndExitCodes(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &out, nil); code != 0 {
+		t.Errorf("-h exit %d", code)
+	}
+	for _, want := range []string{"INFERMETRICS_PROXY_METRICS_LISTEN", "-upstream", "-include-usage", "-max-models", "-shutdown-timeout",
+		"-response-header-timeout", "-read-header-timeout", "-idle-timeout", "-log-format", "-metrics-listen", "wins over"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-h lacks %q", want)
+		}
+	}
+	out.Reset()
+	if code := run(context.Background(), nil, func(string) string { return "" }, &out, &out, nil); code != 2 || !strings.Contains(out.String(), "no upstream") {
+		t.Errorf("no upstream: exit %d, %q", code, out.String())
+	}
+}
+
+// -log-format json writes one JSON object per line.
+func TestJSONLogs(t *testing.T) {
+	p := startProxy(t, nil, "-upstream", "http://127.0.0.1:1", "-log-format", "json")
+	p.stop(t)
+	lines := strings.Split(strings.TrimSpace(p.logs.String()), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("logs %q", p.logs)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, `{"time":`) || !strings.HasSuffix(l, "}") {
+			t.Errorf("not a JSON line: %s", l)
+		}
+	}
+}

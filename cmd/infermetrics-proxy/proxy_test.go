@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Requests and responses on every path pass through unchanged: method,
+// path and query, headers (X-Forwarded-For as the client sent it, none
+// added), body, status and response headers.
+func TestPassThrough(t *testing.T) {
+	type seen struct {
+		method, uri, xff string
+		hasXFF           bool
+		body             []byte
+	}
+	got := make(chan seen, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_, has := r.Header["X-Forwarded-For"]
+		got <- seen{r.Method, r.RequestURI, r.Header.Get("X-Forwarded-For"), has, b}
+		w.Header().Set("X-Upstream", "yes")
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.WriteHeader(http.StatusTeapot)
+		_, _ = w.Write(append([]byte("echo:"), b...))
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL)
+	body := []byte{0, 1, 2, 0xff, '{', '"'}
+	for _, c := range []struct {
+		method, path string
+		xff          string
+	}{
+		{http.MethodGet, "/v1/models", ""},
+		{http.MethodGet, "/health", ""},
+		{http.MethodPost, "/api/chat?x=1&y=%20", "10.0.0.1"},
+		{http.MethodPost, "/v1/chat/completions", ""}, // not JSON: passed on, recorded as an error
+		{http.MethodDelete, "/anything/at/all", ""},
+	} {
+		req, err := http.NewRequest(c.method, p.url(c.path), bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.xff != "" {
+			req.Header.Set("X-Forwarded-For", c.xff)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		s := <-got
+		if s.method != c.method || s.uri != c.path || !bytes.Equal(s.body, body) {
+			t.Errorf("%s %s: upstream saw %s %s %q", c.method, c.path, s.method, s.uri, s.body)
+		}
+		if s.hasXFF != (c.xff != "") || s.xff != c.xff {
+			t.Errorf("%s: upstream saw X-Forwarded-For %q (present %v), client sent %q", c.path, s.xff, s.hasXFF, c.xff)
+		}
+		if resp.StatusCode != http.StatusTeapot || resp.Header.Get("X-Upstream") != "yes" || !bytes.Equal(rb, append([]byte("echo:"), body...)) {
+			t.Errorf("%s: client got %d %v %q", c.path, resp.StatusCode, resp.Header, rb)
+		}
+	}
+}
+
+// Every fixture of openaihttp (vLLM, SGLang, Ollama and llama.cpp formats)
+// replays through the proxy: the client receives the upstream's bytes
+// exactly, and the proxy records the manifest's finish reason and usage.
+func TestFixturesThroughProxy(t *testing.T) {
+	fs := loadFixtures(t)
+	var mu sync.Mutex
+	current := map[string]fixture{} // by model: each fixture gets its own model name
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		model := r.Header.Get("X-Test-Model")
+		mu.Lock()
+		f := current[model]
+		mu.Unlock()
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", f.contentType())
+		w.WriteHeader(f.Status)
+		writeSplit(w, f.body(t), 7)
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL, "-max-models", "100")
+	for i, f := range fs {
+		// One model name per fixture, so that its series stand apart.
+		model := fmt.Sprintf("fixture-%02d", i)
+		req := bytes.Replace(f.Request, []byte(`"model": "`+f.model(t)+`"`), []byte(`"model":"`+model+`"`), 1)
+		req = bytes.Replace(req, []byte(`"model":"`+f.model(t)+`"`), []byte(`"model":"`+model+`"`), 1)
+		if !bytes.Contains(req, []byte(model)) {
+			t.Fatalf("%s: no model in %s", f.File, f.Request)
+		}
+		mu.Lock()
+		current[model] = f
+		mu.Unlock()
+		hr, _ := http.NewRequest(http.MethodPost, p.url(f.path()), bytes.NewReader(req))
+		hr.Header.Set("X-Test-Model", model)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != f.Status || !bytes.Equal(got, f.body(t)) {
+			t.Errorf("%s: client got %d and %d bytes, upstream sent %d and %d bytes", f.File, resp.StatusCode, len(got), f.Status, len(f.body(t)))
+		}
+	}
+	s := p.scrape(t)
+	for i, f := range fs {
+		model := fmt.Sprintf("fixture-%02d", i)
+		reason := f.Outcome
+		if reason == "abort" {
+			reason = "error" // cut by the server while the client was reading (openaihttp's rule)
+		}
+		if v := mustValue(t, s, "vllm:request_success_total", "model_name", model, "finished_reason", reason); v != 1 {
+			t.Errorf("%s: request_success_total{finished_reason=%q} = %v, want 1", f.File, reason, v)
+		}
+		var wantGen, wantPrompt float64
+		if f.Completion != nil && f.Outcome != "error" {
+			wantGen, wantPrompt = float64(*f.Completion), float64(*f.Prompt)
+		}
+		if f.Completion != nil && f.Outcome == "error" {
+			wantGen, wantPrompt = -1, -1 // openaihttp's choice for usage after an error: not asserted here
+		}
+		if wantGen >= 0 {
+			if v := mustValue(t, s, "vllm:generation_tokens_total", "model_name", model); v != wantGen {
+				t.Errorf("%s: generation_tokens_total = %v, want %v", f.File, v, wantGen)
+			}
+			if v := mustValue(t, s, "vllm:prompt_tokens_total", "model_name", model); v != wantPrompt {
+				t.Errorf("%s: prompt_tokens_total = %v, want %v", f.File, v, wantPrompt)
+			}
+		}
+		if f.Cached != nil && f.Outcome != "error" {
+			if v := mustValue(t, s, "vllm:prompt_tokens_cached_total", "model_name", model); v != float64(*f.Cached) {
+				t.Errorf("%s: prompt_tokens_cached_total = %v, want %d", f.File, v, *f.Cached)
+			}
+		}
+		if f.Stream && f.Status < 400 {
+			if v := mustValue(t, s, "vllm:time_to_first_token_seconds_count", "model_name", model); v != 1 {
+				t.Errorf("%s: TTFT count %v, want 1", f.File, v)
+			}
+		}
+	}
+}
+
+// A slow stream reaches the client chunk by chunk: the upstream sends its
+// second chunk only after the client has read the first through the proxy.
+func TestSlowStreamFlushesEachChunk(t *testing.T) {
+	next := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"},\"finish_reason\":null}]}\n\n", i)
+			http.NewResponseController(w).Flush()
+			select {
+			case <-next:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL)
+	resp, err := http.Post(p.url("/v1/chat/completions"), "application/json", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	for i := range 3 {
+		want := fmt.Sprintf(`"t%d"`, i)
+		var got []byte
+		for !bytes.Contains(got, []byte(want)) {
+			n, err := resp.Body.Read(buf)
+			if err != nil {
+				t.Fatalf("chunk %d: %v after %q", i, err, got)
+			}
+			got = append(got, buf[:n]...)
+		}
+		next <- struct{}{}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	s := p.scrape(t)
+	if v := mustValue(t, s, "vllm:inter_token_latency_seconds_count", "model_name", "m"); v != 2 {
+		t.Errorf("inter-chunk latencies %v, want 2", v)
+	}
+	if v := mustValue(t, s, "vllm:request_success_total", "model_name", "m", "finished_reason", "stop"); v != 1 {
+		t.Errorf("stop %v, want 1", v)
+	}
+}
+
+// A client that hangs up mid-stream is an abort, and the upstream's
+// request is canceled; an upstream that hangs up mid-stream is an error.
+func TestHangUp(t *testing.T) {
+	upCanceled := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n")
+		http.NewResponseController(w).Flush()
+		if strings.HasSuffix(r.URL.Path, "/v1/completions") { // the upstream hangs up
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		}
+		<-r.Context().Done()
+		close(upCanceled)
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.url("/v1/chat/completions"), strings.NewReader(`{"model":"client","stream":true}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = resp.Body.Read(make([]byte, 512))
+	cancel()
+	resp.Body.Close()
+	select {
+	case <-upCanceled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the upstream's request was not canceled")
+	}
+
+	resp, err = http.Post(p.url("/v1/completions"), "application/json", strings.NewReader(`{"model":"server","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client sees the stream cut, not a clean end.
+	if _, err := io.Copy(io.Discard, resp.Body); err == nil {
+		t.Error("the upstream hung up, but the client's stream ended cleanly")
+	}
+	resp.Body.Close()
+
+	waitFor(t, func() (bool, string) {
+		s := p.scrape(t)
+		a, _ := value(s, "vllm:request_success_total", "model_name", "client", "finished_reason", "abort")
+		e, _ := value(s, "vllm:request_success_total", "model_name", "server", "finished_reason", "error")
+		return a == 1 && e == 1, fmt.Sprintf("abort %v, error %v\n%s", a, e, grep(s, "request_success"))
+	})
+}
+
+// waitFor polls check until it holds (the proxy records a request when
+// its handler returns, which may be after the client saw the end).
+func waitFor(t *testing.T, check func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, detail := check()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(detail)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Requests go to the upstreams in turn; each leg is recorded by backend and
+// role; a decode upstream's cached tokens are external_kv_transfer.
+func TestRoundRobinAndRoles(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	newUp := func(name string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			hits[name]++
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":8}}}`)
+		}))
+	}
+	a, b := newUp("a"), newUp("b")
+	defer a.Close()
+	defer b.Close()
+	p := startProxy(t, nil, "-upstream", "aggregated="+a.URL, "-upstream", "decode="+b.URL)
+	for range 4 {
+		if code, _ := post(t, p.url("/v1/chat/completions"), []byte(`{"model":"m","messages":[]}`)); code != 200 {
+			t.Fatal(code)
+		}
+	}
+	if hits["a"] != 2 || hits["b"] != 2 {
+		t.Errorf("hits %v, want 2 each", hits)
+	}
+	s := p.scrape(t)
+	for _, c := range []struct{ up, role string }{{a.URL, "aggregated"}, {b.URL, "decode"}} {
+		host := strings.TrimPrefix(c.up, "http://")
+		if v := mustValue(t, s, "gen_ai_client_operation_duration_seconds_count", "backend", host, "backend_role", c.role); v != 2 {
+			t.Errorf("%s legs %v, want 2", c.role, v)
+		}
+	}
+	// 2 requests through each: cached 8 of 10 is local_cache_hit on the
+	// aggregated upstream, external_kv_transfer on the decode one.
+	for src, want := range map[string]float64{"local_compute": 8, "local_cache_hit": 16, "external_kv_transfer": 16} {
+		if v := mustValue(t, s, "vllm:prompt_tokens_by_source_total", "model_name", "m", "source", src); v != want {
+			t.Errorf("source %s: %v, want %v", src, v, want)
+		}
+	}
+}
+
+// At most -max-models model names get series of their own; the others,
+// and names the Recorder refuses, share model_name="_overflow", and a
+// request without a model is -default-model's.
+func TestModelCap(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL, "-max-models", "3")
+	bodies := []string{`{"messages":[]}`, `{"model":"a"}`, `{"model":"b"}`, `{"model":"c"}`, `{"model":"d"}`, `{"model":"a"}`,
+		`{"model":"\xff"}`, // not UTF-8: refused by the Recorder
+		`{"model":"` + strings.Repeat("x", 300) + `"}`} // longer than openaihttp reads: no model
+	for _, b := range bodies {
+		post(t, p.url("/v1/chat/completions"), []byte(b))
+	}
+	s := p.scrape(t)
+	for model, want := range map[string]float64{"default": 2, "a": 2, "b": 1, OverflowModel: 3} {
+		if v := mustValue(t, s, "vllm:request_success_total", "model_name", model, "finished_reason", "stop"); v != want {
+			t.Errorf("model %s: %v, want %v", model, v, want)
+		}
+	}
+	for _, model := range []string{"c", "d"} {
+		if _, ok := value(s, "vllm:request_success_total", "model_name", model); ok {
+			t.Errorf("model %s has series beyond -max-models", model)
+		}
+	}
+}
+
+// grep returns the lines of s that contain sub.
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// A response the client asked to be compressed passes through compressed,
+// byte for byte; openaihttp (on this branch) does not decode it, so the
+// request is recorded without its finish reason or usage, as an error.
+func TestCompressedPassesThrough(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	fmt.Fprint(zw, `{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
+	zw.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept-Encoding") != "gzip" {
+			t.Errorf("upstream got Accept-Encoding %q", r.Header.Get("Accept-Encoding"))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(gz.Bytes())
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL)
+	req, _ := http.NewRequest(http.MethodPost, p.url("/v1/chat/completions"), strings.NewReader(`{"model":"gz"}`))
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(got, gz.Bytes()) || resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Errorf("client got %d bytes (%q), upstream sent %d gzipped", len(got), resp.Header.Get("Content-Encoding"), gz.Len())
+	}
+	waitFor(t, func() (bool, string) {
+		s := p.scrape(t)
+		e, _ := value(s, "vllm:request_success_total", "model_name", "gz", "finished_reason", "error")
+		g, _ := value(s, "vllm:generation_tokens_total", "model_name", "gz")
+		return e == 1 && g == 0, fmt.Sprintf("error %v, generation tokens %v", e, g)
+	})
+}

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/infermetrics/infermetrics/exporters"
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/openaihttp"
+	"github.com/infermetrics/infermetrics/views"
+)
+
+// addrs are the addresses the proxy listens on.
+type addrs struct{ proxy, metrics string }
+
+// flushTimeout bounds the metrics flush at shutdown (an unreachable
+// collector must not hold the process), and cutWait how long requests cut
+// at the drain deadline get to record their end.
+const (
+	flushTimeout = 10 * time.Second
+	cutWait      = 5 * time.Second
+)
+
+// serve runs the proxy until ctx is done, then drains and flushes.
+func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs) error {
+	onErr := func(err error) { log.Warn("metrics", "error", err) }
+	vv, err := views.VLLM()
+	if err != nil {
+		return err
+	}
+	sv, err := views.Semconv()
+	if err != nil {
+		return err
+	}
+	setup := []exporters.Option{
+		exporters.WithServiceName(c.serviceName),
+		exporters.WithViews(append(vv, sv...)...),
+		exporters.WithErrorHandler(onErr),
+	}
+	if c.instanceID != "" {
+		setup = append(setup, exporters.WithServiceInstanceID(c.instanceID))
+	}
+	provider, err := exporters.Setup(ctx, setup...)
+	if err != nil {
+		return err
+	}
+	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
+		rec, err := instrument.NewRecorder(instrument.WithMeterProvider(provider.MeterProvider()),
+			instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv())
+		if err != nil {
+			return nil, err
+		}
+		return rec.Engine(0)
+	}, log)
+
+	var draining atomic.Bool
+	var inflight sync.WaitGroup
+	h := newHandler(c, m.engine, onErr, log)
+	proxySrv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inflight.Add(1)
+			defer inflight.Done()
+			h.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: c.readHeaderTimeout,
+		IdleTimeout:       c.idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", provider.Handler())
+	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() {
+			http.Error(w, "draining", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: c.readHeaderTimeout, IdleTimeout: c.idleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+
+	pl, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return errors.Join(err, provider.Shutdown(context.Background()))
+	}
+	ml, err := net.Listen("tcp", c.metricsListen)
+	if err != nil {
+		return errors.Join(err, pl.Close(), provider.Shutdown(context.Background()))
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- proxySrv.Serve(pl) }()
+	go func() { errc <- metricsSrv.Serve(ml) }()
+	log.Info("infermetrics-proxy serving", "listen", pl.Addr().String(), "metrics", "http://"+ml.Addr().String()+"/metrics",
+		"upstreams", c.upstreams.String(), "include_usage", c.includeUsage, "exporters", provider.Exporters())
+	if ready != nil {
+		ready <- addrs{proxy: pl.Addr().String(), metrics: ml.Addr().String()}
+	}
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	draining.Store(true)
+	log.Info("draining", "timeout", c.shutdownTimeout.String())
+	dctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+	err = proxySrv.Shutdown(dctx)
+	cancel()
+	if err != nil {
+		log.Warn("drain deadline passed: cutting the requests still in flight", "error", err)
+		_ = proxySrv.Close()
+	}
+	if !waitGroup(&inflight, cutWait) {
+		log.Warn("requests still running after the cut", "waited", cutWait.String())
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	if err := provider.Shutdown(fctx); err != nil {
+		log.Warn("metrics flush", "error", err)
+	}
+	_ = metricsSrv.Shutdown(fctx)
+	log.Info("stopped")
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}
+
+// waitGroup waits for wg at most d; it reports whether wg is done.
+func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// newHandler returns the proxy's handler: the include_usage rewrite (with
+// -include-usage) around openaihttp's handler around the reverse proxy,
+// whose transport is openaihttp's, recording each upstream leg.
+func newHandler(c *config, engineFor func(string) *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
+	base := upstreamTransport(c)
+	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor),
+		openaihttp.WithMaxRequestBody(c.maxRequestBody), openaihttp.WithErrorHandler(onErr)}
+	rp := &httputil.ReverseProxy{
+		Rewrite:   rewrite,
+		Transport: openaihttp.NewTransport(base, common...),
+		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				log.Debug("client went away", "path", r.URL.Path, "error", err)
+			} else {
+				log.Warn("upstream", "upstream", upstreamFrom(r.Context()).String(), "path", r.URL.Path, "error", err)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	var h http.Handler = openaihttp.NewHandler(holdAbort(&picker{ups: c.upstreams, next: rp}), common...)
+	if c.includeUsage {
+		h = &usageHandler{next: h, limit: c.maxRequestBody}
+	}
+	return cutOnAbort(h)
+}
+
+// ReverseProxy panics with http.ErrAbortHandler when copying a response
+// fails midway (the client or the upstream went away), so that the server
+// cuts the client's connection instead of ending the response cleanly.
+// openaihttp's handler takes a panic for a failed request (HTTP 500, an
+// error), which would count a client's hang-up as an error, not an abort:
+// holdAbort, inside it, turns the panic into a return, and cutOnAbort,
+// outside it, raises it again once the request is recorded.
+type abortKey struct{}
+
+func cutOnAbort(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cut := new(bool)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), abortKey{}, cut)))
+		if *cut {
+			panic(http.ErrAbortHandler)
+		}
+	})
+}
+
+func holdAbort(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if cut, ok := r.Context().Value(abortKey{}).(*bool); ok && v == http.ErrAbortHandler {
+					*cut = true
+					return
+				}
+				panic(v)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// upstreamTransport is the transport to the upstreams, under openaihttp's.
+func upstreamTransport(c *config) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = c.responseHeaderTimeout
+	t.DisableCompression = true // pass Accept-Encoding and the body as they are
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+// picker sends each request to the next upstream in turn (round robin),
+// saying which in the request's context (for rewrite) and to openaihttp's
+// transport (the backend and backend.role of its client metrics; a decode
+// role makes the cached prompt tokens external_kv_transfer).
+type picker struct {
+	ups  upstreams
+	n    atomic.Uint64
+	next http.Handler
+}
+
+type upstreamKey struct{}
+
+func (p *picker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	u := p.ups[(p.n.Add(1)-1)%uint64(len(p.ups))]
+	ctx := context.WithValue(r.Context(), upstreamKey{}, u)
+	ctx = openaihttp.ContextWithBackend(ctx, openaihttp.Backend{Name: u.url.Host, Role: u.role})
+	p.next.ServeHTTP(w, r.WithContext(ctx))
+}
+
+func upstreamFrom(ctx context.Context) upstream {
+	u, _ := ctx.Value(upstreamKey{}).(upstream)
+	return u
+}
+
+// forwarded are the headers ReverseProxy's Rewrite mode removes from the
+// outgoing request; the proxy passes the client's on unchanged.
+var forwarded = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+
+// rewrite points the request at its upstream and keeps the client's headers.
+func rewrite(pr *httputil.ProxyRequest) {
+	u := upstreamFrom(pr.In.Context())
+	if u.url == nil {
+		return // not reached: picker always sets one
+	}
+	pr.SetURL(u.url)
+	for _, k := range forwarded {
+		if v, ok := pr.In.Header[k]; ok {
+			pr.Out.Header[k] = v
+		}
+	}
+}
+
+// models gives each model name its Engine, for openaihttp.WithEngineFor:
+// at most max names get their own, the others share OverflowModel's.
+type models struct {
+	mu       sync.RWMutex
+	byName   map[string]*instrument.Engine
+	max      int
+	def      string
+	build    func(model string) (*instrument.Engine, error)
+	overflow *instrument.Engine
+	log      *slog.Logger
+}
+
+func newModels(max int, def string, build func(string) (*instrument.Engine, error), log *slog.Logger) *models {
+	return &models{byName: map[string]*instrument.Engine{}, max: max, def: def, build: build, log: log}
+}
+
+// engine returns the Engine of a model ("" is -default-model); nil records
+// nothing (only when even the overflow Engine cannot be built).
+func (m *models) engine(model string) *instrument.Engine {
+	if model == "" {
+		model = m.def
+	}
+	m.mu.RLock()
+	e, ok := m.byName[model]
+	m.mu.RUnlock()
+	if ok {
+		return e
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.byName[model]; ok {
+		return e
+	}
+	if len(m.byName) < m.max && model != OverflowModel {
+		e, err := m.build(model)
+		if err == nil {
+			m.byName[model] = e
+			m.log.Info("recording model", "model_name", model, "models", len(m.byName))
+			return e
+		}
+		m.log.Debug("model name refused: recorded as "+OverflowModel, "model_name", fmt.Sprintf("%.80q", model), "error", err)
+	}
+	if m.overflow == nil {
+		e, err := m.build(OverflowModel)
+		if err != nil {
+			m.log.Error("overflow model", "error", err)
+			return nil
+		}
+		m.overflow = e
+		m.log.Warn("more models than -max-models: the others are recorded as "+OverflowModel, "max_models", m.max)
+	}
+	return m.overflow
+}

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// This file is -include-usage: the request rewrite that asks a streaming
+// upstream for usage, and the removal, from what the client receives, of the
+// usage chunk it did not ask for. openaihttp.WithIncludeUsage does the
+// rewrite but not the removal; the two belong together and could move into
+// openaihttp as one option.
+
+// maxEvent bounds the SSE event the stripper holds to look at; a longer one
+// is passed on as it comes (it is not a usage chunk of any known server).
+const maxEvent = 64 << 10
+
+// usageHandler rewrites streaming completion requests that did not ask for
+// usage to ask for it, and strips the usage chunk from their responses.
+type usageHandler struct {
+	next  http.Handler
+	limit int // bytes of body read, as openaihttp.WithMaxRequestBody
+}
+
+func (h *usageHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !completions(r) || r.Body == nil || r.Body == http.NoBody {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	head, err := io.ReadAll(io.LimitReader(r.Body, int64(h.limit)+1))
+	if err != nil || len(head) > h.limit {
+		// Too long or unreadable: pass it on as it came, not rewritten.
+		r.Body = readCloser{io.MultiReader(bytes.NewReader(head), errOr(err, r.Body)), r.Body}
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	body, ok := askUsage(head)
+	if !ok {
+		r.Body = io.NopCloser(bytes.NewReader(head))
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	if r.Header.Get("Content-Length") != "" {
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	}
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	sw := &stripWriter{w: w}
+	defer sw.finish()
+	h.next.ServeHTTP(sw, r)
+}
+
+// completions reports the requests openaihttp records: a POST to an
+// OpenAI-compatible completions endpoint.
+func completions(r *http.Request) bool {
+	if r.Method != http.MethodPost || r.URL == nil {
+		return false
+	}
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	return strings.HasSuffix(p, "/v1/chat/completions") || strings.HasSuffix(p, "/v1/completions")
+}
+
+// askUsage returns body with stream_options.include_usage set to true, for a
+// streaming request (a JSON object with "stream": true) whose
+// stream_options do not ask for usage already; false leaves it unchanged.
+func askUsage(body []byte) ([]byte, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil || m == nil {
+		return nil, false
+	}
+	var stream bool
+	if json.Unmarshal(m["stream"], &stream) != nil || !stream {
+		return nil, false
+	}
+	opts := map[string]json.RawMessage{}
+	if raw, ok := m["stream_options"]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &opts) != nil || opts == nil {
+			return nil, false
+		}
+	}
+	var asked bool
+	if raw, ok := opts["include_usage"]; ok && (json.Unmarshal(raw, &asked) != nil || asked) {
+		return nil, false // asked already, or a value the server must judge
+	}
+	opts["include_usage"] = json.RawMessage("true")
+	raw, err := json.Marshal(opts)
+	if err != nil {
+		return nil, false
+	}
+	m["stream_options"] = raw
+	out, err := json.Marshal(m)
+	return out, err == nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// errOr returns a reader failing with err, or r when err is nil.
+func errOr(err error, r io.Reader) io.Reader {
+	if err != nil {
+		return errReader{err}
+	}
+	return r
+}
+
+// stripWriter passes a response on, removing from a successful event
+// stream (text/event-stream, no Content-Length) the usage chunk that
+// include_usage adds: an event whose data is a JSON object with an empty
+// "choices" and a non-null "usage". It holds at most one event (maxEvent
+// bytes) at a time; every other response passes through untouched.
+type stripWriter struct {
+	w         http.ResponseWriter
+	decided   bool
+	strip     bool
+	event     []byte // the event so far, while strip
+	long      bool   // the current event outgrew maxEvent: passed on as it comes
+	lineEmpty bool   // the current line has no byte yet but a line end before it
+	err       error  // the client's write error, returned from then on
+}
+
+func (s *stripWriter) Header() http.Header { return s.w.Header() }
+
+func (s *stripWriter) WriteHeader(code int) {
+	if !s.decided && code >= 200 {
+		s.decided = true
+		h := s.w.Header()
+		s.strip = code < 300 && strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") && h.Get("Content-Length") == ""
+	}
+	s.w.WriteHeader(code)
+}
+
+func (s *stripWriter) Write(p []byte) (int, error) {
+	if !s.decided {
+		s.WriteHeader(http.StatusOK)
+	}
+	if !s.strip {
+		return s.w.Write(p)
+	}
+	if s.err != nil {
+		return 0, s.err
+	}
+	n := len(p)
+	for len(p) > 0 {
+		end := s.eventEnd(p)
+		take := p
+		if end >= 0 {
+			take = p[:end]
+		}
+		p = p[len(take):]
+		if s.long {
+			s.send(take)
+		} else {
+			s.event = append(s.event, take...)
+			if len(s.event) > maxEvent {
+				s.long = true
+				s.send(s.event)
+				s.event = s.event[:0]
+			}
+		}
+		if end >= 0 {
+			if !s.long && !usageOnly(s.event) {
+				s.send(s.event)
+			}
+			s.event, s.long = s.event[:0], false
+		}
+		if s.err != nil {
+			return 0, s.err
+		}
+	}
+	return n, nil
+}
+
+func (s *stripWriter) send(b []byte) {
+	if s.err == nil && len(b) > 0 {
+		_, s.err = s.w.Write(b)
+	}
+}
+
+// finish passes on what is left of an event when the response ends.
+func (s *stripWriter) finish() {
+	if s.strip && len(s.event) > 0 && !usageOnly(s.event) {
+		s.send(s.event)
+	}
+	s.event = nil
+}
+
+// Flush sends what was written to the client (http.Flusher); an event held
+// whole is sent when it ends.
+func (s *stripWriter) Flush() { _ = http.NewResponseController(s.w).Flush() }
+
+// Hijack takes over the connection (http.Hijacker).
+func (s *stripWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(s.w).Hijack()
+}
+
+// Unwrap returns the underlying ResponseWriter, for http.ResponseController.
+func (s *stripWriter) Unwrap() http.ResponseWriter { return s.w }
+
+// eventEnd returns how many bytes of p complete the current event, up to
+// and including the blank line that ends it ("\n\n", or "\r\n\r\n"), or -1
+// when p does not end it. A stream whose lines end in a lone "\r" never ends
+// an event here: it passes through once an event outgrows maxEvent.
+func (s *stripWriter) eventEnd(p []byte) int {
+	for i, b := range p {
+		switch b {
+		case '\n':
+			if s.lineEmpty {
+				s.lineEmpty = false
+				return i + 1
+			}
+			s.lineEmpty = true
+		case '\r':
+		default:
+			s.lineEmpty = false
+		}
+	}
+	return -1
+}
+
+// usageOnly reports an SSE event whose data is a chunk with empty choices
+// and a usage: the chunk include_usage adds (vLLM, SGLang, Ollama and
+// llama.cpp servers all send it this way).
+func usageOnly(event []byte) bool {
+	if !bytes.Contains(event, []byte(`"usage"`)) {
+		return false
+	}
+	var data []byte
+	for _, line := range bytes.Split(event, []byte("\n")) {
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			continue
+		}
+		v, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			return false // another field: not a plain data event
+		}
+		data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+	}
+	var chunk struct {
+		Choices *[]json.RawMessage `json:"choices"`
+		Usage   json.RawMessage    `json:"usage"`
+	}
+	if json.Unmarshal(data, &chunk) != nil {
+		return false
+	}
+	return chunk.Choices != nil && len(*chunk.Choices) == 0 && len(chunk.Usage) > 0 && string(chunk.Usage) != "null"
+}

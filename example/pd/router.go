@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,7 +31,8 @@ import (
 // and num_cached_tokens is set from them (vllm/v1/core/sched/scheduler.py).
 type router struct {
 	prefill, decode upstream
-	client          *http.Client
+	client          *http.Client // the legs, recorded by openaihttp
+	plain           *http.Client // GET /v1/models, not a completion
 }
 
 // upstream is an instance the router sends legs to: its base URL, and the
@@ -57,6 +57,7 @@ func newRouter(prefill, decode *instance, eng *instrument.Engine) *router {
 		prefill: upstream{prefill.base(), openaihttp.Backend{Name: prefill.role.id(), Role: instrument.RolePrefill}},
 		decode:  upstream{decode.base(), openaihttp.Backend{Name: decode.role.id(), Role: instrument.RoleDecode}},
 		client:  &http.Client{Transport: transport},
+		plain:   &http.Client{Transport: routerTransport()},
 	}
 }
 
@@ -73,10 +74,11 @@ func routerTransport() http.RoundTripper {
 // leg's cached ones as external_kv_transfer), and the P/D leg families.
 func (rt *router) handler(eng *instrument.Engine) http.Handler {
 	mux := http.NewServeMux()
-	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/messages"} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { rt.serve(w, r, path) })
 	}
-	return openaihttp.NewHandler(mux, openaihttp.WithEngine(eng))
+	mux.HandleFunc("GET /v1/models", rt.models)
+	return openaihttp.NewHandler(withNotFound(mux), openaihttp.WithEngine(eng))
 }
 
 // routerServer is the P/D router as a server of the deployment, like an
@@ -112,7 +114,7 @@ func newRouterServer(ctx context.Context, addr, model string, setup []exporters.
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", provider.Handler())
-	mux.Handle("/v1/", newRouter(prefill, decode, eng).handler(eng))
+	mux.Handle("/", newRouter(prefill, decode, eng).handler(eng))
 	return &routerServer{provider: provider, listener: l,
 		server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
 }
@@ -153,10 +155,7 @@ func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
 		return
 	}
 	// Both legs carry one request id, as vLLM's proxy sends X-Request-Id.
-	id := r.Header.Get("X-Request-Id")
-	if id == "" {
-		id = rand.Text()
-	}
+	id := requestID(r)
 
 	resp, err := rt.post(r.Context(), rt.prefill, path, id, prefillLeg(req))
 	if err != nil {
@@ -289,4 +288,23 @@ func relay(w http.ResponseWriter, body io.Reader) {
 			return
 		}
 	}
+}
+
+// models answers GET /v1/models with the decode instance's list, which
+// names the models both instances serve.
+func (rt *router) models(w http.ResponseWriter, r *http.Request) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, rt.decode.base+"/v1/models", nil)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	resp, err := rt.plain.Do(req)
+	if err != nil {
+		writeLegError(w, r, "models", err)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxLegBytes))
 }

@@ -52,8 +52,8 @@ type usage struct {
 // scrapes prefill, decode and the router: the tokens of the usage the
 // clients got are the router's, prompt tokens counted once per request;
 // the router's TTFT is at least its prefill legs plus handoffs (and at most
-// what the clients measured); the router's prompt tokens by source agree
-// with the decode instance's (no local_cache_hit: KV transfer); the
+// what the clients measured); the router's external_kv_transfer is the
+// decode instance's external_kv_transfer plus local_cache_hit; the
 // hung-up client is an abort at the router and on the decode instance.
 func TestRouterClients(t *testing.T) {
 	tl := needTools(t)
@@ -154,16 +154,19 @@ func TestRouterClients(t *testing.T) {
 			t.Errorf("sum(%s) = %v, want %d", name, got, routerRequests)
 		}
 	}
-	// (c) The router's by-source split is the decode instance's.
+	// (c) The router's external_kv_transfer is the decode leg's
+	// cached_tokens: the decode instance's external_kv_transfer plus its
+	// local_cache_hit (none here: every system prompt differs).
 	router := e.prom.byLabel(t, `sum by (source) (vllm:prompt_tokens_by_source_total{path="direct",role="router"})`, "source", at)
 	decode := e.prom.byLabel(t, `sum by (source) (vllm:prompt_tokens_by_source_total{path="direct",role="decode"})`, "source", at)
 	t.Logf("prompt tokens by source: router %v, decode %v", router, decode)
-	if router["external_kv_transfer"] != decode["external_kv_transfer"] || router["external_kv_transfer"] != float64(cached) {
-		t.Errorf("external_kv_transfer: router %v, decode %v, clients' cached_tokens %d: want all equal",
-			router["external_kv_transfer"], decode["external_kv_transfer"], cached)
+	if want := decode["external_kv_transfer"] + decode["local_cache_hit"]; router["external_kv_transfer"] != want || want != float64(cached) {
+		t.Errorf("external_kv_transfer: router %v, decode external_kv_transfer + local_cache_hit %v, clients' cached_tokens %d: want all equal",
+			router["external_kv_transfer"], want, cached)
 	}
-	if router["local_cache_hit"] != 0 {
-		t.Errorf("router local_cache_hit = %v, want 0: the decode leg's cached tokens came by KV transfer", router["local_cache_hit"])
+	if router["local_cache_hit"] != 0 || router["local_compute"] != decode["local_compute"] {
+		t.Errorf("router local_cache_hit = %v, local_compute %v (decode %v): want 0, the decode instance's", router["local_cache_hit"],
+			router["local_compute"], decode["local_compute"])
 	}
 
 	// 2. A client that hangs up mid-stream.

@@ -24,11 +24,15 @@ import (
 // streamed, max_tokens 1, kv_transfer_params asking for a remote decode),
 // then sends the client's request with the returned kv_transfer_params to
 // the decode instance and passes the decode leg's response through, chunk
-// by chunk. The client's usage comes from the decode leg, whose
-// cached_tokens count the prompt tokens that arrived by KV transfer, as
-// vLLM's do: a remote-prefill request reaches its first scheduling with the
-// transferred tokens computed (Scheduler._update_waiting_for_remote_kv),
-// and num_cached_tokens is set from them (vllm/v1/core/sched/scheduler.py).
+// by chunk (chat and text completions, and Anthropic messages). The
+// client's usage comes from the decode leg, whose cached_tokens count, as
+// vLLM's do, every prompt token the decode engine did not compute: a
+// remote-prefill request reaches its first scheduling with its local
+// prefix-cache hits and the transferred tokens computed, less the last one
+// (Scheduler._update_waiting_for_remote_kv), and num_cached_tokens is set
+// from them (vllm/v1/core/sched/scheduler.py). The router records them all
+// as external_kv_transfer: the decode instance's external_kv_transfer plus
+// its local_cache_hit.
 type router struct {
 	prefill, decode upstream
 	client          *http.Client // the legs, recorded by openaihttp
@@ -72,6 +76,7 @@ func routerTransport() http.RoundTripper {
 // eng as the client saw it (openaihttp.NewHandler): TTFT from arrival at
 // the router, e2e, the usage it forwards (prompt tokens once, the decode
 // leg's cached ones as external_kv_transfer), and the P/D leg families.
+// GET /v1/models passes the decode instance's list on; other paths are 404.
 func (rt *router) handler(eng *instrument.Engine) http.Handler {
 	mux := http.NewServeMux()
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/messages"} {

@@ -193,10 +193,22 @@ func TestMessagesAPI(t *testing.T) {
 		t.Errorf("decode vllm:generation_tokens_total = %v, want the usage's %d", got, output)
 	}
 
-	// A request vLLM's model rejects: max_tokens is required.
-	res := postMessages(t, d.decode.base()+"/v1/messages", `{"messages":[{"role":"user","content":"x"}]}`)
-	if res.status != http.StatusBadRequest {
-		t.Errorf("no max_tokens: status %d, want 400", res.status)
+	// A request vLLM's model rejects (max_tokens is required), answered in
+	// the Messages API's error shape by the instance and the router.
+	for _, base := range []string{d.decode.base(), d.router.base()} {
+		resp, err := http.Post(base+"/v1/messages", "application/json", strings.NewReader(`{"messages":[{"role":"user","content":"x"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Type  string
+			Error struct{ Type, Message string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || err != nil || e.Type != "error" || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
+			t.Errorf("%s: no max_tokens: %d %+v (%v), want 400 with an invalid_request_error", base, resp.StatusCode, e, err)
+		}
 	}
 }
 

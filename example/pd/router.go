@@ -149,14 +149,19 @@ func (rs *routerServer) shutdown(ctx context.Context) error {
 // to the client. The legs carry the client's context, so a client that
 // disconnects cancels them (and the instances abort the request).
 func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
+	// Errors in the shape of the client's API.
+	fail := writeError
+	if path == "/v1/messages" {
+		fail = writeAnthropicError
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err != nil {
-		writeError(w, badRequest("reading the request: %v", err))
+		fail(w, badRequest("reading the request: %v", err))
 		return
 	}
 	var req map[string]json.RawMessage
 	if err := json.Unmarshal(body, &req); err != nil || req == nil {
-		writeError(w, badRequest("the request body is not a JSON object"))
+		fail(w, badRequest("the request body is not a JSON object"))
 		return
 	}
 	// Both legs carry one request id, as vLLM's proxy sends X-Request-Id.
@@ -164,16 +169,16 @@ func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
 
 	resp, err := rt.post(r.Context(), rt.prefill, path, id, prefillLeg(req))
 	if err != nil {
-		writeLegError(w, r, "prefill", err)
+		writeLegError(w, r, fail, "prefill", err)
 		return
 	}
 	params, err := readPrefill(resp)
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.status != http.StatusBadGateway {
-			writeError(w, ae) // the prefill instance's answer, passed on
+			fail(w, ae) // the prefill instance's answer, passed on
 		} else {
-			writeLegError(w, r, "prefill", err)
+			writeLegError(w, r, fail, "prefill", err)
 		}
 		return
 	}
@@ -183,7 +188,7 @@ func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
 
 	resp, err = rt.post(r.Context(), rt.decode, path, id, req)
 	if err != nil {
-		writeLegError(w, r, "decode", err)
+		writeLegError(w, r, fail, "decode", err)
 		return
 	}
 	defer resp.Body.Close()
@@ -267,11 +272,11 @@ func readPrefill(resp *http.Response) (json.RawMessage, error) {
 
 // writeLegError answers a leg that failed with 502, unless the client is
 // gone (its context canceled the leg) and nobody reads the answer.
-func writeLegError(w http.ResponseWriter, r *http.Request, leg string, err error) {
+func writeLegError(w http.ResponseWriter, r *http.Request, fail func(http.ResponseWriter, error), leg string, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
-	writeError(w, &apiError{http.StatusBadGateway, fmt.Sprintf("%s leg: %v", leg, err)})
+	fail(w, &apiError{http.StatusBadGateway, fmt.Sprintf("%s leg: %v", leg, err)})
 }
 
 // relay copies a leg's body to the client as it arrives, flushing after
@@ -305,7 +310,7 @@ func (rt *router) models(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := rt.plain.Do(req)
 	if err != nil {
-		writeLegError(w, r, "models", err)
+		writeLegError(w, r, writeError, "models", err)
 		return
 	}
 	defer resp.Body.Close()

@@ -66,25 +66,7 @@ func TestRouterClients(t *testing.T) {
 		t.Skip(msg)
 	}
 	began := time.Now()
-	e := &env{tools: tl, work: t.TempDir()}
-	ports := distinctPorts(t, 5)
-	promPort, otlpPort := ports[0], ports[1]
-	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
-	decodeAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
-	routerAddr := fmt.Sprintf("127.0.0.1:%d", ports[4])
-	e.startPrometheus(t, promPort, prefillAddr, decodeAddr, routerAddr)
-	e.startCollector(t, otlpPort, promPort)
-	pd := buildExample(t, e.work)
-	// No generated load and no corrupted requests: the clients' requests
-	// are all there is, and each ends as its client saw it.
-	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort),
-		"-workload=false", "-router-listen", routerAddr, "-corrupt", "0")
-	b, _ := os.ReadFile(e.example.stdout)
-	m := routerLine.FindSubmatch(b)
-	if m == nil || string(m[1]) != "http://"+routerAddr+"/metrics" {
-		t.Fatalf("want the line %q in the example's stdout: %q", "router metrics: http://"+routerAddr+"/metrics", b)
-	}
-	e.urls["router"] = string(m[1])
+	e, routerAddr := startRouterDeployment(t, tl)
 	api := "http://" + routerAddr + "/v1/chat/completions"
 
 	// 1. Streamed chat completions with usage, routerConcurrency at once.
@@ -203,6 +185,33 @@ func TestRouterClients(t *testing.T) {
 		return len(v) == 1 && v[0].value == float64(completion), fmt.Sprintf("%s: %v, want %d", otlp, v, completion)
 	})
 	t.Logf("[%5.1fs] done", time.Since(began).Seconds())
+}
+
+// startRouterDeployment starts Prometheus (scraping prefill, decode and
+// the router), the collector and the example with its generated load off
+// and no corrupted requests (the clients' requests are all there is, and
+// each ends as its client saw it), and returns the env, the router in its
+// urls, and the router's address.
+func startRouterDeployment(t *testing.T, tl tools) (*env, string) {
+	t.Helper()
+	e := &env{tools: tl, work: t.TempDir()}
+	ports := distinctPorts(t, 5)
+	promPort, otlpPort := ports[0], ports[1]
+	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
+	decodeAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
+	routerAddr := fmt.Sprintf("127.0.0.1:%d", ports[4])
+	e.startPrometheus(t, promPort, prefillAddr, decodeAddr, routerAddr)
+	e.startCollector(t, otlpPort, promPort)
+	pd := buildExample(t, e.work)
+	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort),
+		"-workload=false", "-router-listen", routerAddr, "-corrupt", "0")
+	b, _ := os.ReadFile(e.example.stdout)
+	m := routerLine.FindSubmatch(b)
+	if m == nil || string(m[1]) != "http://"+routerAddr+"/metrics" {
+		t.Fatalf("want the line %q in the example's stdout: %q", "router metrics: http://"+routerAddr+"/metrics", b)
+	}
+	e.urls["router"] = string(m[1])
+	return e, routerAddr
 }
 
 // settled waits until every server is idle with its counters still (see

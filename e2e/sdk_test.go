@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -47,22 +46,7 @@ func (u *sdkUsage) add(prompt, completion, cached int64) {
 func TestRouterSDKClients(t *testing.T) {
 	tl := needTools(t)
 	began := time.Now()
-	e := &env{tools: tl, work: t.TempDir()}
-	ports := distinctPorts(t, 5)
-	promPort, otlpPort := ports[0], ports[1]
-	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
-	decodeAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
-	routerAddr := fmt.Sprintf("127.0.0.1:%d", ports[4])
-	e.startPrometheus(t, promPort, prefillAddr, decodeAddr, routerAddr)
-	e.startCollector(t, otlpPort, promPort)
-	pd := buildExample(t, e.work)
-	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort),
-		"-workload=false", "-router-listen", routerAddr, "-corrupt", "0")
-	b, _ := os.ReadFile(e.example.stdout)
-	if m := routerLine.FindSubmatch(b); m == nil || string(m[1]) != "http://"+routerAddr+"/metrics" {
-		t.Fatalf("want the line %q in the example's stdout: %q", "router metrics: http://"+routerAddr+"/metrics", b)
-	}
-	e.urls["router"] = "http://" + routerAddr + "/metrics"
+	e, routerAddr := startRouterDeployment(t, tl)
 	ctx := context.Background()
 	oa := openai.NewClient(option.WithBaseURL("http://"+routerAddr+"/v1/"), option.WithAPIKey("none"), option.WithMaxRetries(0))
 

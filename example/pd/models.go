@@ -9,11 +9,14 @@ import (
 
 // GET /v1/models and the answers to paths the API does not serve, in
 // vLLM's formats: ModelList, ModelCard and ModelPermission of
-// vllm/entrypoints/openai/engine/protocol.py, filled as
-// OpenAIServingModels.show_available_models fills them (the served model,
-// then each LoRA adapter with the base model as parent), and the
-// {"detail": ...} body FastAPI answers for an unknown path (404) or method
-// (405). Read from the search tool's store, commit not recorded.
+// vllm/entrypoints/openai/engine/protocol.py (field order read from the
+// search tool's store, commit not recorded), filled as
+// OpenAIServingModels.show_available_models fills them
+// (vllm/entrypoints/openai/models/serving.py at
+// 4fe4500477d5bbf2c2a467adacc60f7d215cd655: the served model with
+// max_model_len, then each LoRA adapter with its path as root and the base
+// model as parent). The {"detail": ...} body of an unknown path (404) or
+// method (405) is FastAPI's default, inferred, not read in vLLM.
 
 type (
 	modelList struct {

@@ -15,9 +15,11 @@ import (
 // 82df3f491008e46124f7afb5008c789dc7432515 (messages_full_converter,
 // message_stream_converter: message_start, content_block_start/delta/stop,
 // message_delta with the usage, message_stop, then data: [DONE]), with the
-// usage of vLLM PR #40912 (merged after that commit): input_tokens is the
-// prompt's uncached part, cache_read_input_tokens its cached part and
-// cache_creation_input_tokens 0, so that the whole prompt is their sum. vLLM
+// usage of vLLM PR #40912 (not in that commit, which sets input_tokens to
+// the whole prompt): input_tokens is the prompt's uncached part,
+// cache_read_input_tokens its cached part and cache_creation_input_tokens
+// 0, so that the whole prompt is their sum; message_start carries them
+// too, the example knowing its cached tokens before the first output. vLLM
 // turns the request into a chat completion; so does the example. Beyond
 // vLLM, a request may carry kv_transfer_params as the chat endpoints take
 // them, so that the router splits it into a prefill and a decode leg

@@ -52,8 +52,8 @@ type usage struct {
 // scrapes prefill, decode and the router: the tokens of the usage the
 // clients got are the router's, prompt tokens counted once per request;
 // the router's TTFT is at least its prefill legs plus handoffs (and at most
-// what the clients measured); the router's prompt tokens by source agree
-// with the decode instance's (no local_cache_hit: KV transfer); the
+// what the clients measured); the router's external_kv_transfer is the
+// decode instance's external_kv_transfer plus local_cache_hit; the
 // hung-up client is an abort at the router and on the decode instance.
 func TestRouterClients(t *testing.T) {
 	tl := needTools(t)
@@ -66,25 +66,7 @@ func TestRouterClients(t *testing.T) {
 		t.Skip(msg)
 	}
 	began := time.Now()
-	e := &env{tools: tl, work: t.TempDir()}
-	ports := distinctPorts(t, 5)
-	promPort, otlpPort := ports[0], ports[1]
-	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
-	decodeAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
-	routerAddr := fmt.Sprintf("127.0.0.1:%d", ports[4])
-	e.startPrometheus(t, promPort, prefillAddr, decodeAddr, routerAddr)
-	e.startCollector(t, otlpPort, promPort)
-	pd := buildExample(t, e.work)
-	// No generated load and no corrupted requests: the clients' requests
-	// are all there is, and each ends as its client saw it.
-	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort),
-		"-workload=false", "-router-listen", routerAddr, "-corrupt", "0")
-	b, _ := os.ReadFile(e.example.stdout)
-	m := routerLine.FindSubmatch(b)
-	if m == nil || string(m[1]) != "http://"+routerAddr+"/metrics" {
-		t.Fatalf("want the line %q in the example's stdout: %q", "router metrics: http://"+routerAddr+"/metrics", b)
-	}
-	e.urls["router"] = string(m[1])
+	e, routerAddr := startRouterDeployment(t, tl)
 	api := "http://" + routerAddr + "/v1/chat/completions"
 
 	// 1. Streamed chat completions with usage, routerConcurrency at once.
@@ -154,16 +136,19 @@ func TestRouterClients(t *testing.T) {
 			t.Errorf("sum(%s) = %v, want %d", name, got, routerRequests)
 		}
 	}
-	// (c) The router's by-source split is the decode instance's.
+	// (c) The router's external_kv_transfer is the decode leg's
+	// cached_tokens: the decode instance's external_kv_transfer plus its
+	// local_cache_hit (none here: every system prompt differs).
 	router := e.prom.byLabel(t, `sum by (source) (vllm:prompt_tokens_by_source_total{path="direct",role="router"})`, "source", at)
 	decode := e.prom.byLabel(t, `sum by (source) (vllm:prompt_tokens_by_source_total{path="direct",role="decode"})`, "source", at)
 	t.Logf("prompt tokens by source: router %v, decode %v", router, decode)
-	if router["external_kv_transfer"] != decode["external_kv_transfer"] || router["external_kv_transfer"] != float64(cached) {
-		t.Errorf("external_kv_transfer: router %v, decode %v, clients' cached_tokens %d: want all equal",
-			router["external_kv_transfer"], decode["external_kv_transfer"], cached)
+	if want := decode["external_kv_transfer"] + decode["local_cache_hit"]; router["external_kv_transfer"] != want || want != float64(cached) {
+		t.Errorf("external_kv_transfer: router %v, decode external_kv_transfer + local_cache_hit %v, clients' cached_tokens %d: want all equal",
+			router["external_kv_transfer"], want, cached)
 	}
-	if router["local_cache_hit"] != 0 {
-		t.Errorf("router local_cache_hit = %v, want 0: the decode leg's cached tokens came by KV transfer", router["local_cache_hit"])
+	if router["local_cache_hit"] != 0 || router["local_compute"] != decode["local_compute"] {
+		t.Errorf("router local_cache_hit = %v, local_compute %v (decode %v): want 0, the decode instance's", router["local_cache_hit"],
+			router["local_compute"], decode["local_compute"])
 	}
 
 	// 2. A client that hangs up mid-stream.
@@ -200,6 +185,33 @@ func TestRouterClients(t *testing.T) {
 		return len(v) == 1 && v[0].value == float64(completion), fmt.Sprintf("%s: %v, want %d", otlp, v, completion)
 	})
 	t.Logf("[%5.1fs] done", time.Since(began).Seconds())
+}
+
+// startRouterDeployment starts Prometheus (scraping prefill, decode and
+// the router), the collector and the example with its generated load off
+// and no corrupted requests (the clients' requests are all there is, and
+// each ends as its client saw it), and returns the env, the router in its
+// urls, and the router's address.
+func startRouterDeployment(t *testing.T, tl tools) (*env, string) {
+	t.Helper()
+	e := &env{tools: tl, work: t.TempDir()}
+	ports := distinctPorts(t, 5)
+	promPort, otlpPort := ports[0], ports[1]
+	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
+	decodeAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
+	routerAddr := fmt.Sprintf("127.0.0.1:%d", ports[4])
+	e.startPrometheus(t, promPort, prefillAddr, decodeAddr, routerAddr)
+	e.startCollector(t, otlpPort, promPort)
+	pd := buildExample(t, e.work)
+	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort),
+		"-workload=false", "-router-listen", routerAddr, "-corrupt", "0")
+	b, _ := os.ReadFile(e.example.stdout)
+	m := routerLine.FindSubmatch(b)
+	if m == nil || string(m[1]) != "http://"+routerAddr+"/metrics" {
+		t.Fatalf("want the line %q in the example's stdout: %q", "router metrics: http://"+routerAddr+"/metrics", b)
+	}
+	e.urls["router"] = string(m[1])
+	return e, routerAddr
 }
 
 // settled waits until every server is idle with its counters still (see

@@ -65,8 +65,12 @@
 // it observed: time to first chunk, duration, usage, finish reason). The
 // client request is recorded once, by the handler, from what the router
 // sends its client; a leg to a backend of role instrument.RoleDecode makes
-// its cached prompt tokens external_kv_transfer, not local_cache_hit, since
-// the decode instance received them from the prefill instance. When the
+// its cached prompt tokens external_kv_transfer, not local_cache_hit. That
+// is "not computed on the decode instance": vLLM's decode response reports
+// its own prefix-cache hits and the KV transferred from the prefill
+// instance together in cached_tokens, and nothing in it tells them apart,
+// so the router's external_kv_transfer is the decode instance's
+// external_kv_transfer plus its local_cache_hit (docs/metrics.md). When the
 // trace has a prefill and a decode leg, the handler also records, once,
 // the legs' pairing (Trace.PD, instrument.Engine.RecordPDLegs):
 // router.pd.prefill_leg.duration, router.pd.handoff.duration and

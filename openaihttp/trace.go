@@ -89,9 +89,10 @@ func (t *Trace) Legs() []Leg {
 }
 
 // KVTransferred reports a trace with a decode leg (role
-// instrument.RoleDecode): the prompt tokens that leg reports as cached
-// arrived by KV transfer from the prefill instance, so NewHandler records
-// the request's cached tokens as external_kv_transfer.
+// instrument.RoleDecode): NewHandler then records the request's cached
+// tokens as external_kv_transfer. Those are the tokens the decode instance
+// did not compute, its own prefix-cache hits included: vLLM's decode
+// response reports both in cached_tokens and nothing tells them apart.
 func (t *Trace) KVTransferred() bool {
 	if t == nil {
 		return false

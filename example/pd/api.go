@@ -121,6 +121,7 @@ type (
 // apiCall is one accepted API request: how to answer it and the job it is.
 type apiCall struct {
 	chat         bool
+	anthropic    bool   // POST /v1/messages: answered in the Anthropic format (see anthropic.go)
 	id           string // the X-Request-Id, or a random one
 	model        string
 	created      int64
@@ -169,13 +170,17 @@ func writeError(w http.ResponseWriter, err error) {
 	_, _ = w.Write(body)
 }
 
-// apiHandler serves the instance's OpenAI-compatible endpoints. It is the
-// one handler to wrap with server middleware (openaihttp.NewHandler).
+// apiHandler serves the instance's OpenAI-compatible endpoints, Anthropic's
+// POST /v1/messages and GET /v1/models, and answers any other path 404 as
+// vLLM does. It is the one handler to wrap with server middleware
+// (openaihttp.NewHandler).
 func (in *instance) apiHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { in.serveAPI(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { in.serveAPI(w, r, false) })
-	return mux
+	mux.HandleFunc("POST /v1/messages", in.serveMessages)
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) { writeModels(w, in.model) })
+	return withNotFound(mux)
 }
 
 // serveAPI runs one completion request on the least loaded engine and
@@ -186,24 +191,39 @@ func (in *instance) serveAPI(w http.ResponseWriter, r *http.Request, chat bool) 
 		writeError(w, badRequest("invalid request body: %v", err))
 		return
 	}
-	id := r.Header.Get("X-Request-Id")
-	if id == "" {
-		id = rand.Text()
-	}
-	c, err := in.accept(&req, chat, id, time.Now())
+	c, err := in.accept(&req, chat, requestID(r), time.Now())
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	in.run(w, r, c)
+}
+
+// requestID is a request's X-Request-Id, or a random one.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		return id
+	}
+	return rand.Text()
+}
+
+// run submits an accepted call to the least loaded engine and answers it
+// in its API's format as the engine emits its tokens.
+func (in *instance) run(w http.ResponseWriter, r *http.Request, c *apiCall) {
 	s := newStream(c.remoteDecode)
 	e := in.leastLoaded()
 	if err := e.submitStream(c.job, c.limit, c.transfer, s); err != nil {
 		writeError(w, err)
 		return
 	}
-	if c.stream {
+	switch {
+	case c.anthropic && c.stream:
+		in.streamMessages(w, r, c, s)
+	case c.anthropic:
+		in.fullMessage(w, r, c, s, e)
+	case c.stream:
 		in.streamResponse(w, r, c, s)
-	} else {
+	default:
 		in.fullResponse(w, r, c, s, e)
 	}
 }
@@ -420,20 +440,8 @@ func finishReason(st streamState) *string {
 // streamResponse answers with SSE chunks in vLLM's format, one per batch of
 // tokens taken from the engine, flushed as they come.
 func (in *instance) streamResponse(w http.ResponseWriter, r *http.Request, c *apiCall, s *stream) {
-	rc := http.NewResponseController(w)
-	var buf bytes.Buffer
-	send := func(v any) error {
-		buf.Reset()
-		buf.WriteString("data: ")
-		if err := json.NewEncoder(&buf).Encode(v); err != nil { // Encode ends the line
-			return err
-		}
-		buf.WriteByte('\n')
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	sse := newSSE(w)
+	send := func(v any) error { return sse.send("", v) }
 	var sent int64
 	started := false
 	done := in.follow(r, s, func(st streamState) error {
@@ -468,14 +476,47 @@ func (in *instance) streamResponse(w http.ResponseWriter, r *http.Request, c *ap
 		return nil
 	})
 	if done {
-		_, _ = w.Write([]byte("data: [DONE]\n\n"))
-		_ = rc.Flush()
+		sse.done()
 	}
 }
 
-// fullResponse answers with one JSON object once the job is done, with
-// kv_transfer_params when it leaves its KV for a decode node.
-func (in *instance) fullResponse(w http.ResponseWriter, r *http.Request, c *apiCall, s *stream, e *engine) {
+// sse writes one answer's server-sent events, each flushed as it is sent.
+type sse struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf bytes.Buffer
+}
+
+func newSSE(w http.ResponseWriter) *sse { return &sse{w: w, rc: http.NewResponseController(w)} }
+
+// send writes v as one event's JSON data, after an event line when event
+// is not empty.
+func (e *sse) send(event string, v any) error {
+	e.buf.Reset()
+	if event != "" {
+		e.buf.WriteString("event: " + event + "\n")
+	}
+	e.buf.WriteString("data: ")
+	if err := json.NewEncoder(&e.buf).Encode(v); err != nil { // Encode ends the line
+		return err
+	}
+	e.buf.WriteByte('\n')
+	if _, err := e.w.Write(e.buf.Bytes()); err != nil {
+		return err
+	}
+	return e.rc.Flush()
+}
+
+// done ends the stream as vLLM does: data: [DONE].
+func (e *sse) done() {
+	_, _ = e.w.Write([]byte("data: [DONE]\n\n"))
+	_ = e.rc.Flush()
+}
+
+// collect waits for the whole output of a job that is not streamed and
+// returns its text and last state; false when the client went away or the
+// instance stopped first (the latter answered 503 with fail).
+func (in *instance) collect(w http.ResponseWriter, r *http.Request, c *apiCall, s *stream, fail func(http.ResponseWriter, error)) (string, streamState, bool) {
 	var b strings.Builder
 	var sent int64
 	var last streamState
@@ -485,13 +526,19 @@ func (in *instance) fullResponse(w http.ResponseWriter, r *http.Request, c *apiC
 		last = st
 		return nil
 	})
+	if !done && r.Context().Err() == nil {
+		fail(w, &apiError{http.StatusServiceUnavailable, "the engine stopped"})
+	}
+	return b.String(), last, done
+}
+
+// fullResponse answers with one JSON object once the job is done, with
+// kv_transfer_params when it leaves its KV for a decode node.
+func (in *instance) fullResponse(w http.ResponseWriter, r *http.Request, c *apiCall, s *stream, e *engine) {
+	t, last, done := in.collect(w, r, c, s, writeError)
 	if !done {
-		if r.Context().Err() == nil {
-			writeError(w, &apiError{http.StatusServiceUnavailable, "the engine stopped"})
-		}
 		return
 	}
-	t := b.String()
 	ch := choice{FinishReason: finishReason(last)}
 	if c.chat {
 		ch.Message = &message{Role: "assistant", Content: t}

@@ -9,5 +9,11 @@ const corruptSalt = 0xc0bb
 // Iteration.CorruptedRequests (vllm:corrupted_requests_total) and finishes
 // it with an error.
 func (e *engine) corrupted(j *job, tokens int64) bool {
-	return e.corruptRate > 0 && j.tl.Generated() == tokens && draw(j.id, corruptSalt) < e.corruptRate
+	return j.tl.Generated() == tokens && e.drawsCorrupted(j.id)
+}
+
+// drawsCorrupted reports whether the request of simulation id id is one of
+// the share corruptRate found corrupted.
+func (e *engine) drawsCorrupted(id int) bool {
+	return e.corruptRate > 0 && draw(id, corruptSalt) < e.corruptRate
 }

@@ -247,7 +247,10 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 		if j.transfer && !j.preempted {
 			// The KV comes from the prefill node (p2p), but the part of the
 			// shared prefix offloaded to this node's host memory loads from there.
-			cached.External = j.prompt - local
+			// As in vLLM, the last prompt token is recomputed for its logits:
+			// Scheduler._update_waiting_for_remote_kv sets the computed tokens
+			// to the prompt's less one (see remoteComputed).
+			cached.External = remoteComputed(j.prompt) - local
 			host := min(e.offloadedHit(j)-local, cached.External)
 			cached.ExternalTiers = stats.ExternalTiers{Host: max(host, 0), P2P: cached.External - max(host, 0)}
 		}
@@ -289,6 +292,15 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 	}
 	return computed
 }
+
+// remoteComputed is the prompt tokens a decode engine counts computed once
+// a remote prefill's KV has arrived: the prompt less its last token, which
+// is recomputed, as vLLM's Scheduler._update_waiting_for_remote_kv does
+// (vllm/v1/core/sched/scheduler.py at 00024d314514900f361ad072af6931e403b7f589:
+// the blocks' tokens capped at the request's, less one when they cover it).
+// vLLM sets num_cached_tokens, the usage's cached_tokens, to this count, its
+// local prefix-cache hits included.
+func remoteComputed(prompt int64) int64 { return max(prompt-1, 0) }
 
 // offloadedHit is the prompt tokens of j found in this engine's host memory
 // tier, whole blocks only: a shared prefix evicted from the prefix cache is

@@ -117,7 +117,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	// openaihttp.NewHandler on this Recorder: its requests run on the
 	// engines, whose steps record them already (a front-end recording
 	// would count each twice). The router records what its clients see.
-	mux.Handle("/v1/", in.apiHandler())
+	mux.Handle("/", in.apiHandler())
 	// A slow client must not hold a connection open before sending its
 	// headers.
 	in.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

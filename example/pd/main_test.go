@@ -17,6 +17,10 @@ import (
 	"github.com/prometheus/common/model"
 )
 
+// minDecodeExternalShare is the least share of the decode instance's prompt
+// tokens that TestExampleSmoke wants from external_kv_transfer (README).
+const minDecodeExternalShare = 0.5
+
 // TestExampleSmoke builds and runs the example for a few seconds of load with
 // a fixed seed, then checks each printed /metrics endpoint, THE RULE on the
 // decode instance, and a clean exit on SIGINT.
@@ -99,6 +103,19 @@ func TestExampleSmoke(t *testing.T) {
 		if external <= 0 {
 			t.Errorf("decode engine %s: external_kv_transfer = %v, want > 0", engine, external)
 		}
+	}
+	// The share of the decode instance's prompt tokens that arrive by KV
+	// transfer: the README quotes this bound. The rest are mostly local
+	// prefix-cache hits of the shared system prompts (and the one token a
+	// transferred prompt recomputes, the fallbacks of failed transfers).
+	var external, prompt float64
+	for _, engine := range []string{"0", "1"} {
+		external += counter(decode, "vllm:prompt_tokens_by_source_total", engine, "external_kv_transfer")
+		prompt += counter(decode, "vllm:prompt_tokens_total", engine, "")
+	}
+	t.Logf("decode: external_kv_transfer %v of %v prompt tokens (%.1f%%)", external, prompt, 100*external/prompt)
+	if external < minDecodeExternalShare*prompt {
+		t.Errorf("decode: external_kv_transfer %v of %v prompt tokens, want at least %.0f%%", external, prompt, 100*minDecodeExternalShare)
 	}
 	if got := counter(final["prefill"], "vllm:prompt_tokens_by_source_total", "0", "external_kv_transfer"); got != 0 {
 		t.Errorf("prefill: external_kv_transfer = %v, want 0", got)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,14 +24,19 @@ import (
 // streamed, max_tokens 1, kv_transfer_params asking for a remote decode),
 // then sends the client's request with the returned kv_transfer_params to
 // the decode instance and passes the decode leg's response through, chunk
-// by chunk. The client's usage comes from the decode leg, whose
-// cached_tokens count the prompt tokens that arrived by KV transfer, as
-// vLLM's do: a remote-prefill request reaches its first scheduling with the
-// transferred tokens computed (Scheduler._update_waiting_for_remote_kv),
-// and num_cached_tokens is set from them (vllm/v1/core/sched/scheduler.py).
+// by chunk (chat and text completions, and Anthropic messages). The
+// client's usage comes from the decode leg, whose cached_tokens count, as
+// vLLM's do, every prompt token the decode engine did not compute: a
+// remote-prefill request reaches its first scheduling with its local
+// prefix-cache hits and the transferred tokens computed, less the last one
+// (Scheduler._update_waiting_for_remote_kv), and num_cached_tokens is set
+// from them (vllm/v1/core/sched/scheduler.py). The router records them all
+// as external_kv_transfer: the decode instance's external_kv_transfer plus
+// its local_cache_hit.
 type router struct {
 	prefill, decode upstream
-	client          *http.Client
+	client          *http.Client // the legs, recorded by openaihttp
+	plain           *http.Client // GET /v1/models, not a completion
 }
 
 // upstream is an instance the router sends legs to: its base URL, and the
@@ -57,6 +61,7 @@ func newRouter(prefill, decode *instance, eng *instrument.Engine) *router {
 		prefill: upstream{prefill.base(), openaihttp.Backend{Name: prefill.role.id(), Role: instrument.RolePrefill}},
 		decode:  upstream{decode.base(), openaihttp.Backend{Name: decode.role.id(), Role: instrument.RoleDecode}},
 		client:  &http.Client{Transport: transport},
+		plain:   &http.Client{Transport: routerTransport()},
 	}
 }
 
@@ -71,12 +76,14 @@ func routerTransport() http.RoundTripper {
 // eng as the client saw it (openaihttp.NewHandler): TTFT from arrival at
 // the router, e2e, the usage it forwards (prompt tokens once, the decode
 // leg's cached ones as external_kv_transfer), and the P/D leg families.
+// GET /v1/models passes the decode instance's list on; other paths are 404.
 func (rt *router) handler(eng *instrument.Engine) http.Handler {
 	mux := http.NewServeMux()
-	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/messages"} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { rt.serve(w, r, path) })
 	}
-	return openaihttp.NewHandler(mux, openaihttp.WithEngine(eng))
+	mux.HandleFunc("GET /v1/models", rt.models)
+	return openaihttp.NewHandler(withNotFound(mux), openaihttp.WithEngine(eng))
 }
 
 // routerServer is the P/D router as a server of the deployment, like an
@@ -112,7 +119,7 @@ func newRouterServer(ctx context.Context, addr, model string, setup []exporters.
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", provider.Handler())
-	mux.Handle("/v1/", newRouter(prefill, decode, eng).handler(eng))
+	mux.Handle("/", newRouter(prefill, decode, eng).handler(eng))
 	return &routerServer{provider: provider, listener: l,
 		server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
 }
@@ -142,34 +149,36 @@ func (rs *routerServer) shutdown(ctx context.Context) error {
 // to the client. The legs carry the client's context, so a client that
 // disconnects cancels them (and the instances abort the request).
 func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
+	// Errors in the shape of the client's API.
+	fail := writeError
+	if path == "/v1/messages" {
+		fail = writeAnthropicError
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err != nil {
-		writeError(w, badRequest("reading the request: %v", err))
+		fail(w, badRequest("reading the request: %v", err))
 		return
 	}
 	var req map[string]json.RawMessage
 	if err := json.Unmarshal(body, &req); err != nil || req == nil {
-		writeError(w, badRequest("the request body is not a JSON object"))
+		fail(w, badRequest("the request body is not a JSON object"))
 		return
 	}
 	// Both legs carry one request id, as vLLM's proxy sends X-Request-Id.
-	id := r.Header.Get("X-Request-Id")
-	if id == "" {
-		id = rand.Text()
-	}
+	id := requestID(r)
 
 	resp, err := rt.post(r.Context(), rt.prefill, path, id, prefillLeg(req))
 	if err != nil {
-		writeLegError(w, r, "prefill", err)
+		writeLegError(w, r, fail, "prefill", err)
 		return
 	}
 	params, err := readPrefill(resp)
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) && ae.status != http.StatusBadGateway {
-			writeError(w, ae) // the prefill instance's answer, passed on
+			fail(w, ae) // the prefill instance's answer, passed on
 		} else {
-			writeLegError(w, r, "prefill", err)
+			writeLegError(w, r, fail, "prefill", err)
 		}
 		return
 	}
@@ -179,7 +188,7 @@ func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
 
 	resp, err = rt.post(r.Context(), rt.decode, path, id, req)
 	if err != nil {
-		writeLegError(w, r, "decode", err)
+		writeLegError(w, r, fail, "decode", err)
 		return
 	}
 	defer resp.Body.Close()
@@ -263,11 +272,11 @@ func readPrefill(resp *http.Response) (json.RawMessage, error) {
 
 // writeLegError answers a leg that failed with 502, unless the client is
 // gone (its context canceled the leg) and nobody reads the answer.
-func writeLegError(w http.ResponseWriter, r *http.Request, leg string, err error) {
+func writeLegError(w http.ResponseWriter, r *http.Request, fail func(http.ResponseWriter, error), leg string, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
-	writeError(w, &apiError{http.StatusBadGateway, fmt.Sprintf("%s leg: %v", leg, err)})
+	fail(w, &apiError{http.StatusBadGateway, fmt.Sprintf("%s leg: %v", leg, err)})
 }
 
 // relay copies a leg's body to the client as it arrives, flushing after
@@ -289,4 +298,23 @@ func relay(w http.ResponseWriter, body io.Reader) {
 			return
 		}
 	}
+}
+
+// models answers GET /v1/models with the decode instance's list, which
+// names the models both instances serve.
+func (rt *router) models(w http.ResponseWriter, r *http.Request) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, rt.decode.base+"/v1/models", nil)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	resp, err := rt.plain.Do(req)
+	if err != nil {
+		writeLegError(w, r, writeError, "models", err)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxLegBytes))
 }

@@ -93,7 +93,7 @@ func (f fixture) contentType() string {
 	return "text/plain; charset=utf-8"
 }
 
-func loadFixtures(t *testing.T) []fixture {
+func loadFixtures(t testing.TB) []fixture {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "manifest.json"))
 	if err != nil {

@@ -21,6 +21,8 @@ type jsonScan struct {
 	st     uint8
 	inKey  bool  // the string being read is a key
 	capStr bool  // the string being read is captured
+	fresh  bool  // no byte of the string being read was taken yet
+	keyR   uint8 // the role of the value of the key just read
 	root   uint8 // the context of a document's root object (the dialect's)
 	depth  int
 	stack  [maxDepth]uint8 // per open container: its context, with arrayBit
@@ -233,6 +235,13 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				s.take(rest)
 				return len(p), false
 			}
+			if s.fresh && rest[j] == '"' {
+				// The whole string is here, with no escape: read in place.
+				i += j
+				s.fresh = false
+				s.whole(rest[:j])
+				continue
+			}
 			if j > 0 {
 				s.take(rest[:j])
 			}
@@ -243,15 +252,18 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 			}
 			s.endStr()
 		case stScalar:
-			if c == ',' || c == '}' || c == ']' || isSpace(c) {
-				s.endScalar()
-				i-- // the delimiter is read in stAfter
-				continue
+			j := i
+			for j < len(p) && class[p[j]]&delim == 0 {
+				j++
 			}
-			s.capture(c)
+			s.capture(p[i:j])
+			if j == len(p) {
+				return len(p), false
+			}
+			s.endScalar()
+			i = j - 1 // the delimiter is read in stAfter
 		case stAfter:
 			switch {
-			case isSpace(c):
 			case c == ',':
 				if s.stack[s.depth-1]&arrayBit != 0 {
 					s.st, s.role = stValue, elementRole(s.stack[s.depth-1])
@@ -266,31 +278,28 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				if s.close() {
 					return i + 1, true
 				}
+			case isSpace(c):
 			default:
 				s.st = stBad
 			}
 		case stObjFirst, stObjKey:
 			switch {
-			case isSpace(c):
 			case c == '"':
-				s.st, s.inKey, s.klen, s.kover = stString, true, 0, false
+				s.st, s.inKey, s.klen, s.kover, s.fresh = stString, true, 0, false, true
 				s.capStr = s.stack[s.depth-1] != cOther // keys of unknown objects are skipped
 			case c == '}' && s.st == stObjFirst:
 				if s.close() {
 					return i + 1, true
 				}
+			case isSpace(c):
 			default:
 				s.st = stBad
 			}
 		case stColon:
 			switch {
-			case isSpace(c):
 			case c == ':':
-				s.role = rNone
-				if s.capStr && !s.kover {
-					s.role = keyRole(s.stack[s.depth-1], s.key[:s.klen])
-				}
-				s.st, s.inKey = stValue, false
+				s.role, s.st, s.inKey = s.keyR, stValue, false
+			case isSpace(c):
 			default:
 				s.st = stBad
 			}
@@ -369,11 +378,11 @@ func (s *jsonScan) begin(c byte) {
 		}
 		s.depth++
 	case '"':
-		s.st, s.inKey, s.vlen, s.slen, s.over = stString, false, 0, 0, false
+		s.st, s.inKey, s.vlen, s.slen, s.over, s.fresh = stString, false, 0, 0, false, true
 		s.capStr = captured(s.role)
 	default:
 		s.st, s.vlen, s.over = stScalar, 0, false
-		s.capture(c)
+		s.captureByte(c)
 	}
 }
 
@@ -412,8 +421,23 @@ func (s *jsonScan) close() bool {
 	return s.depth == 0
 }
 
+// whole takes in a string read whole in place, with no escape: a key,
+// whose value's role it finds, or a value.
+func (s *jsonScan) whole(b []byte) {
+	if s.inKey {
+		s.st, s.keyR = stColon, rNone
+		if s.capStr && len(b) <= maxKey {
+			s.keyR = keyRole(s.stack[s.depth-1], b)
+		}
+		return
+	}
+	s.slen = len(b)
+	s.endString(b, len(b) > maxValue)
+}
+
 // take takes in bytes of a string with no quote or backslash among them.
 func (s *jsonScan) take(b []byte) {
+	s.fresh = false
 	s.slen += len(b)
 	if !s.capStr {
 		return
@@ -432,6 +456,7 @@ func (s *jsonScan) take(b []byte) {
 
 // lit takes in a byte a simple escape stands for.
 func (s *jsonScan) lit(c byte) {
+	s.fresh = false
 	s.slen++
 	if s.capStr {
 		s.flushHi()
@@ -442,6 +467,7 @@ func (s *jsonScan) lit(c byte) {
 // code takes in the code unit of a \u escape: a surrogate pair makes one
 // code point, a lone surrogate U+FFFD.
 func (s *jsonScan) code(r rune) {
+	s.fresh = false
 	s.slen++
 	if !s.capStr {
 		return
@@ -491,10 +517,10 @@ func (s *jsonScan) put(c byte) {
 		}
 		return
 	}
-	s.capture(c)
+	s.captureByte(c)
 }
 
-func (s *jsonScan) capture(c byte) {
+func (s *jsonScan) captureByte(c byte) {
 	if s.vlen < maxValue {
 		s.val[s.vlen] = c
 		s.vlen++
@@ -503,22 +529,32 @@ func (s *jsonScan) capture(c byte) {
 	}
 }
 
+// capture adds bytes to the value being captured.
+func (s *jsonScan) capture(b []byte) {
+	n := copy(s.val[s.vlen:], b)
+	s.vlen += n
+	s.over = s.over || n < len(b)
+}
+
 // endStr ends a string: a key, or a value.
 func (s *jsonScan) endStr() {
 	if s.capStr {
 		s.flushHi()
 	}
 	if s.inKey {
-		s.st = stColon
+		s.st, s.keyR = stColon, rNone
+		if s.capStr && !s.kover {
+			s.keyR = keyRole(s.stack[s.depth-1], s.key[:s.klen])
+		}
 		return
 	}
-	s.endString()
+	s.endString(s.val[:s.vlen], s.over)
 }
 
-func (s *jsonScan) endString() {
+// endString ends a string value v (over: longer than the bytes kept).
+func (s *jsonScan) endString(v []byte, over bool) {
 	s.st = stAfter
 	d := &s.d
-	v := s.val[:s.vlen]
 	switch s.role {
 	case rContent:
 		if s.slen > 0 {
@@ -527,25 +563,25 @@ func (s *jsonScan) endString() {
 	case rDeltaText:
 		d.deltaText = d.deltaText || s.slen > 0
 	case rFinish:
-		d.hasFinish, d.finish = true, finishReason(v, s.over)
+		d.hasFinish, d.finish = true, finishReason(v, over)
 	case rError:
 		d.errSeen = true
 	case rType:
-		d.event = eventType(v, s.over)
+		d.event = eventType(v, over)
 	case rStatus:
 		d.status = responseStatus(v)
 	case rIncompleteReason:
 		d.filtered = string(v) == "content_filter"
 	case rModel:
 		s.modelLen = 0 // the last "model" wins, as in Python
-		if !s.over {
+		if !over {
 			s.modelLen = copy(s.model[:], v)
 		}
 	case rStream:
 		d.hasStream = true
-		d.stream, _ = laxBool(v, s.over, true)
+		d.stream, _ = laxBool(v, over, true)
 	case rIncludeUsage:
-		d.includeUsage, _ = laxBool(v, s.over, true)
+		d.includeUsage, _ = laxBool(v, over, true)
 	case rN, rMaxTokens:
 		s.param(v, true)
 	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
@@ -1011,13 +1047,33 @@ func laxBool(v []byte, over, str bool) (value, ok bool) {
 	return false, false
 }
 
+// Byte classes.
+const (
+	space = 1 << iota // JSON white space
+	delim             // ends a scalar: white space, ',', '}' or ']'
+	stop              // ends a run of string bytes: '"' or '\\'
+)
+
+var class = func() (c [256]uint8) {
+	for _, b := range " \t\n\r" {
+		c[b] |= space | delim
+	}
+	for _, b := range ",}]" {
+		c[b] |= delim
+	}
+	c['"'] |= stop
+	c['\\'] |= stop
+	return c
+}()
+
 // stringEnd returns the index of the first quote or backslash in p, or -1:
 // a byte loop over the first bytes (keys and short values end there), then
-// bytes.IndexByte (long content).
+// bytes.IndexByte (long content), whose call costs more than the loop on a
+// short run.
 func stringEnd(p []byte) int {
-	const short = 16
+	const short = 48
 	for i, c := range p[:min(len(p), short)] {
-		if c == '"' || c == '\\' {
+		if class[c]&stop != 0 {
 			return i
 		}
 	}
@@ -1050,4 +1106,4 @@ func hexValue(c byte) rune {
 	return -1
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func isSpace(c byte) bool { return class[c]&space != 0 }

@@ -118,3 +118,17 @@ func TestAnthropicUsageMerged(t *testing.T) {
 		t.Errorf("got %+v", r)
 	}
 }
+
+// BenchmarkScanChunk is the scanner alone on one content chunk as vLLM
+// streams it (no SSE framing, no recording).
+func BenchmarkScanChunk(b *testing.B) {
+	doc := []byte(`{"id":"chatcmpl-3f9a1c2e7b5d4e8f9a0b1c2d3e4f5a6b","object":"chat.completion.chunk","created":1764489600,"model":"Qwen/Qwen2.5-1.5B-Instruct","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null,"token_ids":null}]}`)
+	var s jsonScan
+	s.root = cRoot
+	for b.Loop() {
+		s.reset()
+		if _, ok := s.feed(doc); !ok || !s.d.content {
+			b.Fatal("not scanned")
+		}
+	}
+}

@@ -133,12 +133,15 @@ func BenchmarkHandlerStream(b *testing.B) {
 	}
 }
 
+// longHost is the host fixed answers with a 512-chunk body.
+const longHost = "decode-L"
+
 // fixed answers every request with the same streamed body.
 type fixed map[int][]byte
 
 func (f fixed) RoundTrip(r *http.Request) (*http.Response, error) {
 	n := chunks
-	if r.URL.RawQuery != "" {
+	if r.URL.Host == longHost {
 		n = 2 * chunks
 	}
 	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
@@ -168,7 +171,7 @@ func BenchmarkTransportStream(b *testing.B) {
 			run := func(n int) {
 				url := "http://decode-0/v1/chat/completions"
 				if n != chunks {
-					url += "?long"
+					url = "http://" + longHost + "/v1/chat/completions"
 				}
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, body{strings.NewReader(request)})
 				resp, err := v.rt.RoundTrip(req)

@@ -366,10 +366,8 @@ func responseFinish(d *doc) (bool, stats.FinishReason) {
 // add takes in a chunk's choices with output, at ns from the start.
 func (c *choiceTimes) add(choices uint32, many bool, ns int64) {
 	c.many = c.many || many
-	for i := range maxChoices {
-		if choices&(1<<i) == 0 {
-			continue
-		}
+	for ; choices != 0; choices &= choices - 1 {
+		i := bits.TrailingZeros32(choices)
 		if c.seen&(1<<i) == 0 {
 			c.seen |= 1 << i
 			c.first[i] = ns

@@ -60,8 +60,9 @@
 //   - Ollama's /api/chat (chat) and /api/generate (text_completion): NDJSON
 //     objects (streamed unless the request says "stream": false), a content
 //     chunk per object with content, response or thinking text; the done
-//     object gives done_reason, prompt_eval_count (cached and evaluated
-//     prompt tokens: no cached count), eval_count, and prompt_eval_duration
+//     object gives done_reason, prompt_eval_count (the prompt tokens; no
+//     cached count is reported, and Ollama's llm/llama_server.go counts the
+//     cached ones in it), eval_count, and prompt_eval_duration
 //     and eval_duration, in ns, recorded as
 //     vllm:request_prefill_time_seconds and
 //     vllm:request_decode_time_seconds.

@@ -240,6 +240,10 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				i += j
 				s.fresh = false
 				s.whole(rest[:j])
+				if s.st == stColon && i+1 < len(p) && p[i+1] == ':' { // compact JSON: "key":
+					i++
+					s.role, s.st, s.inKey = s.keyR, stValue, false
+				}
 				continue
 			}
 			if j > 0 {
@@ -267,6 +271,9 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 			case c == ',':
 				if s.stack[s.depth-1]&arrayBit != 0 {
 					s.st, s.role = stValue, elementRole(s.stack[s.depth-1])
+				} else if i+1 < len(p) && p[i+1] == '"' { // compact JSON: ,"key"
+					i++
+					s.startKey()
 				} else {
 					s.st = stObjKey
 				}
@@ -285,8 +292,7 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 		case stObjFirst, stObjKey:
 			switch {
 			case c == '"':
-				s.st, s.inKey, s.klen, s.kover, s.fresh = stString, true, 0, false, true
-				s.capStr = s.stack[s.depth-1] != cOther // keys of unknown objects are skipped
+				s.startKey()
 			case c == '}' && s.st == stObjFirst:
 				if s.close() {
 					return i + 1, true
@@ -357,6 +363,12 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 		}
 	}
 	return len(p), false
+}
+
+// startKey starts reading a key, after its opening quote.
+func (s *jsonScan) startKey() {
+	s.st, s.inKey, s.klen, s.kover, s.fresh = stString, true, 0, false, true
+	s.capStr = s.stack[s.depth-1] != cOther // keys of unknown objects are skipped
 }
 
 // begin starts a value whose first byte is c, of role s.role.

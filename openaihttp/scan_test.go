@@ -132,3 +132,41 @@ func BenchmarkScanChunk(b *testing.B) {
 		}
 	}
 }
+
+// stringEnd finds the first quote or backslash wherever it is, as a byte
+// loop does, in runs of every length around its 8-byte steps and the
+// switch to bytes.IndexByte.
+func TestStringEnd(t *testing.T) {
+	naive := func(p []byte) int {
+		for i, c := range p {
+			if c == '"' || c == '\\' {
+				return i
+			}
+		}
+		return -1
+	}
+	for n := 0; n <= 140; n++ {
+		base := make([]byte, n)
+		for i := range base {
+			base[i] = byte(i*37 + n) // every byte value, UTF-8's high bytes and '!', '#', '[', ']' too
+			if base[i] == '"' || base[i] == '\\' {
+				base[i] = '#'
+			}
+		}
+		if got := stringEnd(base); got != -1 {
+			t.Fatalf("len %d, no stop: %d", n, got)
+		}
+		for _, stopByte := range []byte{'"', '\\'} {
+			for at := 0; at < n; at++ {
+				p := append([]byte(nil), base...)
+				p[at] = stopByte
+				if at+1 < n {
+					p[n-1] = '"' // a later stop must not win
+				}
+				if got, want := stringEnd(p), naive(p); got != want {
+					t.Fatalf("len %d, %q at %d: %d, want %d", n, stopByte, at, got, want)
+				}
+			}
+		}
+	}
+}

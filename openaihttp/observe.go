@@ -174,6 +174,11 @@ func (o *observer) lineBytes(seg []byte) {
 	for len(seg) > 0 {
 		switch s.line {
 		case lineStart:
+			if s.flen == 0 && len(seg) >= 5 && string(seg[:5]) == "data:" { // the whole field name at once
+				seg = seg[5:]
+				s.line, s.space, s.payload0 = lineData, true, true
+				continue
+			}
 			c := seg[0]
 			seg = seg[1:]
 			if c == ':' && s.flen == 4 && string(s.field[:4]) == "data" {

@@ -9,9 +9,10 @@ import (
 // A front end (an OpenAI-compatible server, gateway or router; see package
 // openaihttp) sees requests, chunks and usage but no engine step. It records
 // on an Engine with RequestStarted, RecordChunkGap, RecordRequest and
-// RequestEnded, and only what it observes: no iteration tokens, no queue,
-// prefill, decode or inference time, no KV cache usage, no preemptions, no
-// cache lookups. Those families stay at zero (histograms: absent) on a
+// RequestEnded, and only what it observes: no iteration tokens, no queue
+// or inference time, prefill and decode time only as a server reports them
+// (stats.ObservedRequest.ServerTimes), no KV cache usage, no preemptions,
+// no cache lookups. Those families stay at zero (histograms: absent) on a
 // Recorder that only a front end feeds.
 
 // RequestStarted counts a request in flight, reported in
@@ -62,7 +63,8 @@ func (e *Engine) RecordChunkGap(ctx context.Context, seconds float64) error {
 // TTFT; with usage, the prompt tokens by source (cached ones as
 // local_cache_hit, or external_kv_transfer with CachedByKVTransfer), the
 // cached prompt tokens, the generation tokens, the request's prompt and
-// generation token histograms and the time per output token; and the
+// generation token histograms and the time per output token; the
+// server-reported prefill and decode times (ServerTimes); and the
 // max_tokens and n parameters when given. With WithGenAISemconv it also
 // records the GenAI server metrics by the same rules as RecordIteration and
 // RecordFinished (the time per output token of successful requests with
@@ -95,6 +97,10 @@ func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) er
 		in.tpot.Record(ctx, tpot, rec...)
 	}
 	e.recordServerFinished(ctx, r.Operation, r.Reason, r.E2ELatency, tpot, tpotKnown && r.GenerationTokens > 1)
+	if r.ServerTimes { // server-reported (Ollama, llama.cpp): see stats.ObservedRequest
+		in.prefillTime.Record(ctx, r.PrefillTime, rec...)
+		in.decodeTime.Record(ctx, r.DecodeTime, rec...)
+	}
 	if r.MaxTokens > 0 {
 		in.paramsMaxTokens.Record(ctx, r.MaxTokens, rec...)
 	}

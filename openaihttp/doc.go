@@ -1,45 +1,108 @@
 // Package openaihttp records OpenAI-compatible HTTP traffic, for Go programs
-// that see requests but no engine step: servers wrapping an engine behind
-// /v1/chat/completions and /v1/completions, gateways, and prefill/decode
-// (P/D) routers in front of vLLM, SGLang, Ollama or llama.cpp servers. It
-// has the shape of otelhttp: NewHandler wraps a server's http.Handler,
-// NewTransport a client's http.RoundTripper. Like package instrument, it
-// imports the OpenTelemetry API only; its measurements go through the same
-// instruments, views and exporters as an engine's.
+// that see requests but no engine step: servers wrapping an engine,
+// gateways, and prefill/decode (P/D) routers in front of vLLM, SGLang,
+// Ollama or llama.cpp servers. It has the shape of otelhttp: NewHandler
+// wraps a server's http.Handler, NewTransport a client's
+// http.RoundTripper. Like package instrument, it imports the OpenTelemetry
+// API only; its measurements go through the same instruments, views and
+// exporters as an engine's.
 //
 // # What the handler records
 //
 // On the instrument.Engine of WithEngine (or WithEngineFor, by model), for
-// each POST to a completions endpoint, through Engine.RecordRequest:
+// each POST to an endpoint below, through Engine.RecordRequest:
 // vllm:request_success_total by finish reason, the e2e latency, the
-// request's max_tokens and n, and, for a streamed response (SSE), the time
-// to its first content chunk as TTFT and the time between content chunks
-// as vllm:inter_token_latency_seconds. A content chunk is an event whose
-// choices carry text, content, reasoning or tool calls; a chunk carrying
-// several tokens is one value, so with multi-token chunks these are
-// inter-chunk latencies, fewer and larger than per-token ones. When the
-// response reports usage (prompt_tokens, completion_tokens,
-// prompt_tokens_details.cached_tokens) it also records the prompt tokens by
-// source, the cached tokens, the generation tokens, the request token
-// histograms and the time per output token; without usage none of them
-// (streaming clients get usage with stream_options.include_usage, which
-// WithIncludeUsage adds to requests). Without prompt_tokens_details the
-// cached tokens are unknown and the prompt counts as computed. Requests in
-// flight are vllm:num_requests_running. With instrument.WithGenAISemconv the
-// Recorder also records the GenAI server histograms (views.Semconv) by the
+// request's max_tokens and n, and, for a streamed response, the time to its
+// first content chunk as TTFT and the time between content chunks as
+// vllm:inter_token_latency_seconds. A chunk carrying several tokens is one
+// value, so with multi-token chunks these are inter-chunk latencies, fewer
+// and larger than per-token ones. When the response reports usage it also
+// records the prompt tokens by source, the cached tokens, the generation
+// tokens, the request token histograms and the time per output token;
+// without usage none of them (streaming chat and completion clients get
+// usage with stream_options.include_usage, which WithIncludeUsage adds to
+// requests). Without a cached count the cached tokens are unknown and the
+// prompt counts as computed. Requests in flight are
+// vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
+// also records the GenAI server histograms (views.Semconv) by the
 // conventions' rules: the time per output token of successful requests with
-// usage and more than one output token only.
+// usage and more than one output token only. Every other path and method
+// passes through untouched (GET /v1/models, /tokenize, /api/tags, ...).
 //
-// It cannot observe, so does not record: iteration tokens, queue, prefill,
-// decode and inference times, KV cache usage, preemptions, prefix cache
-// lookups, waiting requests. An Engine fed by a front end should not also
-// be fed engine steps (see instrument.Engine.RequestStarted).
+// What each API yields (gen_ai.operation.name in parentheses; the fixtures
+// in testdata, written from each server's source, show each format):
+//
+//   - /v1/chat/completions (chat) and /v1/completions (text_completion):
+//     content chunks are SSE events whose choices carry text, content,
+//     reasoning, refusal or tool calls; usage is prompt_tokens,
+//     completion_tokens and prompt_tokens_details.cached_tokens. llama.cpp's
+//     timings add the cached tokens (cache_n, when usage has no details) and
+//     the server-reported prefill and decode times (prompt_ms,
+//     predicted_ms).
+//   - /v1/responses (chat), the Responses API: content chunks are
+//     "*.delta" events with a non-empty delta (response.output_text.delta
+//     and the like); usage is input_tokens, output_tokens and
+//     input_tokens_details.cached_tokens of the final response; its status
+//     is the finish (completed: stop; incomplete: length, or stop for
+//     content_filter; failed: error; cancelled: abort).
+//   - /v1/messages (chat), Anthropic Messages: content chunks are
+//     content_block_delta events with text, thinking or partial_json; usage
+//     fields are merged over message_start and message_delta, each field's
+//     last value winning. input_tokens is the uncached part (Anthropic's
+//     definition, vLLM's since PR #40912): the prompt recorded is
+//     input_tokens + cache_read_input_tokens + cache_creation_input_tokens,
+//     the cached tokens cache_read_input_tokens. stop_reason max_tokens is
+//     length; end_turn, stop_sequence and tool_use are stop.
+//   - /v1/embeddings (embeddings) and vLLM's pooling endpoints /pooling,
+//     /classify, /score, /rerank (pooling): prompt tokens and latency; no
+//     generation (generation tokens 0), no chunks, no finish reason (a
+//     complete 200 body is stop).
+//   - Ollama's /api/chat (chat) and /api/generate (text_completion): NDJSON
+//     objects (streamed unless the request says "stream": false), a content
+//     chunk per object with content, response or thinking text; the done
+//     object gives done_reason, prompt_eval_count (the prompt tokens; no
+//     cached count is reported, and Ollama's llm/llama_server.go counts the
+//     cached ones in it), eval_count, and prompt_eval_duration
+//     and eval_duration, in ns, recorded as
+//     vllm:request_prefill_time_seconds and
+//     vllm:request_decode_time_seconds.
+//
+// Prefill and decode times are the server's own figures (Ollama, llama.cpp;
+// stats.ObservedRequest.ServerTimes), not observed: a gateway cannot see
+// when a server starts or ends a prefill. With n > 1 choices, the time per
+// output token is per choice (stats.ObservedRequest.TimePerOutputToken):
+// usage sums the choices' tokens, so what is recorded is the token-weighted
+// mean of the choices' own times per output token, sum over choices of
+// (last - first chunk) / (completion tokens - n); up to 16 choices are
+// timed one by one.
+//
+// A gateway cannot know, so does not record: iteration tokens, queue and
+// inference times, prefill and decode times unless the server reports
+// them, KV cache usage, preemptions, prefix cache lookups, waiting
+// requests, the split of cached tokens between local hits and transferred
+// KV (beyond the leg's role, see below), and the per-token times of a chunk
+// carrying several tokens. An Engine fed by a front end should not also be
+// fed engine steps (see instrument.Engine.RequestStarted).
+//
+// # Request bodies as clients write them
+//
+// The request's model, stream, n and max_tokens (max_completion_tokens,
+// max_output_tokens) are read as vLLM reads them: JSON string escapes
+// decoded, the last of duplicate keys winning (Python's json); n and
+// max_tokens as pydantic's lax int (100, 100.0, "100"; not 100.5), stream
+// as pydantic's lax bool (true, 1, "true", "1", "yes", "on", "t", "y" and
+// their false counterparts, case-insensitive). A model longer than 256
+// bytes is "" (WithEngineFor). A count or parameter above 2^31-1, in a
+// request or a response, is dropped for that request alone and reported
+// through the error handler (ErrDropped); the request is recorded without
+// it and nothing a client sends makes later requests unrecordable.
 //
 // # Finish reasons
 //
-// finish_reason stop, length, abort, error and repetition map to vLLM's;
-// tool_calls, function_call, content_filter and other values end a
-// generation normally and count as stop. A request of several choices takes
+// finish_reason stop, length, abort, error and repetition map to vLLM's
+// (Anthropic's stop_reason and Ollama's done_reason too); tool_calls,
+// function_call, content_filter and other values end a generation normally
+// and count as stop. A request of several choices takes
 // the worst: length over stop, abort and error over both. An HTTP status of
 // 400 or above, or an error event in a stream, is an error. A client that
 // goes away before the finish (its request context canceled, or a write
@@ -55,9 +118,9 @@
 // gen_ai.client.operation.time_per_output_chunk, gen_ai.client.token.usage)
 // and the backend and backend.role attributes (WithBackend, or per request
 // ContextWithBackend). Both sides set gen_ai.operation.name from the
-// endpoint: chat for /v1/chat/completions, text_completion for
-// /v1/completions (stats.ObservedRequest.Operation). The response body is observed as the caller reads
-// it; closing it before the response completed is an abort.
+// endpoint, as listed above (stats.ObservedRequest.Operation). The
+// response body is observed as the caller reads it; closing it before the
+// response completed is an abort.
 //
 // A router ties a client request to its legs through the Trace in the
 // request's context: NewHandler puts one there, and the transport, called
@@ -82,6 +145,8 @@
 // memory, after handing each write on (the handler) or as the caller reads
 // it (the transport). Request bodies are read up to WithMaxRequestBody
 // bytes to learn model, stream, n and max_tokens, then passed on whole and
-// unchanged. Per content chunk nothing is allocated. Recording errors go
+// unchanged. Per content chunk nothing is allocated (a 512-chunk stream
+// allocates what a 256-chunk one does: openaihttp/internal/benchcmp, whose
+// times against otelhttp are in docs/benchmarks.md). Recording errors go
 // to otel.Handle (WithErrorHandler); no input makes them panic.
 package openaihttp

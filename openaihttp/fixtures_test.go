@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,8 @@ import (
 // fixture is one entry of testdata/manifest.json (see testdata/README.md).
 type fixture struct {
 	File          string          `json:"file"`
+	Endpoint      string          `json:"endpoint"`
+	Path          string          `json:"path"`
 	Stream        bool            `json:"stream"`
 	Status        int             `json:"status"`
 	Request       json.RawMessage `json:"request"`
@@ -24,6 +27,8 @@ type fixture struct {
 	Prompt        *int64          `json:"prompt_tokens"`
 	Completion    *int64          `json:"completion_tokens"`
 	Cached        *int64          `json:"cached_tokens"`
+	Prefill       *float64        `json:"prefill_seconds"`
+	Decode        *float64        `json:"decode_seconds"`
 	Outcome       string          `json:"outcome"`
 }
 
@@ -53,17 +58,42 @@ func (f fixture) reason() string {
 	return f.Outcome
 }
 
+// operation is the gen_ai.operation.name the fixture's endpoint records.
+func (f fixture) operation() string {
+	switch f.Endpoint {
+	case "completions", "apigenerate":
+		return "text_completion"
+	case "embeddings":
+		return "embeddings"
+	case "rerank", "score":
+		return "pooling"
+	}
+	return "chat"
+}
+
+// withOperation sets gen_ai.operation.name in a label list.
+func withOperation(l []string, op string) []string {
+	for i := 0; i+1 < len(l); i += 2 {
+		if l[i] == "gen_ai.operation.name" {
+			l[i+1] = op
+		}
+	}
+	return l
+}
+
 func (f fixture) contentType() string {
 	switch filepath.Ext(f.File) {
 	case ".sse":
 		return "text/event-stream"
 	case ".json":
 		return "application/json"
+	case ".ndjson":
+		return "application/x-ndjson"
 	}
 	return "text/plain; charset=utf-8"
 }
 
-func loadFixtures(t *testing.T) []fixture {
+func loadFixtures(t testing.TB) []fixture {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", "manifest.json"))
 	if err != nil {
@@ -95,11 +125,13 @@ func writeSplit(w http.ResponseWriter, body []byte, size int) {
 	}
 }
 
-// Every recorded response format replays through the middleware and the
-// transport, whole and split in small writes, and records the manifest's
+// Every recorded response format (OpenAI-compatible chat and completions,
+// the Responses API, Anthropic Messages, embeddings and pooling, Ollama's
+// native API) replays through the middleware and the transport, sent to
+// its path, whole and split in small writes, and records the manifest's
 // figures: the finish reason, the usage tokens (none without usage), the
-// cached tokens, and one TTFT and content chunks - 1 inter-chunk latencies
-// for a stream.
+// cached tokens, the server-reported prefill and decode times, and one TTFT
+// and content chunks - 1 inter-chunk latencies for a stream.
 func TestFixtures(t *testing.T) {
 	for _, f := range loadFixtures(t) {
 		body, err := os.ReadFile(filepath.Join("testdata", f.File))
@@ -117,18 +149,19 @@ func TestFixtures(t *testing.T) {
 					writeSplit(w, body, split)
 				}), openaihttp.WithEngine(c.e), openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
 				w := httptest.NewRecorder()
-				h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(f.Request)))
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, f.Path, bytes.NewReader(f.Request)))
 				if !bytes.Equal(w.Body.Bytes(), body) {
 					t.Fatal("the client did not get the body unchanged")
 				}
 				c.want(f.reason(), float64(orZero(f.Prompt)), float64(orZero(f.Completion)), float64(orZero(f.Cached)))
 				wantStream(t, c, f, chunks)
+				wantServerTimes(t, c, f)
 			})
 			t.Run(f.File+"/transport/split"+string(rune('0'+split)), func(t *testing.T) {
 				c := newRec(t)
 				tr := openaihttp.NewTransport(replay{f.Status, f.contentType(), body}, openaihttp.WithEngine(c.e),
 					openaihttp.WithBackend("b", ""), openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
-				req, _ := http.NewRequest(http.MethodPost, "http://b/v1/chat/completions", bytes.NewReader(f.Request))
+				req, _ := http.NewRequest(http.MethodPost, "http://b"+f.Path, bytes.NewReader(f.Request))
 				resp, err := tr.RoundTrip(req)
 				if err != nil {
 					t.Fatal(err)
@@ -150,14 +183,14 @@ func TestFixtures(t *testing.T) {
 				if !bytes.Equal(got, body) {
 					t.Fatal("the caller did not get the body unchanged")
 				}
-				l := clientLabels("b", "")
+				l := withOperation(clientLabels("b", ""), f.operation())
 				if f.reason() == "error" {
 					l = append(l, "error.type", "_OTHER")
 				}
 				if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 1 {
 					t.Errorf("duration count %d with %v", n, l)
 				}
-				in := clientLabels("b", "", "gen_ai.token.type", "input")
+				in := withOperation(clientLabels("b", "", "gen_ai.token.type", "input"), f.operation())
 				if f.Prompt == nil {
 					if n := c.clientHist(instrument.NameGenAIClientTokenUsage, in...); n != 0 {
 						t.Errorf("token usage recorded without usage")
@@ -169,7 +202,7 @@ func TestFixtures(t *testing.T) {
 				if chunks > 0 {
 					first, per = 1, chunks-1
 				}
-				plain := clientLabels("b", "")
+				plain := withOperation(clientLabels("b", ""), f.operation())
 				if n := c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, plain...); n != first {
 					t.Errorf("time to first chunk count %d, want %d", n, first)
 				}
@@ -198,6 +231,27 @@ func wantStream(t *testing.T, c *rec, f fixture, chunks uint64) {
 	}
 	if n := c.count("vllm:request_generation_tokens"); (n == 1) != (f.Completion != nil) {
 		t.Errorf("request_generation_tokens count %d with usage %v", n, f.Completion != nil)
+	}
+}
+
+// wantServerTimes checks the prefill and decode times a server reported
+// (Ollama, llama.cpp): one value each, the manifest's, or none.
+func wantServerTimes(t *testing.T, c *rec, f fixture) {
+	t.Helper()
+	for _, w := range []struct {
+		family string
+		want   *float64
+	}{{"vllm:request_prefill_time_seconds", f.Prefill}, {"vllm:request_decode_time_seconds", f.Decode}} {
+		n := c.count(w.family)
+		if w.want == nil {
+			if n != 0 {
+				t.Errorf("%s count %d without server times", w.family, n)
+			}
+			continue
+		}
+		if h := c.r.Histogram(w.family, c.labels()...); n != 1 || math.Abs(h.Sum-*w.want) > 1e-9 {
+			t.Errorf("%s count %d sum %v, want 1 and %v", w.family, n, h.Sum, *w.want)
+		}
 	}
 }
 

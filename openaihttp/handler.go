@@ -39,6 +39,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	info, body, length, rewritten := readBody(r, h.cfg.maxRequestBody, h.cfg.includeUsage)
+	h.report(info.err) // values dropped (ErrDropped)
 	e := h.cfg.engineFor(info.model)
 	if e == nil {
 		r.Body = body

@@ -165,7 +165,7 @@ func TestHandlerClientDisconnect(t *testing.T) {
 func TestHandlerPassThrough(t *testing.T) {
 	c := newRec(t)
 	s := serve(t, c, jsonHandler(200, `{"data":[]}`))
-	readAll(t, post(t, s.URL+"/v1/embeddings", chatBody))
+	readAll(t, post(t, s.URL+"/v1/audio/speech", chatBody))
 	resp, err := http.Get(s.URL + "/v1/chat/completions")
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package openaihttp
 import (
 	"bytes"
 	"context"
+	"math/bits"
 	"time"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -27,11 +28,12 @@ func (g engineGaps) RecordChunkGap(ctx context.Context, _ stats.Operation, secon
 // their times, the finish reason, the usage and whether it completed. It
 // keeps no part of the body: its memory is constant.
 type observer struct {
-	op          stats.Operation // from the endpoint
+	ep          endpoint // from the path
 	start       time.Time
 	first, last time.Time
 	chunks      int64
 	streaming   bool // SSE: content chunks are counted
+	docs        int64
 
 	js  jsonScan
 	sse sseState
@@ -39,16 +41,34 @@ type observer struct {
 	hasFinish bool
 	finish    stats.FinishReason
 	errSeen   bool
-	done      bool // [DONE], or the JSON document ended
+	done      bool // [DONE], message_stop, Ollama's done, or the JSON document ended
 	usage     struct {
 		known                      bool
 		prompt, completion, cached int64
+		cachedKnown                bool // from usage (prompt_tokens_details), not timings
 	}
+	anth      doc // Anthropic: usage fields merged over the events
+	cacheN    int64
+	hasCacheN bool
+	server    struct {
+		known           bool
+		prefill, decode float64
+	}
+	choices choiceTimes
 
 	gaps   gapRecorder
 	ctx    context.Context
 	onErr  func(error)
 	gapErr bool // a gap error was reported once
+}
+
+// choiceTimes are the first and last content chunk times of each choice of
+// an n > 1 stream, in nanoseconds from the start, for the per-choice time
+// per output token (stats.ObservedRequest.DecodeChoices).
+type choiceTimes struct {
+	seen        uint32
+	many        bool // a choice beyond maxChoices: not timed one by one
+	first, last [maxChoices]int64
 }
 
 // sseState is the line state of a text/event-stream body.
@@ -71,9 +91,10 @@ const (
 	lineSkip
 )
 
-func (o *observer) init(op stats.Operation, start time.Time, streaming bool) {
-	o.op, o.start, o.streaming = op, start, streaming
+func (o *observer) init(ep endpoint, start time.Time, streaming bool) {
+	o.ep, o.start, o.streaming = ep, start, streaming
 	o.sse = sseState{empty: true}
+	o.js.root = ep.rootContext()
 }
 
 // write observes the next bytes of the body.
@@ -85,11 +106,19 @@ func (o *observer) write(p []byte) {
 	o.writeJSON(p)
 }
 
+// writeJSON observes a JSON body: one document, or with Ollama a stream of
+// them (NDJSON, or one document when not streamed).
 func (o *observer) writeJSON(p []byte) {
-	for len(p) > 0 && !o.done {
+	multi := o.ep.dialect == dOllama
+	for len(p) > 0 && (multi || !o.done) {
 		n, complete := o.js.feed(p)
 		p = p[n:]
 		if complete {
+			if multi {
+				o.apply(time.Now())
+				o.js.reset()
+				continue
+			}
 			o.apply(time.Time{})
 			o.done = true
 		}
@@ -108,7 +137,7 @@ func (o *observer) writeSSE(p []byte) {
 			continue
 		}
 		s.cr = false
-		end := bytes.IndexAny(p, "\r\n")
+		end := lineEnd(p)
 		seg := p
 		if end >= 0 {
 			seg = p[:end]
@@ -123,6 +152,19 @@ func (o *observer) writeSSE(p []byte) {
 	}
 }
 
+// lineEnd returns the index of the first '\r' or '\n' in p, or -1.
+func lineEnd(p []byte) int {
+	n := bytes.IndexByte(p, '\n')
+	q := p
+	if n >= 0 {
+		q = p[:n]
+	}
+	if r := bytes.IndexByte(q, '\r'); r >= 0 {
+		return r
+	}
+	return n
+}
+
 // lineBytes observes bytes of the current line (no line break among them).
 func (o *observer) lineBytes(seg []byte) {
 	s := &o.sse
@@ -132,6 +174,11 @@ func (o *observer) lineBytes(seg []byte) {
 	for len(seg) > 0 {
 		switch s.line {
 		case lineStart:
+			if s.flen == 0 && len(seg) >= 5 && string(seg[:5]) == "data:" { // the whole field name at once
+				seg = seg[5:]
+				s.line, s.space, s.payload0 = lineData, true, true
+				continue
+			}
 			c := seg[0]
 			seg = seg[1:]
 			if c == ':' && s.flen == 4 && string(s.field[:4]) == "data" {
@@ -199,23 +246,155 @@ func (o *observer) endLine() {
 // apply takes in a complete document; at is the time of a streamed chunk.
 func (o *observer) apply(at time.Time) {
 	d := &o.js.d
-	if d.hasFinish {
+	o.docs++
+	if d.dropped != 0 && o.onErr != nil {
+		o.onErr(droppedErr("response", d.dropped))
+	}
+	hasFinish, finish := d.hasFinish, d.finish
+	switch o.ep.dialect {
+	case dResponses:
+		hasFinish, finish = responseFinish(d)
+	case dAnthropic:
+		o.done = o.done || d.event == evMessageStop
+	case dOllama:
+		if d.done {
+			o.done = true
+			if !hasFinish {
+				hasFinish, finish = true, stats.FinishStop
+			}
+		}
+	}
+	if hasFinish {
 		// With n > 1 the request's reason is its choices' worst (see rank).
-		if !o.hasFinish || rank(d.finish) > rank(o.finish) {
-			o.finish = d.finish
+		if !o.hasFinish || rank(finish) > rank(o.finish) {
+			o.finish = finish
 		}
 		o.hasFinish = true
 	}
-	if d.errSeen {
+	if d.errSeen || d.event == evError {
 		o.errSeen = true
 	}
-	if p, c, cached, ok := d.usage(); ok {
-		o.usage.known = true
-		o.usage.prompt, o.usage.completion, o.usage.cached = p, c, cached
+	o.applyUsage(d)
+	if d.has&fCacheN != 0 {
+		o.cacheN, o.hasCacheN = d.cacheN, true
 	}
-	if o.streaming && d.content {
+	if d.has&(fPrefill|fDecode) == fPrefill|fDecode || (d.done && d.has&(fPrefill|fDecode) != 0) {
+		o.server.known, o.server.prefill, o.server.decode = true, d.prefill, d.decode
+	}
+	var content bool
+	switch o.ep.dialect {
+	case dResponses:
+		content = d.deltaText && d.event == evDelta
+	case dOllama:
+		// A document not streamed is one, done: its content is no chunk.
+		content = d.content && (!d.done || o.docs > 1)
+	default:
+		content = o.streaming && d.content
+	}
+	if content {
 		o.chunk(at)
+		if d.choices != 0 || d.manyChoices {
+			o.choices.add(d.choices, d.manyChoices, at.Sub(o.start).Nanoseconds())
+		}
 	}
+}
+
+// applyUsage takes in a document's usage. OpenAI-style usage (chat,
+// completions, embeddings, pooling, the Responses API) counts when whole,
+// the last one winning; Anthropic's is merged over the events, each field's
+// last value winning (message_start, then message_delta); Ollama's is its
+// final document's.
+func (o *observer) applyUsage(d *doc) {
+	switch o.ep.dialect {
+	case dAnthropic:
+		if !d.usageSeen || d.usageBad {
+			return
+		}
+		a := &o.anth
+		for _, f := range [...]struct {
+			bit      uint16
+			dst, src *int64
+		}{
+			{fPrompt, &a.prompt, &d.prompt}, {fCompletion, &a.completion, &d.completion},
+			{fCacheRead, &a.cacheRead, &d.cacheRead}, {fCacheCreation, &a.cacheCreation, &d.cacheCreation},
+		} {
+			if d.has&f.bit != 0 {
+				*f.dst, a.has = *f.src, a.has|f.bit
+			}
+		}
+		if a.has&(fPrompt|fCompletion) != fPrompt|fCompletion {
+			return
+		}
+		// input_tokens is the uncached part (vLLM since PR #40912, as
+		// Anthropic defines it): the prompt is its sum with the cache reads
+		// and writes; the cache reads are the cached tokens.
+		u := &o.usage
+		u.known, u.prompt, u.completion = true, a.prompt+a.cacheRead+a.cacheCreation, a.completion
+		u.cached, u.cachedKnown = a.cacheRead, a.has&fCacheRead != 0
+	case dOllama:
+		if d.done && d.has&(fPrompt|fCompletion) != 0 && !d.usageBad {
+			o.usage.known, o.usage.prompt, o.usage.completion = true, d.prompt, d.completion
+		}
+	default:
+		if !d.usageSeen || d.usageBad || d.has&fPrompt == 0 || (d.has&fCompletion == 0 && o.ep.op.Generates()) {
+			return
+		}
+		if d.has&fCached != 0 && d.cached > d.prompt {
+			return
+		}
+		u := &o.usage
+		u.known, u.prompt, u.completion = true, d.prompt, d.completion
+		u.cached, u.cachedKnown = d.cached, d.has&fCached != 0
+	}
+}
+
+// responseFinish is a Responses API document's finish: its response's
+// status (completed, incomplete for max_output_tokens or content_filter,
+// failed, cancelled).
+func responseFinish(d *doc) (bool, stats.FinishReason) {
+	switch d.status {
+	case stCompleted:
+		return true, stats.FinishStop
+	case stIncomplete:
+		if d.filtered {
+			return true, stats.FinishStop
+		}
+		return true, stats.FinishLength
+	case stFailed:
+		return true, stats.FinishError
+	case stCancelled:
+		return true, stats.FinishAbort
+	}
+	return false, 0
+}
+
+// add takes in a chunk's choices with output, at ns from the start.
+func (c *choiceTimes) add(choices uint32, many bool, ns int64) {
+	c.many = c.many || many
+	for ; choices != 0; choices &= choices - 1 {
+		i := bits.TrailingZeros32(choices)
+		if c.seen&(1<<i) == 0 {
+			c.seen |= 1 << i
+			c.first[i] = ns
+		}
+		c.last[i] = ns
+	}
+}
+
+// decode returns the number of choices timed and the sum of their
+// first-to-last chunk times, in seconds; 0 choices unless more than one
+// was timed, all of them.
+func (c *choiceTimes) decode() (int64, float64) {
+	if c.many || bits.OnesCount32(c.seen) < 2 {
+		return 0, 0
+	}
+	var sum int64
+	for i := range maxChoices {
+		if c.seen&(1<<i) != 0 {
+			sum += c.last[i] - c.first[i]
+		}
+	}
+	return int64(bits.OnesCount32(c.seen)), max(time.Duration(sum).Seconds(), 0)
 }
 
 // rank orders finish reasons for a request of several choices: one choice
@@ -240,7 +419,7 @@ func (o *observer) chunk(at time.Time) {
 	if o.chunks == 0 {
 		o.first = at
 	} else if o.gaps != nil {
-		if err := o.gaps.RecordChunkGap(o.ctx, o.op, at.Sub(o.last).Seconds()); err != nil && !o.gapErr {
+		if err := o.gaps.RecordChunkGap(o.ctx, o.ep.op, at.Sub(o.last).Seconds()); err != nil && !o.gapErr {
 			o.gapErr = true
 			o.onErr(err)
 		}
@@ -258,12 +437,14 @@ type end struct {
 // result returns the observed request, ended at a time as e says; an end
 // that is neither complete nor aborted (a failure, a cut) is an error.
 func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
-	r := stats.ObservedRequest{Operation: o.op, E2ELatency: nonNegative(at.Sub(o.start))}
+	r := stats.ObservedRequest{Operation: o.ep.op, E2ELatency: nonNegative(at.Sub(o.start))}
 	switch {
 	case e.status >= 400 || o.errSeen:
 		r.Reason = stats.FinishError
 	case o.hasFinish:
 		r.Reason = o.finish
+	case o.done && !o.ep.op.Generates():
+		r.Reason = stats.FinishStop // embeddings and pooling: no finish reason
 	case e.aborted:
 		r.Reason = stats.FinishAbort
 	default: // truncated: ended without a finish reason, or failed
@@ -274,9 +455,16 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 		r.TimeToFirstToken = nonNegative(o.first.Sub(o.start))
 		r.TimeToLastToken = min(max(nonNegative(o.last.Sub(o.start)), r.TimeToFirstToken), r.E2ELatency)
 		r.TimeToFirstToken = min(r.TimeToFirstToken, r.TimeToLastToken)
+		r.DecodeChoices, r.ChoicesDecodeTime = o.choices.decode()
 	}
 	if u := o.usage; u.known {
 		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = true, u.prompt, u.completion, u.cached
+		if !u.cachedKnown && o.hasCacheN && o.cacheN <= u.prompt {
+			r.CachedPromptTokens = o.cacheN // llama.cpp's timings.cache_n
+		}
+	}
+	if o.server.known {
+		r.ServerTimes, r.PrefillTime, r.DecodeTime = true, o.server.prefill, o.server.decode
 	}
 	return r
 }

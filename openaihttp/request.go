@@ -3,6 +3,8 @@ package openaihttp
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -17,33 +19,89 @@ type requestInfo struct {
 	stream    bool
 	n         int64
 	maxTokens int64
+	err       error // values dropped (ErrDropped), for the error handler
 }
 
-// instrumented reports a request this package observes, a POST to an
-// OpenAI-compatible completions endpoint, and its GenAI operation: chat for
-// /v1/chat/completions, text_completion for /v1/completions.
-func instrumented(r *http.Request) (stats.Operation, bool) {
+// ErrDropped reports a value a client or server sent beyond what any server
+// accepts (a count or parameter above 2^31-1): it is dropped for its
+// request alone, which is recorded without it, and later requests are not
+// affected.
+var ErrDropped = errors.New("openaihttp: value beyond any server's bound dropped")
+
+// Dialects: the request and response formats of the APIs observed.
+const (
+	dOpenAI    uint8 = iota // chat and text completions, embeddings, pooling (llama.cpp's timings too)
+	dResponses              // OpenAI Responses API
+	dAnthropic              // Anthropic Messages API
+	dOllama                 // Ollama's native API (NDJSON)
+)
+
+// endpoint is what a request's path tells: its GenAI operation and the
+// format of its response.
+type endpoint struct {
+	op      stats.Operation
+	dialect uint8
+}
+
+// rootContext is the scanner context of a response document's root.
+func (e endpoint) rootContext() uint8 {
+	switch e.dialect {
+	case dResponses:
+		return cRespRoot
+	case dAnthropic:
+		return cAnthRoot
+	case dOllama:
+		return cOllamaRoot
+	}
+	return cRoot
+}
+
+// endpoints maps the paths observed (their ends: a gateway may serve them
+// under a prefix) to their endpoint, one definition for the handler and
+// the transport. vLLM's pooling paths are those of its api_routers
+// (vllm/entrypoints/pooling/*/api_router.py, see testdata/README.md).
+var endpoints = [...]struct {
+	suffix string
+	ep     endpoint
+}{
+	{"/v1/chat/completions", endpoint{stats.OperationChat, dOpenAI}},
+	{"/v1/completions", endpoint{stats.OperationTextCompletion, dOpenAI}},
+	{"/v1/responses", endpoint{stats.OperationChat, dResponses}},
+	{"/v1/messages", endpoint{stats.OperationChat, dAnthropic}},
+	{"/v1/embeddings", endpoint{stats.OperationEmbeddings, dOpenAI}},
+	{"/pooling", endpoint{stats.OperationPooling, dOpenAI}},
+	{"/classify", endpoint{stats.OperationPooling, dOpenAI}},
+	{"/score", endpoint{stats.OperationPooling, dOpenAI}},
+	{"/rerank", endpoint{stats.OperationPooling, dOpenAI}},
+	{"/api/chat", endpoint{stats.OperationChat, dOllama}},
+	{"/api/generate", endpoint{stats.OperationTextCompletion, dOllama}},
+}
+
+// instrumented reports a request this package observes, a POST to one of
+// the endpoints, and its endpoint; every other request passes through.
+func instrumented(r *http.Request) (endpoint, bool) {
 	if r.Method != http.MethodPost || r.URL == nil {
-		return 0, false
+		return endpoint{}, false
 	}
 	p := strings.TrimSuffix(r.URL.Path, "/")
-	switch {
-	case strings.HasSuffix(p, "/v1/chat/completions"):
-		return stats.OperationChat, true
-	case strings.HasSuffix(p, "/v1/completions"):
-		return stats.OperationTextCompletion, true
+	for _, e := range endpoints {
+		if strings.HasSuffix(p, e.suffix) {
+			return e.ep, true
+		}
 	}
-	return 0, false
+	return endpoint{}, false
 }
 
 // readBody reads at most limit bytes of the request body to learn its
 // model, stream, n and max_tokens, and returns the body to pass on: the
 // bytes read followed by the rest, unchanged, or, with includeUsage, a
-// streaming request that did not ask for usage rewritten to ask for it
-// (only a body read whole: a longer one is passed on unchanged). The
-// caller sets the returned body, length and GetBody on the request it
-// sends.
+// streaming chat or text completion request that did not ask for usage
+// rewritten to ask for it (only a body read whole: a longer one is passed
+// on unchanged). The caller sets the returned body, length and GetBody on
+// the request it sends.
 func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, body io.ReadCloser, length int64, rewritten []byte) {
+	ep, _ := instrumented(r)
+	info.stream = ep.dialect == dOllama // Ollama streams unless told not to
 	if r.Body == nil || r.Body == http.NoBody {
 		return info, r.Body, r.ContentLength, nil
 	}
@@ -56,10 +114,15 @@ func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, 
 		head = head[:limit+1]
 	}
 	var s jsonScan
+	s.root = cRequest
 	s.feed(head[:min(len(head), limit)])
 	d := &s.d
-	info = requestInfo{model: string(d.model[:d.modelLen]), stream: d.stream, n: d.n, maxTokens: d.maxTokens}
-	if whole && includeUsage && d.stream && !d.includeUsage {
+	info.model, info.n, info.maxTokens = string(s.model[:s.modelLen]), d.n, d.maxTokens
+	if d.hasStream {
+		info.stream = d.stream
+	}
+	info.err = droppedErr("request", d.dropped)
+	if whole && includeUsage && info.stream && !d.includeUsage && ep.dialect == dOpenAI && ep.op.Generates() {
 		if b, ok := askUsage(head); ok {
 			return info, io.NopCloser(bytes.NewReader(b)), int64(len(b)), b
 		}
@@ -70,6 +133,23 @@ func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, 
 		return info, readCloser{io.MultiReader(bytes.NewReader(head), errReader{err}), r.Body}, r.ContentLength, nil
 	}
 	return info, readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}, r.ContentLength, nil
+}
+
+// droppedErr reports the values a document dropped, or nil.
+func droppedErr(what string, dropped uint8) error {
+	if dropped == 0 {
+		return nil
+	}
+	var names []string
+	for _, f := range [...]struct {
+		bit  uint8
+		name string
+	}{{dropMaxTokens, "max_tokens"}, {dropN, "n"}, {dropUsage, "usage"}} {
+		if dropped&f.bit != 0 {
+			names = append(names, f.name)
+		}
+	}
+	return fmt.Errorf("%w: %s %s above %d", ErrDropped, what, strings.Join(names, ", "), maxCount)
 }
 
 // askUsage returns a request body with stream_options.include_usage set.

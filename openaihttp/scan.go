@@ -2,29 +2,48 @@ package openaihttp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
+	"math/bits"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/infermetrics/infermetrics/stats"
 )
 
 // jsonScan is an incremental JSON scanner that extracts the few fields this
-// package reads from OpenAI-compatible requests and responses, in constant
-// memory: fed any split of a document, it keeps only its state, a short key
-// and a short captured value, never the document. Strings it does not
-// capture (message content) are skipped, not buffered. Input that is not
-// JSON makes it stop reading the document (bad); it never fails otherwise.
+// package reads from requests and responses of the APIs it knows, in
+// constant memory: fed any split of a document, it keeps only its state, a
+// short key and a short captured value, never the document. Strings it does
+// not capture (message content) are skipped, not buffered; the ones it
+// captures (keys, a model name, a finish reason) have their escapes decoded
+// as Python's json module decodes them. Input that is not JSON makes it stop
+// reading the document (bad); it never fails otherwise.
 type jsonScan struct {
-	st    uint8
-	depth int
-	stack [maxDepth]uint8 // per open container: its context, with arrayBit
-	role  uint8           // role of the value being read
-	key   [maxKey]byte
-	klen  int
-	val   [maxValue]byte
-	vlen  int
-	slen  int // length of the string value being read
-	over  bool
-	d     doc
+	st     uint8
+	inKey  bool  // the string being read is a key
+	capStr bool  // the string being read is captured
+	fresh  bool  // no byte of the string being read was taken yet
+	keyR   uint8 // the role of the value of the key just read
+	root   uint8 // the context of a document's root object (the dialect's)
+	depth  int
+	stack  [maxDepth]uint8 // per open container: its context, with arrayBit
+	role   uint8           // role of the value being read
+	klen   int
+	kover  bool
+	vlen   int
+	over   bool
+	slen   int   // length of the string value being read, decoded
+	hex    rune  // the \u escape being read
+	hexN   uint8 // its digits read
+	hi     rune  // a high surrogate waiting for its low half
+	key    [maxKey]byte
+	val    [maxValue]byte
+	d      doc
+
+	// model is the request's model, kept across documents.
+	model    [maxValue]byte
+	modelLen int
 }
 
 const (
@@ -32,45 +51,97 @@ const (
 	maxKey   = 32
 	maxValue = 256 // a model name (instrument.MaxModelNameLen)
 	arrayBit = 0x80
+
+	// maxCount bounds every token count and request parameter (n,
+	// max_tokens) read: 2^31-1, above any model's context length and the
+	// largest value llama.cpp's 32-bit n_predict holds. A value beyond is
+	// dropped for its request and reported (ErrDropped): recorded, it
+	// could overflow the engine's running totals.
+	maxCount = math.MaxInt32
+	// maxChoices is how many choices of an n > 1 stream are timed one by
+	// one, for the time per output token of each (see choiceTimes).
+	maxChoices = 16
 )
 
 // doc is what one document told.
 type doc struct {
-	content   bool // a choice carried output (text, content, reasoning, tool calls)
-	hasFinish bool
-	finish    stats.FinishReason
-	errSeen   bool // a non-null top-level "error"
+	content       bool   // output (text, reasoning, tool calls) in this document
+	choiceContent bool   // output in the choice being read
+	choice        int64  // index of the choice being read
+	choices       uint32 // choices (bit per index < maxChoices) with output
+	manyChoices   bool   // a choice of index >= maxChoices had output
+	deltaText     bool   // Responses API: a non-empty string "delta"
+	event         uint8  // the "type" of an event (evNone, ...)
+	status        uint8  // Responses API: the response's status
+	filtered      bool   // Responses API: incomplete for content_filter
+	hasFinish     bool
+	finish        stats.FinishReason
+	errSeen       bool // a non-null top-level "error", or an error event
+	done          bool // Ollama: "done": true
+	dropped       uint8
 
-	usageSeen, usageBad, hasPrompt, hasCompletion bool
-	prompt, completion, cached                    int64
+	usageSeen, usageBad bool
+	has                 uint16 // fields seen (f...)
+	prompt, completion  int64
+	cached, cacheRead   int64
+	cacheCreation       int64
+	cacheN              int64   // llama.cpp timings.cache_n
+	prefill, decode     float64 // server-reported, in seconds
 
 	// Request fields.
-	model                       [maxValue]byte
-	modelLen                    int
-	hasStream, stream           bool
-	n, maxTokens                int64
-	streamOptions, includeUsage bool
+	hasStream, stream        bool
+	n, maxTokens             int64
+	streamOpts, includeUsage bool
 }
 
-// usage returns the document's usage when it is whole and consistent.
-func (d *doc) usage() (prompt, completion, cached int64, ok bool) {
-	if !d.usageSeen || d.usageBad || !d.hasPrompt || !d.hasCompletion || d.cached > d.prompt {
-		return 0, 0, 0, false
-	}
-	return d.prompt, d.completion, d.cached, true
-}
+// Fields of doc.has.
+const (
+	fPrompt uint16 = 1 << iota
+	fCompletion
+	fCached
+	fCacheRead
+	fCacheCreation
+	fCacheN
+	fPrefill
+	fDecode
+
+	usageFields = fPrompt | fCompletion | fCached | fCacheRead | fCacheCreation
+)
+
+// Values dropped from a document (doc.dropped), beyond maxCount.
+const (
+	dropMaxTokens uint8 = 1 << iota
+	dropN
+	dropUsage
+)
+
+// Event types (doc.event).
+const (
+	evNone        uint8 = iota
+	evDelta             // a Responses API "*.delta" event
+	evError             // "error"
+	evMessageStop       // Anthropic's "message_stop"
+)
+
+// Responses API statuses (doc.status).
+const (
+	stNone uint8 = iota
+	stCompleted
+	stIncomplete
+	stFailed
+	stCancelled
+)
 
 // Scanner states.
 const (
 	stValue     uint8 = iota // a value is expected
 	stObjFirst               // after '{': a key or '}'
 	stObjKey                 // after ',' in an object: a key
-	stKey                    // in a key
-	stKeyEsc                 // after '\' in a key
 	stColon                  // after a key
 	stArrFirst               // after '[': a value or ']'
-	stString                 // in a string value
-	stStringEsc              // after '\' in a string value
+	stString                 // in a string (key or value)
+	stStringEsc              // after '\' in a string
+	stStringHex              // in the digits of a \u escape
 	stScalar                 // in a number or literal
 	stAfter                  // after a value: ',' or a close
 	stBad                    // not JSON, or too deep: ignore the rest
@@ -79,7 +150,8 @@ const (
 // Contexts: the container a key or element is read in.
 const (
 	cOther uint8 = iota
-	cRoot
+	cRequest
+	cRoot // OpenAI chat and completions, embeddings, pooling
 	cChoices
 	cChoice
 	cDelta
@@ -87,6 +159,13 @@ const (
 	cUsage
 	cDetails
 	cStreamOptions
+	cTimings    // llama.cpp
+	cRespRoot   // Responses API: an event, or a response
+	cIncomplete // Responses API: incomplete_details
+	cAnthRoot   // Anthropic: an event, or a message
+	cAnthDelta  // Anthropic: an event's delta
+	cOllamaRoot // Ollama native
+	cOllamaMsg  // Ollama native: message
 )
 
 // Roles: what a value means.
@@ -105,6 +184,8 @@ const (
 	rCompletion
 	rDetails
 	rCached
+	rCacheRead
+	rCacheCreation
 	rError
 	rModel
 	rStream
@@ -112,10 +193,29 @@ const (
 	rMaxTokens
 	rStreamOptions
 	rIncludeUsage
+	rIndex
+	rTimings
+	rCacheN
+	rPrefillMs
+	rDecodeMs
+	rPrefillNs
+	rDecodeNs
+	rType
+	rDeltaText
+	rResponse
+	rStatus
+	rIncomplete
+	rIncompleteReason
+	rAnthMessage
+	rAnthDelta
+	rOllamaMsg
+	rDone
 )
 
-// reset readies the scanner for a new document.
-func (s *jsonScan) reset() { *s = jsonScan{} }
+// reset readies the scanner for a new document of the same dialect.
+func (s *jsonScan) reset() {
+	s.st, s.depth, s.d = stValue, 0, doc{}
+}
 
 // bad reports a scanner that stopped reading the document.
 func (s *jsonScan) bad() bool { return s.st == stBad }
@@ -129,8 +229,98 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		switch s.st {
-		case stBad:
-			return len(p), false
+		case stString:
+			// Up to the next quote or backslash in bulk.
+			rest := p[i:]
+			j := stringEnd(rest)
+			if j < 0 {
+				s.take(rest)
+				return len(p), false
+			}
+			if s.fresh && rest[j] == '"' {
+				// The whole string is here, with no escape: read in place.
+				i += j
+				s.fresh = false
+				if !s.inKey && s.role == rNone {
+					s.st = stAfter // a value nothing reads
+					continue
+				}
+				s.whole(rest[:j])
+				if s.st == stColon && i+1 < len(p) && p[i+1] == ':' { // compact JSON: "key":
+					i++
+					s.role, s.st, s.inKey = s.keyR, stValue, false
+				}
+				continue
+			}
+			if j > 0 {
+				s.take(rest[:j])
+			}
+			i += j
+			if p[i] == '\\' {
+				s.st = stStringEsc
+				continue
+			}
+			s.endStr()
+		case stScalar:
+			j := i
+			for j < len(p) && class[p[j]]&delim == 0 {
+				j++
+			}
+			if s.role != rNone {
+				s.capture(p[i:j])
+			}
+			if j == len(p) {
+				return len(p), false
+			}
+			if s.role == rNone {
+				s.st = stAfter // a value nothing reads
+			} else {
+				s.endScalar()
+			}
+			i = j - 1 // the delimiter is read in stAfter
+		case stAfter:
+			switch {
+			case c == ',':
+				if s.stack[s.depth-1]&arrayBit != 0 {
+					s.st, s.role = stValue, elementRole(s.stack[s.depth-1])
+				} else if i+1 < len(p) && p[i+1] == '"' { // compact JSON: ,"key"
+					i++
+					s.startKey()
+				} else {
+					s.st = stObjKey
+				}
+			case c == '}' || c == ']':
+				if (c == ']') != (s.stack[s.depth-1]&arrayBit != 0) {
+					s.st = stBad
+					continue
+				}
+				if s.close() {
+					return i + 1, true
+				}
+			case isSpace(c):
+			default:
+				s.st = stBad
+			}
+		case stObjFirst, stObjKey:
+			switch {
+			case c == '"':
+				s.startKey()
+			case c == '}' && s.st == stObjFirst:
+				if s.close() {
+					return i + 1, true
+				}
+			case isSpace(c):
+			default:
+				s.st = stBad
+			}
+		case stColon:
+			switch {
+			case c == ':':
+				s.role, s.st, s.inKey = s.keyR, stValue, false
+			case isSpace(c):
+			default:
+				s.st = stBad
+			}
 		case stValue, stArrFirst:
 			if isSpace(c) {
 				continue
@@ -148,95 +338,53 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				}
 				s.role = rRoot
 			}
+			if c == '"' && s.role == rNone { // a string nothing reads: skipped
+				s.st, s.inKey, s.capStr, s.fresh, s.slen = stString, false, false, true, 0
+				continue
+			}
 			s.begin(c)
-		case stObjFirst, stObjKey:
-			switch {
-			case isSpace(c):
-			case c == '"':
-				s.st, s.klen, s.over = stKey, 0, false
-			case c == '}' && s.st == stObjFirst:
-				if s.close() {
-					return i + 1, true
-				}
-			default:
-				s.st = stBad
-			}
-		case stKey:
-			switch c {
-			case '"':
-				s.st = stColon
-			case '\\':
-				s.st = stKeyEsc
-			default:
-				if s.klen < maxKey {
-					s.key[s.klen] = c
-					s.klen++
-				} else {
-					s.over = true
-				}
-			}
-		case stKeyEsc:
-			s.over = true // an escaped key is none this package reads
-			s.st = stKey
-		case stColon:
-			switch {
-			case isSpace(c):
-			case c == ':':
-				s.role = rNone
-				if !s.over {
-					s.role = keyRole(s.stack[s.depth-1], s.key[:s.klen])
-				}
-				s.st = stValue
-			default:
-				s.st = stBad
-			}
-		case stString:
-			// Skip to the next quote or backslash in bulk.
-			j := bytes.IndexAny(p[i:], `"\`)
-			if j < 0 {
-				s.take(p[i:])
-				return len(p), false
-			}
-			s.take(p[i : i+j])
-			i += j
-			if p[i] == '\\' {
-				s.st = stStringEsc
-				continue
-			}
-			s.endString()
 		case stStringEsc:
-			s.take(p[i : i+1])
 			s.st = stString
-		case stScalar:
-			if c == ',' || c == '}' || c == ']' || isSpace(c) {
-				s.endScalar()
-				i-- // the delimiter is read in stAfter
-				continue
-			}
-			s.capture(c)
-		case stAfter:
-			switch {
-			case isSpace(c):
-			case c == ',':
-				if s.stack[s.depth-1]&arrayBit != 0 {
-					s.st, s.role = stValue, elementRole(s.stack[s.depth-1])
-				} else {
-					s.st = stObjKey
-				}
-			case c == '}' || c == ']':
-				if (c == ']') != (s.stack[s.depth-1]&arrayBit != 0) {
-					s.st = stBad
-					continue
-				}
-				if s.close() {
-					return i + 1, true
-				}
+			switch c {
+			case 'u':
+				s.st, s.hex, s.hexN = stStringHex, 0, 0
+			case '"', '\\', '/':
+				s.lit(c)
+			case 'b':
+				s.lit('\b')
+			case 'f':
+				s.lit('\f')
+			case 'n':
+				s.lit('\n')
+			case 'r':
+				s.lit('\r')
+			case 't':
+				s.lit('\t')
 			default:
 				s.st = stBad
 			}
+		case stStringHex:
+			v := hexValue(c)
+			if v < 0 {
+				s.st = stBad
+				continue
+			}
+			s.hex = s.hex<<4 | v
+			if s.hexN++; s.hexN == 4 {
+				s.st = stString
+				s.code(s.hex)
+			}
+		case stBad:
+			return len(p), false
 		}
 	}
 	return len(p), false
+}
+
+// startKey starts reading a key, after its opening quote.
+func (s *jsonScan) startKey() {
+	s.st, s.inKey, s.klen, s.kover, s.fresh = stString, true, 0, false, true
+	s.capStr = s.stack[s.depth-1] != cOther // keys of unknown objects are skipped
 }
 
 // begin starts a value whose first byte is c, of role s.role.
@@ -247,17 +395,8 @@ func (s *jsonScan) begin(c byte) {
 			s.st = stBad
 			return
 		}
-		ctx := containerContext(s.role, c == '[')
-		switch s.role {
-		case rError:
-			s.d.errSeen = true
-		case rToolCall:
-			s.d.content = true
-		case rUsage:
-			s.d.usageSeen = true
-		case rStreamOptions:
-			s.d.streamOptions = true
-		}
+		ctx := containerContext(s.role, c == '[', s.root)
+		s.opened(ctx)
 		if c == '[' {
 			s.stack[s.depth] = ctx | arrayBit
 			s.st, s.role = stArrFirst, elementRole(ctx|arrayBit)
@@ -267,31 +406,149 @@ func (s *jsonScan) begin(c byte) {
 		}
 		s.depth++
 	case '"':
-		s.st, s.vlen, s.slen, s.over = stString, 0, 0, false
+		s.st, s.inKey, s.vlen, s.slen, s.over, s.fresh = stString, false, 0, 0, false, true
+		s.capStr = captured(s.role)
 	default:
 		s.st, s.vlen, s.over = stScalar, 0, false
-		s.capture(c)
+		s.captureByte(c)
+	}
+}
+
+// opened takes in a container of s.role opening a context.
+func (s *jsonScan) opened(ctx uint8) {
+	d := &s.d
+	switch s.role {
+	case rError:
+		d.errSeen = true
+	case rToolCall:
+		d.content, d.choiceContent = true, true
+	case rUsage:
+		// A repeated key replaces the whole object (last wins).
+		d.usageSeen, d.usageBad, d.has = true, false, d.has&^usageFields
+	case rStreamOptions:
+		d.streamOpts, d.includeUsage = true, false
+	case rChoice:
+		if ctx == cChoice {
+			d.choice, d.choiceContent = 0, false
+		}
 	}
 }
 
 // close ends the innermost container and reports whether it ended the
 // document.
 func (s *jsonScan) close() bool {
+	if s.stack[s.depth-1] == cChoice && s.d.choiceContent {
+		if s.d.choice < maxChoices {
+			s.d.choices |= 1 << s.d.choice
+		} else {
+			s.d.manyChoices = true
+		}
+	}
 	s.depth--
 	s.st = stAfter
 	return s.depth == 0
 }
 
-func (s *jsonScan) take(b []byte) {
-	s.slen += len(b)
-	if s.role == rFinish || s.role == rModel {
-		for _, c := range b {
-			s.capture(c)
+// whole takes in a string read whole in place, with no escape: a key,
+// whose value's role it finds, or a value.
+func (s *jsonScan) whole(b []byte) {
+	if s.inKey {
+		s.st, s.keyR = stColon, rNone
+		if s.capStr && len(b) <= maxKey {
+			s.keyR = keyRole(s.stack[s.depth-1], b)
 		}
+		return
+	}
+	s.slen = len(b)
+	s.endString(b, len(b) > maxValue)
+}
+
+// take takes in bytes of a string with no quote or backslash among them.
+func (s *jsonScan) take(b []byte) {
+	s.fresh = false
+	s.slen += len(b)
+	if !s.capStr {
+		return
+	}
+	s.flushHi()
+	if s.inKey {
+		n := copy(s.key[s.klen:], b)
+		s.klen += n
+		s.kover = s.kover || n < len(b)
+		return
+	}
+	n := copy(s.val[s.vlen:], b)
+	s.vlen += n
+	s.over = s.over || n < len(b)
+}
+
+// lit takes in a byte a simple escape stands for.
+func (s *jsonScan) lit(c byte) {
+	s.fresh = false
+	s.slen++
+	if s.capStr {
+		s.flushHi()
+		s.put(c)
 	}
 }
 
-func (s *jsonScan) capture(c byte) {
+// code takes in the code unit of a \u escape: a surrogate pair makes one
+// code point, a lone surrogate U+FFFD.
+func (s *jsonScan) code(r rune) {
+	s.fresh = false
+	s.slen++
+	if !s.capStr {
+		return
+	}
+	if s.hi != 0 {
+		hi := s.hi
+		s.hi = 0
+		if r >= 0xDC00 && r <= 0xDFFF {
+			s.putRune((hi-0xD800)<<10 | (r - 0xDC00) + 0x10000)
+			return
+		}
+		s.putRune(utf8.RuneError)
+	}
+	switch {
+	case r >= 0xD800 && r <= 0xDBFF:
+		s.hi = r
+	case r >= 0xDC00 && r <= 0xDFFF:
+		s.putRune(utf8.RuneError)
+	default:
+		s.putRune(r)
+	}
+}
+
+func (s *jsonScan) flushHi() {
+	if s.hi != 0 {
+		s.hi = 0
+		s.putRune(utf8.RuneError)
+	}
+}
+
+func (s *jsonScan) putRune(r rune) {
+	var b [utf8.UTFMax]byte
+	n := utf8.EncodeRune(b[:], r)
+	for _, c := range b[:n] {
+		s.put(c)
+	}
+}
+
+// put adds a decoded byte to the key or the value being captured.
+func (s *jsonScan) put(c byte) {
+	if s.inKey {
+		if s.klen < maxKey {
+			s.key[s.klen] = c
+			s.klen++
+		} else {
+			s.kover = true
+		}
+		return
+	}
+	s.captureByte(c)
+}
+
+func (s *jsonScan) captureByte(c byte) {
 	if s.vlen < maxValue {
 		s.val[s.vlen] = c
 		s.vlen++
@@ -300,66 +557,182 @@ func (s *jsonScan) capture(c byte) {
 	}
 }
 
-func (s *jsonScan) endString() {
+// capture adds bytes to the value being captured.
+func (s *jsonScan) capture(b []byte) {
+	n := copy(s.val[s.vlen:], b)
+	s.vlen += n
+	s.over = s.over || n < len(b)
+}
+
+// endStr ends a string: a key, or a value.
+func (s *jsonScan) endStr() {
+	if s.capStr {
+		s.flushHi()
+	}
+	if s.inKey {
+		s.st, s.keyR = stColon, rNone
+		if s.capStr && !s.kover {
+			s.keyR = keyRole(s.stack[s.depth-1], s.key[:s.klen])
+		}
+		return
+	}
+	s.endString(s.val[:s.vlen], s.over)
+}
+
+// endString ends a string value v (over: longer than the bytes kept).
+func (s *jsonScan) endString(v []byte, over bool) {
 	s.st = stAfter
-	v := s.val[:s.vlen]
+	d := &s.d
 	switch s.role {
 	case rContent:
 		if s.slen > 0 {
-			s.d.content = true
+			d.content, d.choiceContent = true, true
 		}
+	case rDeltaText:
+		d.deltaText = d.deltaText || s.slen > 0
 	case rFinish:
-		s.d.hasFinish, s.d.finish = true, finishReason(v, s.over)
+		d.hasFinish, d.finish = true, finishReason(v, over)
 	case rError:
-		s.d.errSeen = true
+		d.errSeen = true
+	case rType:
+		d.event = eventType(v, over)
+	case rStatus:
+		d.status = responseStatus(v)
+	case rIncompleteReason:
+		d.filtered = string(v) == "content_filter"
 	case rModel:
-		if !s.over && s.d.modelLen == 0 {
-			s.d.modelLen = copy(s.d.model[:], v)
+		s.modelLen = 0 // the last "model" wins, as in Python
+		if !over {
+			s.modelLen = copy(s.model[:], v)
 		}
-	case rPrompt, rCompletion, rCached:
-		s.d.usageBad = true // a count must be a number
+	case rStream:
+		d.hasStream = true
+		d.stream, _ = laxBool(v, over, true)
+	case rIncludeUsage:
+		d.includeUsage, _ = laxBool(v, over, true)
+	case rN, rMaxTokens:
+		s.param(v, true)
+	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
+		d.usageBad = true // a count must be a number
 	}
 }
 
 func (s *jsonScan) endScalar() {
 	s.st = stAfter
+	d := &s.d
 	v := s.val[:s.vlen]
 	null := string(v) == "null"
 	switch s.role {
 	case rError:
 		if !null && string(v) != "false" {
-			s.d.errSeen = true
+			d.errSeen = true
 		}
-	case rPrompt, rCompletion, rCached:
-		if null && s.role == rCached {
+	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
+		if null && s.role != rPrompt && s.role != rCompletion {
+			return // unknown, not zero
+		}
+		n, st := parseCount(v, s.over)
+		switch st {
+		case countHuge:
+			d.dropped |= dropUsage
+			d.usageBad = true
 			return
-		}
-		n, ok := parseCount(v, s.over)
-		if !ok {
-			s.d.usageBad = true
+		case countBad:
+			d.usageBad = true
 			return
 		}
 		switch s.role {
 		case rPrompt:
-			s.d.prompt, s.d.hasPrompt = n, true
+			d.prompt, d.has = n, d.has|fPrompt
 		case rCompletion:
-			s.d.completion, s.d.hasCompletion = n, true
+			d.completion, d.has = n, d.has|fCompletion
+		case rCached:
+			d.cached, d.has = n, d.has|fCached
+		case rCacheRead:
+			d.cacheRead, d.has = n, d.has|fCacheRead
 		default:
-			s.d.cached = n
+			d.cacheCreation, d.has = n, d.has|fCacheCreation
 		}
-	case rN:
-		if n, ok := parseCount(v, s.over); ok {
-			s.d.n = n
+	case rCacheN:
+		if n, st := parseCount(v, s.over); st == countOK {
+			d.cacheN, d.has = n, d.has|fCacheN
 		}
-	case rMaxTokens:
-		if n, ok := parseCount(v, s.over); ok {
-			s.d.maxTokens = n
+	case rIndex:
+		if n, st := parseCount(v, s.over); st == countOK {
+			d.choice = n
+		} else {
+			d.choice = maxChoices
 		}
+	case rPrefillMs, rDecodeMs:
+		s.duration(v, 1e-3)
+	case rPrefillNs, rDecodeNs:
+		s.duration(v, 1e-9)
+	case rN, rMaxTokens:
+		s.param(v, false)
 	case rStream:
-		s.d.hasStream, s.d.stream = true, string(v) == "true"
+		d.hasStream = true
+		d.stream, _ = laxBool(v, s.over, false)
 	case rIncludeUsage:
-		s.d.includeUsage = string(v) == "true"
+		d.includeUsage, _ = laxBool(v, s.over, false)
+	case rStreamOptions:
+		d.streamOpts, d.includeUsage = false, false // null, or not an object
+	case rDone:
+		d.done = string(v) == "true"
 	}
+}
+
+// param takes in a request's n or max_tokens, as vLLM's pydantic models
+// read an int in lax mode: an integer, a float with no fraction (100.0) or
+// a string of digits ("100"). The last occurrence wins; null or a value the
+// server refuses (negative, 100.5, text) unsets it; one beyond maxCount is
+// dropped and reported.
+func (s *jsonScan) param(v []byte, str bool) {
+	n, st := int64(0), countBad
+	if string(v) != "null" || str {
+		n, st = parseParam(v, s.over, str)
+	}
+	if st != countOK {
+		n = 0
+	}
+	if s.role == rN {
+		s.d.n = n
+		if st == countHuge {
+			s.d.dropped |= dropN
+		}
+		return
+	}
+	s.d.maxTokens = n
+	if st == countHuge {
+		s.d.dropped |= dropMaxTokens
+	}
+}
+
+// duration takes in a server-reported time, a number of units of the
+// given size in seconds: non-negative and within stats.MaxSeconds, or
+// ignored.
+func (s *jsonScan) duration(v []byte, unit float64) {
+	if s.over || len(v) == 0 || v[0] == '-' || string(v) == "null" {
+		return
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	f *= unit
+	if err != nil || !(f >= 0 && f <= stats.MaxSeconds) {
+		return
+	}
+	if s.role == rPrefillMs || s.role == rPrefillNs {
+		s.d.prefill, s.d.has = f, s.d.has|fPrefill
+	} else {
+		s.d.decode, s.d.has = f, s.d.has|fDecode
+	}
+}
+
+// captured reports a role whose string value is kept (decoded).
+func captured(role uint8) bool {
+	switch role {
+	case rFinish, rModel, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens:
+		return true
+	}
+	return false
 }
 
 // keyRole is the role of the value of a key read in a context.
@@ -373,19 +746,13 @@ func keyRole(ctx uint8, key []byte) uint8 {
 			return rUsage
 		case "error":
 			return rError
-		case "model":
-			return rModel
-		case "stream":
-			return rStream
-		case "n":
-			return rN
-		case "max_tokens", "max_completion_tokens":
-			return rMaxTokens
-		case "stream_options":
-			return rStreamOptions
+		case "timings":
+			return rTimings
 		}
 	case cChoice:
 		switch string(key) {
+		case "index":
+			return rIndex
 		case "finish_reason":
 			return rFinish
 		case "delta", "message":
@@ -404,44 +771,161 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		}
 	case cUsage:
 		switch string(key) {
-		case "prompt_tokens":
+		case "prompt_tokens", "input_tokens":
 			return rPrompt
-		case "completion_tokens":
+		case "completion_tokens", "output_tokens":
 			return rCompletion
-		case "prompt_tokens_details":
+		case "prompt_tokens_details", "input_tokens_details":
 			return rDetails
+		case "cache_read_input_tokens":
+			return rCacheRead
+		case "cache_creation_input_tokens":
+			return rCacheCreation
 		}
 	case cDetails:
 		if string(key) == "cached_tokens" {
 			return rCached
 		}
+	case cTimings:
+		switch string(key) {
+		case "cache_n":
+			return rCacheN
+		case "prompt_ms":
+			return rPrefillMs
+		case "predicted_ms":
+			return rDecodeMs
+		}
+	case cRequest:
+		switch string(key) {
+		case "model":
+			return rModel
+		case "stream":
+			return rStream
+		case "n":
+			return rN
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
+			return rMaxTokens
+		case "stream_options":
+			return rStreamOptions
+		}
 	case cStreamOptions:
 		if string(key) == "include_usage" {
 			return rIncludeUsage
+		}
+	case cRespRoot:
+		switch string(key) {
+		case "type":
+			return rType
+		case "delta":
+			return rDeltaText
+		case "response":
+			return rResponse
+		case "status":
+			return rStatus
+		case "incomplete_details":
+			return rIncomplete
+		case "usage":
+			return rUsage
+		case "error":
+			return rError
+		}
+	case cIncomplete:
+		if string(key) == "reason" {
+			return rIncompleteReason
+		}
+	case cAnthRoot:
+		switch string(key) {
+		case "type":
+			return rType
+		case "message":
+			return rAnthMessage
+		case "delta":
+			return rAnthDelta
+		case "usage":
+			return rUsage
+		case "stop_reason":
+			return rFinish
+		case "error":
+			return rError
+		}
+	case cAnthDelta:
+		switch string(key) {
+		case "text", "thinking", "partial_json":
+			return rContent
+		case "stop_reason":
+			return rFinish
+		}
+	case cOllamaRoot:
+		switch string(key) {
+		case "message":
+			return rOllamaMsg
+		case "response", "thinking":
+			return rContent
+		case "tool_calls":
+			return rToolCalls
+		case "done":
+			return rDone
+		case "done_reason":
+			return rFinish
+		case "prompt_eval_count":
+			return rPrompt
+		case "eval_count":
+			return rCompletion
+		case "prompt_eval_duration":
+			return rPrefillNs
+		case "eval_duration":
+			return rDecodeNs
+		case "error":
+			return rError
+		}
+	case cOllamaMsg:
+		switch string(key) {
+		case "content", "thinking":
+			return rContent
+		case "tool_calls":
+			return rToolCalls
 		}
 	}
 	return rNone
 }
 
-// containerContext is the context a container of a role opens.
-func containerContext(role uint8, array bool) uint8 {
-	switch {
-	case role == rRoot && !array:
-		return cRoot
-	case role == rChoices && array:
-		return cChoices
-	case role == rChoice && !array:
+// containerContext is the context a container of a role opens; root is
+// the dialect's root context.
+func containerContext(role uint8, array bool, root uint8) uint8 {
+	if array {
+		switch role {
+		case rChoices:
+			return cChoices
+		case rToolCalls:
+			return cToolCalls
+		}
+		return cOther
+	}
+	switch role {
+	case rRoot:
+		return root
+	case rChoice:
 		return cChoice
-	case role == rDelta && !array:
+	case rDelta:
 		return cDelta
-	case role == rToolCalls && array:
-		return cToolCalls
-	case role == rUsage && !array:
+	case rUsage:
 		return cUsage
-	case role == rDetails && !array:
+	case rDetails:
 		return cDetails
-	case role == rStreamOptions && !array:
+	case rStreamOptions:
 		return cStreamOptions
+	case rTimings:
+		return cTimings
+	case rResponse:
+		return cRespRoot
+	case rIncomplete:
+		return cIncomplete
+	case rAnthMessage:
+		return cAnthRoot
+	case rAnthDelta:
+		return cAnthDelta
+	case rOllamaMsg:
+		return cOllamaMsg
 	}
 	return cOther
 }
@@ -457,15 +941,17 @@ func elementRole(ctx uint8) uint8 {
 	return rNone
 }
 
-// finishReason maps an OpenAI finish_reason to vLLM's: tool_calls,
-// function_call, content_filter and any other value a server invents end a
-// generation normally, as stop.
+// finishReason maps a finish reason to vLLM's: OpenAI's finish_reason,
+// Anthropic's stop_reason and Ollama's done_reason. length, max_tokens and
+// model_context_window_exceeded are length; tool_calls, function_call,
+// content_filter, end_turn, stop_sequence, tool_use and any other value a
+// server invents end a generation normally, as stop.
 func finishReason(v []byte, over bool) stats.FinishReason {
 	if over {
 		return stats.FinishStop
 	}
 	switch string(v) {
-	case "length":
+	case "length", "max_tokens", "model_context_window_exceeded":
 		return stats.FinishLength
 	case "abort", "cancelled", "canceled":
 		return stats.FinishAbort
@@ -477,20 +963,189 @@ func finishReason(v []byte, over bool) stats.FinishReason {
 	return stats.FinishStop
 }
 
+// eventType classifies the "type" of a Responses API or Anthropic event.
+func eventType(v []byte, over bool) uint8 {
+	switch {
+	case over:
+		return evNone
+	case string(v) == "error":
+		return evError
+	case string(v) == "message_stop":
+		return evMessageStop
+	case bytes.HasSuffix(v, []byte(".delta")):
+		return evDelta
+	}
+	return evNone
+}
+
+// responseStatus classifies a Responses API response status.
+func responseStatus(v []byte) uint8 {
+	switch string(v) {
+	case "completed":
+		return stCompleted
+	case "incomplete":
+		return stIncomplete
+	case "failed":
+		return stFailed
+	case "cancelled":
+		return stCancelled
+	}
+	return stNone
+}
+
+// Results of parseCount and parseParam.
+const (
+	countOK uint8 = iota
+	countBad
+	countHuge // a count beyond maxCount
+)
+
 // parseCount parses a non-negative JSON integer (an exponent or fraction is
-// not a count).
-func parseCount(v []byte, over bool) (int64, bool) {
-	if over || len(v) == 0 {
-		return 0, false
+// not a count) within maxCount.
+func parseCount(v []byte, over bool) (int64, uint8) {
+	if len(v) == 0 {
+		return 0, countBad
 	}
 	var n int64
 	for _, c := range v {
-		if c < '0' || c > '9' || n > (math.MaxInt64-9)/10 {
-			return 0, false
+		if c < '0' || c > '9' {
+			return 0, countBad
 		}
-		n = n*10 + int64(c-'0')
+		if n <= maxCount {
+			n = n*10 + int64(c-'0')
+		}
 	}
-	return n, true
+	if over || n > maxCount {
+		return 0, countHuge
+	}
+	return n, countOK
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// parseParam parses an int as pydantic's lax mode does: an integer, or a
+// float with no fractional part; in a string (str), an integer only.
+func parseParam(v []byte, over, str bool) (int64, uint8) {
+	n, st := parseCount(v, over)
+	if st != countBad || str || over {
+		return n, st
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	switch {
+	case err != nil && !isRange(err):
+		return 0, countBad
+	case f < 0 || f != math.Trunc(f): // 100.5, -1; NaN is not JSON
+		return 0, countBad
+	case f > maxCount: // 1e300, or beyond float range
+		return 0, countHuge
+	}
+	return int64(f), countOK
+}
+
+func isRange(err error) bool {
+	e, ok := err.(*strconv.NumError)
+	return ok && e.Err == strconv.ErrRange
+}
+
+// laxBool reads a bool as pydantic's lax mode does: true, false, the
+// numbers 0 and 1 (also as 0.0 and 1.0), or a string that lower-cased is
+// one of 0, off, f, false, n, no, 1, on, t, true, y, yes. Anything else is
+// refused (ok false): vLLM answers such a request 400.
+func laxBool(v []byte, over, str bool) (value, ok bool) {
+	if over {
+		return false, false
+	}
+	if str {
+		switch string(bytes.ToLower(v)) {
+		case "1", "on", "t", "true", "y", "yes":
+			return true, true
+		case "0", "off", "f", "false", "n", "no":
+			return false, true
+		}
+		return false, false
+	}
+	switch string(v) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err == nil && (f == 0 || f == 1) {
+		return f == 1, true
+	}
+	return false, false
+}
+
+// Byte classes.
+const (
+	space = 1 << iota // JSON white space
+	delim             // ends a scalar: white space, ',', '}' or ']'
+	stop              // ends a run of string bytes: '"' or '\\'
+)
+
+var class = func() (c [256]uint8) {
+	for _, b := range " \t\n\r" {
+		c[b] |= space | delim
+	}
+	for _, b := range ",}]" {
+		c[b] |= delim
+	}
+	c['"'] |= stop
+	c['\\'] |= stop
+	return c
+}()
+
+// stringEnd returns the index of the first quote or backslash in p, or -1:
+// eight bytes at a time over the first bytes (keys and short values end
+// there), then bytes.IndexByte (long content).
+func stringEnd(p []byte) int {
+	const short = 64
+	i := 0
+	for ; i+8 <= len(p) && i < short; i += 8 {
+		if m := quoteOrBackslash(binary.LittleEndian.Uint64(p[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	if i < short {
+		for ; i < len(p); i++ {
+			if class[p[i]]&stop != 0 {
+				return i
+			}
+		}
+		return -1
+	}
+	q := p[i:]
+	j := bytes.IndexByte(q, '"')
+	if j >= 0 {
+		q = q[:j]
+	}
+	if k := bytes.IndexByte(q, '\\'); k >= 0 {
+		return i + k
+	}
+	if j < 0 {
+		return -1
+	}
+	return i + j
+}
+
+// quoteOrBackslash returns x's bytes that are '"' or '\\' as their high
+// bits, the lowest one exact (a borrow can mark a byte above a match only).
+func quoteOrBackslash(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ ('"' * ones)
+	b := x ^ ('\\' * ones)
+	return ((q-ones)&^q | (b-ones)&^b) & highs
+}
+
+func hexValue(c byte) rune {
+	switch {
+	case c >= '0' && c <= '9':
+		return rune(c - '0')
+	case c >= 'a' && c <= 'f':
+		return rune(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return rune(c-'A') + 10
+	}
+	return -1
+}
+
+func isSpace(c byte) bool { return class[c]&space != 0 }

@@ -44,6 +44,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	info, body, length, rewritten := readBody(req, t.cfg.maxRequestBody, t.cfg.includeUsage)
+	if info.err != nil { // values dropped (ErrDropped)
+		t.cfg.onError(info.err)
+	}
 	out := req.Clone(req.Context()) // a RoundTripper must not change the request
 	out.Body = body
 	if rewritten != nil {

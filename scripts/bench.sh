@@ -13,10 +13,13 @@
 #   -benchtime T   go test -benchtime of the timing benchmarks (default 1s)
 #   -o DIR         where the raw results go (default: a new temporary directory)
 #   -only LIST     comma list of parts to run: main, narrow, memory, vllm, exemplars,
-#                  proxy (default all six); proxy times cmd/infermetrics-proxy against a
-#                  plain httputil.ReverseProxy, per request and per streamed chunk; vllm times vLLM's own recording path (Python's
-#                  prometheus_client, scripts/bench_vllm.py; apt-get installs
-#                  python3-prometheus-client when missing) on the same decode step
+#                  proxy, openaihttp (default all seven); proxy times cmd/infermetrics-proxy
+#                  against a plain httputil.ReverseProxy, per request and per streamed chunk;
+#                  vllm times vLLM's own recording path (Python's prometheus_client,
+#                  scripts/bench_vllm.py; apt-get installs python3-prometheus-client when
+#                  missing) on the same decode step; openaihttp times a 256-chunk SSE stream
+#                  through openaihttp, otelhttp and a plain handler and RoundTripper
+#                  (openaihttp/internal/benchcmp)
 #   -rss           also run example/pd under load and report its peak RSS (VmHWM)
 #   -rss-rate R    requests per second for -rss (default 40)
 #   -rss-duration D  load duration for -rss (default 20s)
@@ -28,7 +31,7 @@ COUNT=${COUNT:-6}
 ROUNDS=${ROUNDS:-1}
 BENCHTIME=${BENCHTIME:-1s}
 OUT=""
-ONLY="main,narrow,memory,vllm,exemplars,proxy"
+ONLY="main,narrow,memory,vllm,exemplars,proxy,openaihttp"
 # The Debian package installs prometheus_client for the system interpreter.
 PYTHON=${PYTHON:-/usr/bin/python3}
 RSS=0
@@ -181,6 +184,22 @@ print_ratios() {
 		printf '  per streamed chunk:     plain=%sns  infermetrics=%sns  include-usage=%sns  overhead=%sns / %sns\n' "$sp" "$sr" "$su" \
 			"$(awk -v a="$sr" -v b="$sp" 'BEGIN { printf "%.0f", a - b }')" "$(awk -v a="$su" -v b="$sp" 'BEGIN { printf "%.0f", a - b }')"
 	fi
+	local side ours_c plain_c otel_c
+	for side in Handler Transport; do
+		ours_c=$(median "$f" "Benchmark${side}Stream/infermetrics" ns/chunk)
+		[ -n "$ours_c" ] || continue
+		[ "$side" != Handler ] || echo "openaihttp, 256-chunk SSE stream, per content chunk (wall ns; cpu ns from getrusage):"
+		plain_c=$(median "$f" "Benchmark${side}Stream/plain" ns/chunk)
+		otel_c=$(median "$f" "Benchmark${side}Stream/otelhttp" ns/chunk)
+		printf '  %-9s infermetrics=%sns (cpu %s)  otelhttp=%sns (cpu %s)  plain=%sns (cpu %s)  allocs/chunk=%s\n' "$side" \
+			"$ours_c" "$(median "$f" "Benchmark${side}Stream/infermetrics" cpu-ns/chunk)" \
+			"$otel_c" "$(median "$f" "Benchmark${side}Stream/otelhttp" cpu-ns/chunk)" \
+			"$plain_c" "$(median "$f" "Benchmark${side}Stream/plain" cpu-ns/chunk)" \
+			"$(median "$f" "Benchmark${side}Stream/infermetrics" allocs/chunk)"
+		local added
+		added=$(awk -v a="$ours_c" -v b="${plain_c:-0}" 'BEGIN { printf "%.1f", a - b }')
+		printf '    infermetrics - plain = %sns   target <= 300ns  %s\n' "$added" "$(verdict "$added" '<=' 300)"
+	done
 	local c1 c2
 	c1=$(median "$f" BenchmarkNarrowCollect/otel_precomputed ns/op)
 	c2=$(median "$f" BenchmarkNarrowCollect/infermetrics ns/op)
@@ -249,6 +268,12 @@ for round in $(seq 1 "$ROUNDS"); do
 	if has proxy; then
 		go test -run='^$' -bench='^BenchmarkProxy(Request|Stream)$' -benchmem \
 			-count="$COUNT" -benchtime="$BENCHTIME" ./cmd/infermetrics-proxy | tee -a "$RAW"
+	fi
+	if has openaihttp; then
+		# Per content chunk beside otelhttp: a module of its own, otelhttp is a
+		# benchmark-only dependency.
+		(cd openaihttp/internal/benchcmp && go test -run='^$' -bench='^Benchmark(Handler|Transport)Stream$' \
+			-benchmem -count="$COUNT" -benchtime="$BENCHTIME" .) | tee -a "$RAW"
 	fi
 	if has memory; then
 		# Each op builds two complete set-ups: a few ops are enough.

@@ -20,6 +20,24 @@ type ObservedRequest struct {
 	TimeToFirstToken float64
 	TimeToLastToken  float64
 
+	// DecodeChoices, when above 1, is the number of choices (n > 1) that
+	// streamed content, and ChoicesDecodeTime the sum over them of each
+	// choice's own first-to-last content chunk time. The time per output
+	// token is then per choice (see TimePerOutputToken). 0 for one choice.
+	DecodeChoices     int64
+	ChoicesDecodeTime float64
+
+	// ServerTimes is set when the server reported how long it spent on the
+	// prompt and on generating (Ollama's prompt_eval_duration and
+	// eval_duration, llama.cpp's timings.prompt_ms and predicted_ms);
+	// PrefillTime and DecodeTime are then those, in seconds, recorded as
+	// vllm:request_prefill_time_seconds and
+	// vllm:request_decode_time_seconds. They are the server's figures, not
+	// observed times.
+	ServerTimes bool
+	PrefillTime float64
+	DecodeTime  float64
+
 	// UsageKnown is set when the response reported usage.
 	UsageKnown bool
 	// PromptTokens, GenerationTokens and CachedPromptTokens are usage's
@@ -61,11 +79,12 @@ func (r ObservedRequest) Validate() error {
 		{"CachedPromptTokens", r.CachedPromptTokens},
 		{"MaxTokens", r.MaxTokens},
 		{"N", r.N},
+		{"DecodeChoices", r.DecodeChoices},
 	} {
 		if err := checkCount(c.name, c.v); err != nil {
 			return err
 		}
-		if c.name != "MaxTokens" && c.name != "N" && !r.UsageKnown && c.v != 0 {
+		if c.name != "MaxTokens" && c.name != "N" && c.name != "DecodeChoices" && !r.UsageKnown && c.v != 0 {
 			// Counts without usage would be invented.
 			return fieldErr(c.name, c.v, ErrOutOfRange)
 		}
@@ -80,12 +99,21 @@ func (r ObservedRequest) Validate() error {
 		{"E2ELatency", r.E2ELatency},
 		{"TimeToFirstToken", r.TimeToFirstToken},
 		{"TimeToLastToken", r.TimeToLastToken},
+		{"ChoicesDecodeTime", r.ChoicesDecodeTime},
+		{"PrefillTime", r.PrefillTime},
+		{"DecodeTime", r.DecodeTime},
 	} {
 		if err := checkSeconds(d.name, d.v); err != nil {
 			return err
 		}
 	}
 	switch {
+	case !r.FirstToken && r.DecodeChoices != 0:
+		return fieldErr("DecodeChoices", r.DecodeChoices, ErrOutOfRange)
+	case r.DecodeChoices <= 1 && r.ChoicesDecodeTime != 0:
+		return fieldErr("ChoicesDecodeTime", r.ChoicesDecodeTime, ErrOutOfRange)
+	case !r.ServerTimes && (r.PrefillTime != 0 || r.DecodeTime != 0):
+		return fieldErr("PrefillTime", r.PrefillTime+r.DecodeTime, ErrOutOfRange)
 	case !r.FirstToken && r.TimeToFirstToken != 0:
 		return fieldErr("TimeToFirstToken", r.TimeToFirstToken, ErrOutOfRange)
 	case !r.FirstToken && r.TimeToLastToken != 0:
@@ -118,9 +146,22 @@ func (r ObservedRequest) Prompt() PromptTokens {
 // tokens - 1), as vLLM defines it from the decode time, and whether it is
 // known: it needs the token times (FirstToken) and usage. It is 0 with one
 // generation token or none.
+//
+// With DecodeChoices k > 1 it is per choice: vLLM runs each of the n
+// choices as a request of its own, with TPOT_i = decode_i / (tokens_i - 1).
+// Usage sums the choices' tokens, so the tokens_i are unknown; what is
+// returned is their token-weighted mean, sum(decode_i) / sum(tokens_i - 1)
+// = ChoicesDecodeTime / (generation tokens - k), exact without the
+// tokens_i. It is 0 when the choices have one token each or fewer.
 func (r ObservedRequest) TimePerOutputToken() (float64, bool) {
 	if !r.FirstToken || !r.UsageKnown {
 		return 0, false
+	}
+	if r.DecodeChoices > 1 {
+		if r.GenerationTokens <= r.DecodeChoices {
+			return 0, true
+		}
+		return r.ChoicesDecodeTime / float64(r.GenerationTokens-r.DecodeChoices), true
 	}
 	if r.GenerationTokens <= 1 {
 		return 0, true

@@ -12,6 +12,14 @@ const (
 	OperationChat
 	// OperationTextCompletion: a completion (/v1/completions).
 	OperationTextCompletion
+	// OperationEmbeddings: an embeddings request (/v1/embeddings), with a
+	// prompt and no generation.
+	OperationEmbeddings
+	// OperationPooling: a request to one of vLLM's other pooling endpoints
+	// (/pooling, /classify, /score, /rerank), with a prompt and no
+	// generation. "pooling" is not a GenAI conventions value: the
+	// conventions define none for these operations.
+	OperationPooling
 	numOperations
 )
 
@@ -19,15 +27,16 @@ const (
 // included: an array indexed by a valid Operation has this length.
 const NumOperations = int(numOperations)
 
-var operationNames = [numOperations]string{"", "chat", "text_completion"}
+var operationNames = [numOperations]string{"", "chat", "text_completion", "embeddings", "pooling"}
 
 // Operations returns every Operation, OperationDefault first.
 func Operations() []Operation {
-	return []Operation{OperationDefault, OperationChat, OperationTextCompletion}
+	return []Operation{OperationDefault, OperationChat, OperationTextCompletion, OperationEmbeddings, OperationPooling}
 }
 
 // String returns the gen_ai.operation.name value: "chat",
-// "text_completion", or "" for OperationDefault (the Recorder's own).
+// "text_completion", "embeddings", "pooling", or "" for OperationDefault
+// (the Recorder's own).
 func (o Operation) String() string {
 	if o < numOperations {
 		return operationNames[o]
@@ -42,3 +51,7 @@ func (o Operation) Validate() error {
 	}
 	return nil
 }
+
+// Generates reports an operation that generates output tokens: not
+// embeddings or pooling, whose responses have a prompt only.
+func (o Operation) Generates() bool { return o != OperationEmbeddings && o != OperationPooling }

@@ -86,11 +86,33 @@ A front end that sees requests but no engine step (` + "`openaihttp.NewHandler`"
 ` + "`instrument.Engine.RecordRequest`" + `) records, per request, only what it observes:
 ` + "`vllm:request_success_total`" + `, ` + "`vllm:e2e_request_latency_seconds`" + `, ` + "`vllm:time_to_first_token_seconds`" + ` and
 ` + "`vllm:inter_token_latency_seconds`" + ` (streamed: one value per content chunk, however many tokens it carries),
-` + "`vllm:request_params_max_tokens`, `vllm:request_params_n`" + `, and, when the response reports usage,
+` + "`vllm:request_params_max_tokens`" + `, ` + "`vllm:request_params_n`" + `, and, when the response reports usage,
 ` + "`vllm:prompt_tokens_total`" + ` by source (cached tokens as ` + "`local_cache_hit`" + `, or ` + "`external_kv_transfer`" + ` behind a
-P/D decode leg), ` + "`vllm:prompt_tokens_cached_total`, `vllm:generation_tokens_total`" + `, the request token
-histograms and ` + "`vllm:request_time_per_output_token_seconds`" + `; requests in flight as
-` + "`vllm:num_requests_running`" + `. Every other family stays at zero (or absent) on its Recorder.
+P/D decode leg: see below), ` + "`vllm:prompt_tokens_cached_total`" + `, ` + "`vllm:generation_tokens_total`" + `, the request token
+histograms and ` + "`vllm:request_time_per_output_token_seconds`" + ` (per choice with n > 1); when the server
+reports them (Ollama's ` + "`prompt_eval_duration`" + ` and ` + "`eval_duration`" + `, llama.cpp's ` + "`timings.prompt_ms`" + ` and
+` + "`predicted_ms`" + `), ` + "`vllm:request_prefill_time_seconds`" + ` and ` + "`vllm:request_decode_time_seconds`" + `, the
+server's figures; requests in flight as ` + "`vllm:num_requests_running`" + `. Every other family stays at zero
+(or absent) on its Recorder. What each API yields is listed in the ` + "`openaihttp`" + ` package doc.
+
+What a P/D router's ` + "`external_kv_transfer`" + ` counts: the decode leg's ` + "`usage.prompt_tokens_details.cached_tokens`" + `,
+which vLLM sets from ` + "`num_cached_tokens`" + `, the tokens the decode engine found computed when it first
+scheduled the request: its own prefix-cache hits and the KV transferred from the prefill instance
+together, less the last prompt token, which it recomputes (` + "`Scheduler._update_waiting_for_remote_kv`" + ` and
+the NIXL connector's ` + "`get_num_new_matched_tokens`" + `, which asks the prefill instance only for the tokens past
+the local hits: ` + "`vllm/v1/core/sched/scheduler.py`" + ` @ 00024d314514900f361ad072af6931e403b7f589,
+` + "`vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py`" + ` @ 002a1057e9ae674d7bdc9c4be95bc29d65d2e808).
+The split reaches only the engine's own stats (` + "`EngineCoreOutput.num_external_computed_tokens`" + `); nothing in
+the HTTP response carries it (the decode response's ` + "`kv_transfer_params`" + ` is null). So the router's
+` + "`external_kv_transfer`" + ` is "not computed on the decode instance": the decode instance's ` + "`external_kv_transfer`" + `
+plus its ` + "`local_cache_hit`" + ` for the same requests, and the router's ` + "`local_cache_hit`" + ` stays 0. It does so
+for any leg to a backend of role decode, also one sent without ` + "`kv_transfer_params`" + ` (a prefill leg that
+returned none): the decode instance then prefilled the prompt itself, and the router still counts that
+leg's cached tokens, all local hits, as ` + "`external_kv_transfer`" + `. With clients
+sharing a system prompt the decode engines' own cache holds much of it (the end-to-end test
+` + "`TestRouterSDKClients`" + ` measured 1536 of 1917 cached tokens as decode ` + "`local_cache_hit`" + `, and asserts the
+sum); ` + "`example/pd`" + `'s ` + "`TestRouterSourcesSharedPrompt`" + ` and the e2e tests assert router ` + "`external_kv_transfer`" + ` =
+decode ` + "`external_kv_transfer`" + ` + ` + "`local_cache_hit`" + `, and equal ` + "`local_compute`" + `.
 
 A P/D router (` + "`openaihttp.NewHandler`" + ` in front of ` + "`openaihttp.NewTransport`" + `, or
 ` + "`instrument.Engine.RecordPDLegs`" + `) also records, once per client request it sends to a prefill and then
@@ -212,7 +234,8 @@ OpenTelemetry GenAI semantic conventions (status Development; open-telemetry/sem
 main branch, commit not known), on instruments of their own, under the conventions' names and with their
 advised buckets; ` + "`views.Semconv()`" + ` sets those buckets and the exponential and attribute options. They
 carry only the GenAI attributes (` + "`instrument.WithGenAI`" + ` sets the operation and provider names;
-a front end's request carries its own operation, ` + "`chat` or `text_completion`" + `, from its endpoint), so
+a front end's request carries its own operation, ` + "`chat`" + `, ` + "`text_completion`" + `, ` + "`embeddings`" + ` or
+` + "`pooling`" + `, from its endpoint), so
 every engine's requests of one model share a series and no view drops an attribute. They follow the
 conventions where vLLM differs: the time per output token is that "generated after the first token for
 successful responses", so a failed request, or one of a single token, has none (vLLM's counts every
@@ -235,7 +258,10 @@ OpenTelemetry GenAI semantic conventions (status Development; open-telemetry/sem
 main branch, commit not known), with their advised buckets. ` + "`views.Semconv()`" + ` exports them with the
 labels below (the Recorder's ` + "`model_name` and `engine`" + ` dropped); without it they carry those too.
 A series appears with its backend's first leg. ` + "`gen_ai.operation.name`" + ` is each leg's operation
-(` + "`openaihttp`" + `: ` + "`chat` for `/v1/chat/completions`, `text_completion` for `/v1/completions`" + `). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
+(` + "`openaihttp`" + `: from the endpoint, listed in its package doc: ` + "`chat`" + ` for ` + "`/v1/chat/completions`" + `,
+` + "`/v1/responses`" + `, ` + "`/v1/messages`" + ` and Ollama's ` + "`/api/chat`" + `, ` + "`text_completion`" + ` for ` + "`/v1/completions`" + ` and
+` + "`/api/generate`" + `, ` + "`embeddings`" + ` for ` + "`/v1/embeddings`" + `, ` + "`pooling`" + ` for vLLM's ` + "`/pooling`" + `, ` + "`/classify`" + `,
+` + "`/score`" + ` and ` + "`/rerank`" + `; ` + "`pooling`" + ` is not a conventions value, they define none for these). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
 ` + "`backend`" + ` is the backend's name or host:port and ` + "`backend.role`" + ` its role (` + "`prefill`, `decode`" + `,
 or empty).
 

@@ -1,0 +1,211 @@
+package openaihttp_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/openaihttp"
+)
+
+// serveOnce sends one request through the middleware around next, with the
+// options given, and returns what the client got.
+func serveOnce(t *testing.T, next http.Handler, method, path, body string, opts ...openaihttp.Option) *httptest.ResponseRecorder {
+	t.Helper()
+	w := httptest.NewRecorder()
+	openaihttp.NewHandler(next, opts...).ServeHTTP(w, httptest.NewRequest(method, path, strings.NewReader(body)))
+	return w
+}
+
+// The model of a request reaches WithEngineFor decoded as Python's json
+// decodes it: escapes, surrogate pairs, escaped keys, the last of
+// duplicate keys.
+func TestRequestModelAsClientsWriteIt(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"caf\u00e9-7b"}`, "café-7b"},
+		{`{"model":"\ud83d\ude00-7b"}`, "😀-7b"},
+		{`{"model":"a\"b\\c\/d\te"}`, "a\"b\\c/d\te"},
+		{`{"model":"\ud83d-lone"}`, "\uFFFD-lone"},
+		{`{"m\u006fdel":"escaped-key"}`, "escaped-key"},
+		{`{"model":"first","messages":[],"model":"last"}`, "last"},
+		{`{"model":"` + strings.Repeat("x", 300) + `"}`, ""}, // beyond the bytes a model name may have
+	} {
+		c := newRec(t)
+		var got []string
+		var mu sync.Mutex
+		engineFor := openaihttp.WithEngineFor(func(m string) *instrument.Engine {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, m)
+			return c.e
+		})
+		serveOnce(t, jsonHandler(200, nonStreamResponse), http.MethodPost, "/v1/chat/completions", tc.body, engineFor,
+			openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s: model %q, want %q", tc.body, got, tc.want)
+		}
+	}
+}
+
+// n and max_tokens are read as vLLM's pydantic models read an int (lax
+// mode): an integer, a float with no fraction, a string of digits; the last
+// of duplicate keys wins; a value the server refuses is not recorded.
+func TestRequestParamsAsClientsWriteThem(t *testing.T) {
+	for _, tc := range []struct {
+		body         string
+		maxTokens, n float64 // the histograms' sums; 0 max_tokens: none recorded
+	}{
+		{`{"max_tokens":100.0,"n":2.0}`, 100, 2},
+		{`{"max_tokens":1e2,"n":"3"}`, 100, 3},
+		{`{"max_tokens":"64"}`, 64, 1},
+		{`{"max_tokens":100.5,"n":2.5}`, 0, 1}, // refused by pydantic: not recorded
+		{`{"max_tokens":-5,"n":-1}`, 0, 1},
+		{`{"max_tokens":10,"max_tokens":20,"n":4,"n":null}`, 20, 1},
+		{`{"max_completion_tokens":30}`, 30, 1},
+	} {
+		c := newRec(t)
+		serveOnce(t, jsonHandler(200, nonStreamResponse), http.MethodPost, "/v1/chat/completions", tc.body,
+			openaihttp.WithEngine(c.e), openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+		switch n := c.count("vllm:request_params_max_tokens"); {
+		case tc.maxTokens == 0 && n != 0:
+			t.Errorf("%s: max_tokens recorded %d times, want none", tc.body, n)
+		case tc.maxTokens != 0:
+			if mt := c.r.Histogram("vllm:request_params_max_tokens", c.labels()...); mt.Sum != tc.maxTokens || mt.Count != 1 {
+				t.Errorf("%s: max_tokens sum %v count %d, want %v", tc.body, mt.Sum, mt.Count, tc.maxTokens)
+			}
+		}
+		if n := c.r.Histogram("vllm:request_params_n", c.labels()...); n.Sum != tc.n {
+			t.Errorf("%s: n sum %v, want %v", tc.body, n.Sum, tc.n)
+		}
+	}
+}
+
+// "stream" is coerced as pydantic's lax bool does (vLLM streams
+// "stream":"true"): with WithIncludeUsage a streaming request gets
+// stream_options.include_usage; one that is not streaming is passed on
+// unchanged.
+func TestRequestStreamAsClientsWriteIt(t *testing.T) {
+	for v, streams := range map[string]bool{
+		`true`: true, `"true"`: true, `"True"`: true, `"1"`: true, `1`: true, `1.0`: true, `"yes"`: true,
+		`"on"`: true, `"t"`: true, `"y"`: true,
+		`false`: false, `"false"`: false, `"0"`: false, `0`: false, `"no"`: false, `"off"`: false,
+		`"maybe"`: false, `2`: false, `null`: false,
+	} {
+		body := `{"model":"qwen-7b","stream":` + v + `}`
+		var got string
+		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			got = string(b)
+			sseHandler(chunk("a"), finishChunk("stop"), done)(w, r)
+		})
+		c := newRec(t)
+		serveOnce(t, next, http.MethodPost, "/v1/chat/completions", body, openaihttp.WithEngine(c.e), openaihttp.WithIncludeUsage(),
+			openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+		var m struct {
+			StreamOptions *struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		if err := json.Unmarshal([]byte(got), &m); err != nil {
+			t.Fatalf("stream %s: the server got %q: %v", v, got, err)
+		}
+		if asked := m.StreamOptions != nil && m.StreamOptions.IncludeUsage; asked != streams {
+			t.Errorf("stream %s: include_usage asked %v, want %v (the server got %s)", v, asked, streams, got)
+		}
+	}
+}
+
+// A request with an absurd max_tokens or n (answered 400, as vLLM does) or
+// a response with an absurd usage count is recorded without the value,
+// which is reported (ErrDropped); the requests after it are recorded whole.
+// Before, max_tokens 9223372036854775000 overflowed the engine's running
+// total and every later request was refused (ErrOverflow).
+func TestAbsurdValuesDroppedForTheirRequestAlone(t *testing.T) {
+	c := newRec(t)
+	var mu sync.Mutex
+	var errs []error
+	onErr := openaihttp.WithErrorHandler(func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() })
+	bad := []struct{ req, resp string }{
+		{`{"model":"qwen-7b","max_tokens":9223372036854775000}`, `{"error":{"message":"max_tokens too large","code":400}}`},
+		{`{"model":"qwen-7b","n":9223372036854775000}`, `{"error":{"message":"n too large","code":400}}`},
+		{`{"model":"qwen-7b","max_tokens":1e300}`, `{"error":{"message":"max_tokens too large","code":400}}`},
+		{chatBody, `{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9223372036854775000,"completion_tokens":1}}`},
+	}
+	for i, b := range bad {
+		status := 400
+		if i == len(bad)-1 {
+			status = 200
+		}
+		serveOnce(t, jsonHandler(status, b.resp), http.MethodPost, "/v1/chat/completions", b.req, openaihttp.WithEngine(c.e), onErr)
+	}
+	if len(errs) != len(bad) {
+		t.Fatalf("errors %v, want one per absurd value", errs)
+	}
+	for _, err := range errs {
+		if !errors.Is(err, openaihttp.ErrDropped) {
+			t.Errorf("error %v is not ErrDropped", err)
+		}
+	}
+	errs = nil
+	for range 5 {
+		serveOnce(t, jsonHandler(200, nonStreamResponse), http.MethodPost, "/v1/chat/completions", chatBody, openaihttp.WithEngine(c.e), onErr)
+	}
+	if len(errs) != 0 {
+		t.Errorf("normal requests reported %v", errs)
+	}
+	if got := c.success("length"); got != 5 {
+		t.Errorf("request_success{length} = %v after the absurd requests, want 5", got)
+	}
+	if got := c.value("vllm:generation_tokens_total"); got != 5*32 {
+		t.Errorf("generation_tokens = %v, want %d", got, 5*32)
+	}
+	if got := c.success("error"); got != 3 {
+		t.Errorf("request_success{error} = %v, want the 3 refused requests", got)
+	}
+	if mt := c.r.Histogram("vllm:request_params_max_tokens", c.labels()...); mt.Sum != 6*32 {
+		t.Errorf("max_tokens sum %v, want the 6 requests' 32 each", mt.Sum)
+	}
+}
+
+// Paths other than the observed endpoints, and methods other than POST,
+// pass through untouched: nothing is recorded, the bodies are the
+// server's, the request body reaches the server unchanged.
+func TestOtherPathsPassThrough(t *testing.T) {
+	models := `{"object":"list","data":[{"id":"qwen-7b","object":"model"}]}`
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/models"},
+		{http.MethodPost, "/v1/models"},
+		{http.MethodGet, "/v1/chat/completions"},
+		{http.MethodPost, "/v1/responses/resp_1/cancel"},
+		{http.MethodPost, "/v1/messages/count_tokens"},
+		{http.MethodPost, "/tokenize"},
+		{http.MethodGet, "/health"},
+		{http.MethodGet, "/api/tags"},
+		{http.MethodPost, "/api/show"},
+	} {
+		c := newRec(t)
+		var got string
+		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			got = string(b)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, models)
+		})
+		w := serveOnce(t, next, tc.method, tc.path, chatBody, openaihttp.WithEngine(c.e), openaihttp.WithIncludeUsage(),
+			openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+		if w.Body.String() != models || got != chatBody {
+			t.Errorf("%s %s: client got %q, server got %q", tc.method, tc.path, w.Body.String(), got)
+		}
+		for _, r := range []string{"stop", "length", "abort", "error", "repetition"} {
+			if v := c.success(r); v != 0 {
+				t.Errorf("%s %s: request_success{%s} = %v", tc.method, tc.path, r, v)
+			}
+		}
+	}
+}

@@ -12,15 +12,15 @@ import (
 // gapRecorder records inter-chunk times of an operation: an
 // *instrument.Backend (client side), or an engineGaps (server side).
 type gapRecorder interface {
-	RecordChunkGap(ctx context.Context, op stats.Operation, seconds float64) error
+	RecordChunkGap(ctx context.Context, op stats.Operation, seconds float64)
 }
 
 // engineGaps records inter-chunk times on an Engine, whose
 // vllm:inter_token_latency_seconds has no operation.
 type engineGaps struct{ e *instrument.Engine }
 
-func (g engineGaps) RecordChunkGap(ctx context.Context, _ stats.Operation, seconds float64) error {
-	return g.e.RecordChunkGap(ctx, seconds)
+func (g engineGaps) RecordChunkGap(ctx context.Context, _ stats.Operation, seconds float64) {
+	g.e.RecordChunkGap(ctx, seconds)
 }
 
 // observer follows one response as its bytes pass: the content chunks and
@@ -45,10 +45,8 @@ type observer struct {
 		prompt, completion, cached int64
 	}
 
-	gaps   gapRecorder
-	ctx    context.Context
-	onErr  func(error)
-	gapErr bool // a gap error was reported once
+	gaps gapRecorder
+	ctx  context.Context
 }
 
 // sseState is the line state of a text/event-stream body.
@@ -240,10 +238,7 @@ func (o *observer) chunk(at time.Time) {
 	if o.chunks == 0 {
 		o.first = at
 	} else if o.gaps != nil {
-		if err := o.gaps.RecordChunkGap(o.ctx, o.op, at.Sub(o.last).Seconds()); err != nil && !o.gapErr {
-			o.gapErr = true
-			o.onErr(err)
-		}
+		o.gaps.RecordChunkGap(o.ctx, o.op, at.Sub(o.last).Seconds())
 	}
 	o.last = at
 	o.chunks++

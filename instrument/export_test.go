@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"time"
 
 	"github.com/infermetrics/infermetrics/stats"
 )
@@ -83,4 +84,10 @@ func RecorderRecordSchedulerErr(r *Recorder, ctx context.Context, rank int, s *s
 		return err
 	}
 	return e.recordSchedulerStep(ctx, s)
+}
+
+// RateLimitedAt is RateLimited with a clock.
+func RateLimitedAt(h func(error), now func() time.Time) func(error) {
+	l := &limiter{handle: h, now: now}
+	return l.report
 }

@@ -120,12 +120,17 @@ const (
 // Kind is the kind of an instrument.
 type Kind uint8
 
+// The kinds of instruments.
 const (
+	// Counter: a monotonic sum (exported with _total).
 	Counter Kind = iota
+	// Gauge: the last value.
 	Gauge
+	// Histogram: a distribution in buckets.
 	Histogram
 )
 
+// String returns "counter", "gauge" or "histogram".
 func (k Kind) String() string {
 	switch k {
 	case Counter:

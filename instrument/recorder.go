@@ -206,8 +206,9 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 // (Prometheus) cannot be flushed: a scrape after Close no longer has the
 // counters.
 //
-// After Close, every Record method of the Recorder and its Engines returns
-// an error matching ErrClosed and records nothing. Histogram series and
+// After Close, every Record method of the Recorder and its Engines records
+// nothing and reports ErrClosed to the error handler (not counted: the
+// counters are no longer exported). Histogram series and
 // vllm:cache_config_info already recorded stay in the MeterProvider (the API
 // cannot remove them). The flush is bounded by the provider's export timeout; use
 // CloseContext to bound it yourself. An error says the flush or the

@@ -6,7 +6,9 @@ import (
 	"unicode/utf8"
 )
 
-// FinishReason says why a request stopped.
+// FinishReason says why a request stopped: FinishStop, FinishLength,
+// FinishAbort, FinishError or FinishRepetition (finished_reason "stop",
+// "length", "abort", "error", "repetition").
 type FinishReason uint8
 
 const (

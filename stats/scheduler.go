@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// SleepState is the engine's sleep mode (vllm:engine_sleep_state).
+// SleepState is the engine's sleep mode (vllm:engine_sleep_state): Awake,
+// WeightsOffloaded or DiscardAll.
 type SleepState uint8
 
 const (
@@ -65,8 +66,15 @@ func (c CacheQueries) Validate() error {
 
 // SpecDecoding counts speculative decoding work in one step.
 type SpecDecoding struct {
-	Drafts         int64
-	DraftTokens    int64
+	// Drafts is the number of drafts proposed in the step: one per request
+	// that the drafter proposed tokens for (SpecDecodingStats.num_drafts in
+	// vllm/v1/spec_decode/metrics.py).
+	Drafts int64
+	// DraftTokens is the number of tokens those drafts proposed, up to the
+	// configured speculative tokens per draft.
+	DraftTokens int64
+	// AcceptedTokens is the number of draft tokens the target model
+	// accepted: at most DraftTokens.
 	AcceptedTokens int64
 	// AcceptedPerPosition[i] is the tokens accepted at draft position i: at
 	// most one per draft, summing to AcceptedTokens. Empty when the engine

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -102,6 +103,15 @@ var scenarioOptions = []instrument.Option{
 	instrument.WithCacheConfig(stats.CacheConfig{"block_size": "16", "num_gpu_blocks": "2048",
 		"cache_dtype": "auto", "enable_prefix_caching": "True"}),
 	instrument.WithKVOffloadCPU(),
+	// The scenario's corrupted requests and evictions come without their
+	// options, which the Recorder reports once per engine (and counts: the
+	// golden files show infermetrics_invalid_events_total); any other
+	// refusal is a broken scenario.
+	instrument.WithErrorHandler(func(err error) {
+		if !errors.Is(err, instrument.ErrFeatureNotConfigured) {
+			panic(fmt.Sprintf("the scenario's input was refused: %v", err))
+		}
+	}),
 }
 
 // recordScenario drives a fixed set of request timelines and scheduler steps

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -124,7 +125,11 @@ func buildHarnessViews(t testing.TB, prom *exporters.Prometheus, extra []sdkmetr
 	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	errs := collectErrors(t)
-	base := []instrument.Option{instrument.WithMeterProvider(mp), instrument.WithModelName(model), errs.Option()}
+	var provider metric.MeterProvider = mp
+	if prom != nil {
+		provider = prom.Wrap(mp) // so that the handler completes the zero series
+	}
+	base := []instrument.Option{instrument.WithMeterProvider(provider), instrument.WithModelName(model), errs.Option()}
 	rec, err := instrument.NewRecorder(append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)

@@ -46,9 +46,7 @@ func ExampleSetup() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := rec.RecordIteration(ctx, 0, &stats.Iteration{GenerationTokens: 5}); err != nil {
-		log.Fatal(err)
-	}
+	rec.RecordIteration(ctx, 0, &stats.Iteration{GenerationTokens: 5})
 
 	// In a server: http.Handle("/metrics", p.Handler()).
 	w := httptest.NewRecorder()
@@ -79,9 +77,7 @@ func ExampleNewPrometheus() {
 		log.Fatal(err)
 	}
 	it := stats.Iteration{PromptTokens: stats.PromptTokens{Computed: 30, LocalCacheHit: 70}}
-	if err := rec.RecordIteration(context.Background(), 0, &it); err != nil {
-		log.Fatal(err)
-	}
+	rec.RecordIteration(context.Background(), 0, &it)
 
 	w := httptest.NewRecorder()
 	prom.Handler.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))

@@ -29,9 +29,7 @@ func exemplarsReceived(t *testing.T, opts ...Option) int {
 	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled,
 	}))
-	if err := rec.RecordIteration(ctx, 0, &stats.Iteration{GenerationTokens: 1, TTFT: []float64{0.2}}); err != nil {
-		t.Fatal(err)
-	}
+	rec.RecordIteration(ctx, 0, &stats.Iteration{GenerationTokens: 1, TTFT: []float64{0.2}})
 	if err := p.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -339,20 +339,21 @@ func driveScenario(t *testing.T, rec *instrument.Recorder) {
 		rank := i % 2
 		arrival := base.Add(time.Duration(i) * time.Second)
 		prompt := int64(100 + 37*i)
-		tl, err := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: prompt, MaxTokens: 64})
+		tl := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: prompt, MaxTokens: 64})
+		err := tl.Err()
 		must(err)
-		must(tl.Queued(arrival.Add(ms(5))))
+		tl.Queued(arrival.Add(ms(5)))
 		local, external := int64(16*(i%3)), int64(0)
 		if i == 3 {
 			external = prompt - local - 10
 		}
-		must(tl.Scheduled(arrival.Add(ms(20+10*i)), local, external))
+		tl.Scheduled(arrival.Add(ms(20+10*i)), local, external)
 		var it stats.Iteration
 		now := arrival.Add(ms(150 + 40*i))
 		o, err := tl.Output(now, 1)
 		must(err)
 		must(it.AddOutput(o))
-		must(rec.RecordIteration(ctx, rank, &it))
+		rec.RecordIteration(ctx, rank, &it)
 		for k := 1; k <= 4+i; k++ {
 			it.Reset()
 			now = now.Add(ms(20 + 7*k))
@@ -360,7 +361,7 @@ func driveScenario(t *testing.T, rec *instrument.Recorder) {
 				must(tl.Preempted(now))
 				it.Preemptions = 1
 				now = now.Add(ms(300))
-				must(tl.Scheduled(now, prompt, 0))
+				tl.Scheduled(now, prompt, 0)
 				now = now.Add(ms(30))
 			}
 			o, err := tl.Output(now, 1)
@@ -375,9 +376,9 @@ func driveScenario(t *testing.T, rec *instrument.Recorder) {
 				must(err)
 				must(it.AddFinished(f))
 			}
-			must(rec.RecordIteration(ctx, rank, &it))
+			rec.RecordIteration(ctx, rank, &it)
 		}
-		must(rec.RecordScheduler(ctx, rank, &stats.Scheduler{
+		rec.RecordScheduler(ctx, rank, &stats.Scheduler{
 			Running:         int64(1 + i),
 			WaitingCapacity: int64(i % 2),
 			KVCacheUsage:    0.1 * float64(i),
@@ -385,6 +386,6 @@ func driveScenario(t *testing.T, rec *instrument.Recorder) {
 			ConnectorPrefixCache: &stats.CacheQueries{
 				Queries: prompt - local, Hits: external,
 			},
-		}))
+		})
 	}
 }

@@ -123,9 +123,7 @@ func TestNativeHistogramsProtobuf(t *testing.T) {
 	}
 	ttfts := []float64{0.05, 0.2, 1.5, 12}
 	it := &stats.Iteration{TTFT: ttfts}
-	if err := e.RecordIteration(context.Background(), it); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordIteration(context.Background(), it)
 	after := protobufFamilies(t, prom)
 	h := engineHistogram(t, after[ttftFamily], "0")
 	if !isNative(h) || h.GetSampleCount() != uint64(len(ttfts)) || len(h.PositiveSpan) == 0 || len(h.PositiveDelta) == 0 ||
@@ -151,9 +149,7 @@ func TestNativeHistogramsWithoutProviderViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.RecordIteration(context.Background(), &stats.Iteration{TTFT: []float64{0.3}}); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordIteration(context.Background(), &stats.Iteration{TTFT: []float64{0.3}})
 	if z := engineHistogram(t, protobufFamilies(t, prom)[ttftFamily], "0"); !isNative(z) || z.GetSampleCount() != 0 || len(z.Bucket) != 0 {
 		t.Errorf("engine 0 without TTFTs: %v, want a zero native histogram", z)
 	}
@@ -167,9 +163,7 @@ func TestNativeHistogramsInText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.RecordIteration(context.Background(), &stats.Iteration{TTFT: []float64{0.05, 0.2}}); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordIteration(context.Background(), &stats.Iteration{TTFT: []float64{0.05, 0.2}})
 	body := scrapeOK(t, prom)
 	var lines []string
 	for _, l := range strings.Split(body, "\n") {
@@ -209,9 +203,7 @@ func TestOTLPExponentialFromEnv(t *testing.T) {
 	}
 	defer rec.Close()
 	e, _ := rec.Engine(0)
-	if err := e.RecordIteration(ctx, &stats.Iteration{TTFT: []float64{0.05, 0.2, 1.5}}); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordIteration(ctx, &stats.Iteration{TTFT: []float64{0.05, 0.2, 1.5}})
 	if err := p.ForceFlush(ctx); err != nil {
 		t.Fatal(err)
 	}

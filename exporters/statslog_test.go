@@ -14,6 +14,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/testutil"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -99,29 +100,23 @@ func TestStatsLogThroughput(t *testing.T) {
 			h := newStatsHarness(t, tc.views)
 			ctx := context.Background()
 			rec, err := instrument.NewRecorder(instrument.WithMeterProvider(h.mp), instrument.WithModelName("m"),
-				instrument.WithEngines(0, 1), instrument.WithKVConnector())
+				instrument.WithEngines(0, 1), instrument.WithKVConnector(), testutil.StrictErrors(t))
 			if err != nil {
 				t.Fatal(err)
-			}
-			must := func(err error) {
-				t.Helper()
-				if err != nil {
-					t.Fatal(err)
-				}
 			}
 			// Interval 1: 10 s; 300 computed + 700 transferred prompt tokens,
 			// 500 generation tokens over two engines.
 			h.clock.advance(10 * time.Second)
-			must(rec.RecordIteration(ctx, 0, &stats.Iteration{
+			rec.RecordIteration(ctx, 0, &stats.Iteration{
 				PromptTokens:     stats.PromptTokens{Computed: 300, ExternalKVTransfer: 700},
 				GenerationTokens: 200, Preemptions: 2,
-			}))
-			must(rec.RecordIteration(ctx, 1, &stats.Iteration{GenerationTokens: 300}))
-			must(rec.RecordScheduler(ctx, 0, &stats.Scheduler{Running: 3, WaitingCapacity: 1, WaitingDeferred: 1,
+			})
+			rec.RecordIteration(ctx, 1, &stats.Iteration{GenerationTokens: 300})
+			rec.RecordScheduler(ctx, 0, &stats.Scheduler{Running: 3, WaitingCapacity: 1, WaitingDeferred: 1,
 				KVCacheUsage: 0.25, PrefixCache: stats.CacheQueries{Queries: 400, Hits: 100},
-				ConnectorPrefixCache: &stats.CacheQueries{Queries: 1000, Hits: 700}}))
-			must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{Running: 2,
-				KVCacheUsage: 0.6, PrefixCache: stats.CacheQueries{Queries: 600, Hits: 400}}))
+				ConnectorPrefixCache: &stats.CacheQueries{Queries: 1000, Hits: 700}})
+			rec.RecordScheduler(ctx, 1, &stats.Scheduler{Running: 2,
+				KVCacheUsage: 0.6, PrefixCache: stats.CacheQueries{Queries: 600, Hits: 400}})
 			lines := h.flush()
 			if len(lines) != 1 {
 				t.Fatalf("got %d lines, want 1: %v", len(lines), lines)
@@ -144,12 +139,12 @@ func TestStatsLogThroughput(t *testing.T) {
 
 			// Interval 2: 4 s; only differences count.
 			h.clock.advance(4 * time.Second)
-			must(rec.RecordIteration(ctx, 0, &stats.Iteration{
+			rec.RecordIteration(ctx, 0, &stats.Iteration{
 				PromptTokens:     stats.PromptTokens{Computed: 10, LocalCacheHit: 90},
 				GenerationTokens: 50,
-			}))
-			must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{Running: 1,
-				KVCacheUsage: 0.125, PrefixCache: stats.CacheQueries{Queries: 100, Hits: 90}}))
+			})
+			rec.RecordScheduler(ctx, 1, &stats.Scheduler{Running: 1,
+				KVCacheUsage: 0.125, PrefixCache: stats.CacheQueries{Queries: 100, Hits: 90}})
 			lines = h.flush()
 			if len(lines) != 1 {
 				t.Fatalf("got %d lines, want 1: %v", len(lines), lines)
@@ -180,9 +175,7 @@ func TestStatsLogWithoutConnectorAndIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.clock.advance(10 * time.Second)
-	if err := rec.RecordIteration(context.Background(), 0, &stats.Iteration{GenerationTokens: 1}); err != nil {
-		t.Fatal(err)
-	}
+	rec.RecordIteration(context.Background(), 0, &stats.Iteration{GenerationTokens: 1})
 	for i, want := range []map[string]any{
 		{"level": "INFO", StatsKeyGenerationThroughput: 0.1, StatsKeyExternalPrefixCacheHitRate: nil,
 			StatsKeyPrefixCacheHitRate: 0.0},
@@ -213,9 +206,7 @@ func TestStatsLogModels(t *testing.T) {
 		if model == "b" {
 			n = 40
 		}
-		if err := rec.RecordIteration(context.Background(), 0, &stats.Iteration{GenerationTokens: n}); err != nil {
-			t.Fatal(err)
-		}
+		rec.RecordIteration(context.Background(), 0, &stats.Iteration{GenerationTokens: n})
 	}
 	h.clock.advance(2 * time.Second)
 	lines := h.flush()

@@ -51,10 +51,10 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 				name   string
 				record func() error
 			}{
-				{"RecordIteration", func() error { return e.RecordIteration(ctx, &it) }},
-				{"RecordScheduler", func() error { return e.RecordScheduler(ctx, &s) }},
-				{"RecordFinished", func() error { return e.RecordFinished(ctx, &f) }},
-				{"RecordRequest", func() error { return e.RecordRequest(ctx, &r) }},
+				{"RecordIteration", func() error { c := it; e.RecordIteration(ctx, &c); return h.refused() }},
+				{"RecordScheduler", func() error { e.RecordScheduler(ctx, &s); return h.refused() }},
+				{"RecordFinished", func() error { e.RecordFinished(ctx, &f); return h.refused() }},
+				{"RecordRequest", func() error { e.RecordRequest(ctx, &r); return h.refused() }},
 			} {
 				t.Run(c.name, func(t *testing.T) { checkNoAllocs(t, c.record) })
 			}
@@ -104,12 +104,12 @@ func testSampledSpans(t *testing.T, h *harness) {
 		name   string
 		record func() error
 	}{
-		{"decode step, sampled step span", func() error { return e.RecordIteration(step, &short) }},
-		{"decode step, sampled requests", func() error { return e.RecordIteration(context.Background(), &decode) }},
-		{"first tokens and finishes, sampled requests", func() error { return e.RecordIteration(context.Background(), &full) }},
-		{"first tokens and finishes, sampled step span", func() error { return e.RecordIteration(step, &firsts) }},
-		{"RecordFinished, sampled span", func() error { return e.RecordFinished(step, &finished) }},
-		{"RecordRequest, sampled span", func() error { return e.RecordRequest(step, &r) }},
+		{"decode step, sampled step span", func() error { c := short; e.RecordIteration(step, &c); return h.refused() }},
+		{"decode step, sampled requests", func() error { c := decode; e.RecordIteration(context.Background(), &c); return h.refused() }},
+		{"first tokens and finishes, sampled requests", func() error { c := full; e.RecordIteration(context.Background(), &c); return h.refused() }},
+		{"first tokens and finishes, sampled step span", func() error { c := firsts; e.RecordIteration(step, &c); return h.refused() }},
+		{"RecordFinished, sampled span", func() error { e.RecordFinished(step, &finished); return h.refused() }},
+		{"RecordRequest, sampled span", func() error { e.RecordRequest(step, &r); return h.refused() }},
 	} {
 		t.Run(c.name, func(t *testing.T) { checkNoAllocs(t, c.record) })
 	}

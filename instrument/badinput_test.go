@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -64,10 +65,25 @@ func targets(h *harness) []recordTarget {
 	e := h.engine(1)
 	return []recordTarget{
 		{"Recorder",
-			func(ctx context.Context, it *stats.Iteration) error { return h.rec.RecordIteration(ctx, 1, it) },
-			func(ctx context.Context, f *stats.FinishedRequest) error { return h.rec.RecordFinished(ctx, 1, f) },
-			func(ctx context.Context, s *stats.Scheduler) error { return h.rec.RecordScheduler(ctx, 1, s) }},
-		{"Engine", e.RecordIteration, e.RecordFinished, e.RecordScheduler},
+			func(ctx context.Context, it *stats.Iteration) error {
+				h.rec.RecordIteration(ctx, 1, it)
+				return h.refused()
+			},
+			func(ctx context.Context, f *stats.FinishedRequest) error {
+				h.rec.RecordFinished(ctx, 1, f)
+				return h.refused()
+			},
+			func(ctx context.Context, s *stats.Scheduler) error {
+				h.rec.RecordScheduler(ctx, 1, s)
+				return h.refused()
+			}},
+		{"Engine",
+			func(ctx context.Context, it *stats.Iteration) error { e.RecordIteration(ctx, it); return h.refused() },
+			func(ctx context.Context, f *stats.FinishedRequest) error {
+				e.RecordFinished(ctx, f)
+				return h.refused()
+			},
+			func(ctx context.Context, s *stats.Scheduler) error { e.RecordScheduler(ctx, s); return h.refused() }},
 	}
 }
 
@@ -89,13 +105,16 @@ type badInput struct {
 	byTarget bool
 	prepare  func(context.Context, *badEnv) error
 	do       func(context.Context, *badEnv) error
+	// counted marks a case whose refusal the Recorder counts
+	// (instrument.NameInvalidEvents).
+	counted bool
 }
 
 // recordCase returns the constructor of cases of one Record method: each
 // case mutates a fresh valid input and records it through the target.
 func recordCase[T any](method string, valid func() T, record func(recordTarget) func(context.Context, *T) error) func(string, error, func(*T)) badInput {
 	return func(name string, want error, mutate func(*T)) badInput {
-		return badInput{name: method + "/" + name, want: []error{want}, byTarget: true,
+		return badInput{name: method + "/" + name, want: []error{want}, byTarget: true, counted: true,
 			do: func(ctx context.Context, env *badEnv) error {
 				v := valid()
 				mutate(&v)
@@ -119,9 +138,9 @@ var (
 // recorded: a few hundred tokens), then second, whose values take a total
 // since start past MaxInt64: the SDK's int64 sum would wrap.
 func overflowCase[T any](name string, record func(recordTarget) func(context.Context, *T) error, first, second T) badInput {
-	return badInput{name: "total overflow/" + name, want: []error{stats.ErrOverflow}, byTarget: true,
-		prepare: func(ctx context.Context, env *badEnv) error { return record(env.target)(ctx, &first) },
-		do:      func(ctx context.Context, env *badEnv) error { return record(env.target)(ctx, &second) }}
+	return badInput{name: "total overflow/" + name, want: []error{stats.ErrOverflow}, byTarget: true, counted: true,
+		prepare: func(ctx context.Context, env *badEnv) error { v := first; return record(env.target)(ctx, &v) },
+		do:      func(ctx context.Context, env *badEnv) error { v := second; return record(env.target)(ctx, &v) }}
 }
 
 // configCase builds a second Recorder on the harness's provider with opts
@@ -139,7 +158,9 @@ func configCase(name string, want []error, opts ...instrument.Option) badInput {
 }
 
 // stepCase drives a request's Timeline as an engine does each step: events
-// go into an Iteration that is recorded when every event was accepted.
+// go into an Iteration that is recorded when every event was accepted (a
+// step with a refused event records its other events and counts the
+// refusal: refusal_test.go).
 func stepCase(name string, want error, build func(testing.TB, *stats.Iteration) error) badInput {
 	return badInput{name: "Timeline/" + name, want: []error{want},
 		do: func(ctx context.Context, env *badEnv) error {
@@ -147,7 +168,8 @@ func stepCase(name string, want error, build func(testing.TB, *stats.Iteration) 
 			if err := build(env.t, &it); err != nil {
 				return err
 			}
-			return env.h.engine(1).RecordIteration(ctx, &it)
+			env.h.engine(1).RecordIteration(ctx, &it)
+			return env.h.refused()
 		}}
 }
 
@@ -200,18 +222,11 @@ func newTimelineCase(name string, want error, r stats.Request, many bool) badInp
 	return stepCase(name, want, func(t testing.TB, it *stats.Iteration) error {
 		var tl *stats.Timeline
 		if many {
-			tls, err := stats.NewTimelines(r)
-			if err != nil {
-				return err
-			}
-			tl = tls[0]
+			tl = stats.NewTimelines(r)[0]
 		} else {
-			var err error
-			if tl, err = stats.NewTimeline(r); err != nil {
-				return err
-			}
+			tl = stats.NewTimeline(r)
 		}
-		return errors.Join(tl.Queued(r.Arrival), tl.Scheduled(r.Arrival, 0, 0), output(it, tl, 5, 1))
+		return errors.Join(eventtest.Err(tl.Refused, func() { tl.Queued(r.Arrival) }), eventtest.Err(tl.Refused, func() { tl.Scheduled(r.Arrival, 0, 0) }), output(it, tl, 5, 1))
 	})
 }
 
@@ -336,15 +351,15 @@ var badInputs = []badInput{
 	// Engines the Recorder does not serve, and handles not made by it.
 	{name: "Recorder.RecordIteration/unknown rank", want: errs(instrument.ErrUnknownEngine),
 		do: func(ctx context.Context, env *badEnv) error {
-			return env.h.rec.RecordIteration(ctx, 2, &stats.Iteration{GenerationTokens: 1})
+			return instrument.RecorderRecordIterationErr(env.h.rec, ctx, 2, &stats.Iteration{GenerationTokens: 1})
 		}},
 	{name: "Recorder.RecordFinished/unknown rank", want: errs(instrument.ErrUnknownEngine),
 		do: func(ctx context.Context, env *badEnv) error {
-			return env.h.rec.RecordFinished(ctx, 7, &stats.FinishedRequest{})
+			return instrument.RecorderRecordFinishedErr(env.h.rec, ctx, 7, &stats.FinishedRequest{})
 		}},
 	{name: "Recorder.RecordScheduler/negative rank", want: errs(instrument.ErrUnknownEngine),
 		do: func(ctx context.Context, env *badEnv) error {
-			return env.h.rec.RecordScheduler(ctx, -1, &stats.Scheduler{Running: 1})
+			return instrument.RecorderRecordSchedulerErr(env.h.rec, ctx, -1, &stats.Scheduler{Running: 1})
 		}},
 	{name: "Recorder.Engine/rank MaxInt", want: errs(instrument.ErrUnknownEngine),
 		do: func(context.Context, *badEnv) error { return engineErr(testRecorder.Engine(math.MaxInt)) }},
@@ -353,15 +368,15 @@ var badInputs = []badInput{
 	{name: "Engine.RecordIteration/zero Engine", want: errs(instrument.ErrUnknownEngine),
 		do: func(ctx context.Context, env *badEnv) error {
 			var e instrument.Engine
-			return e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: 1})
+			return instrument.RecordIterationErr(&e, ctx, &stats.Iteration{GenerationTokens: 1})
 		}},
 	{name: "Engine.RecordScheduler/nil Engine", want: errs(instrument.ErrUnknownEngine),
 		do: func(ctx context.Context, env *badEnv) error {
-			return (*instrument.Engine)(nil).RecordScheduler(ctx, &stats.Scheduler{})
+			return instrument.RecordSchedulerErr((*instrument.Engine)(nil), ctx, &stats.Scheduler{})
 		}},
 	{name: "Engine.RecordFinished/nil Engine", want: errs(instrument.ErrUnknownEngine),
 		do: func(ctx context.Context, env *badEnv) error {
-			return (*instrument.Engine)(nil).RecordFinished(ctx, &stats.FinishedRequest{})
+			return instrument.RecordFinishedErr((*instrument.Engine)(nil), ctx, &stats.FinishedRequest{})
 		}},
 
 	// NewRecorder on the same provider.
@@ -446,35 +461,24 @@ var badInputs = []badInput{
 	newTimelineCase("negative n", stats.ErrNegative, stats.Request{Arrival: t0, PromptTokens: 10, N: -2}, true),
 	newTimelineCase("n = 2^20 children", stats.ErrOutOfRange, stats.Request{Arrival: t0, PromptTokens: 10, N: 1 << 20}, true),
 	stepCase("queued before arrival", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
-		tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tl.Queued(t0.Add(-time.Nanosecond))
+		tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
+		return eventtest.Err(tl.Refused, func() { tl.Queued(t0.Add(-time.Nanosecond)) })
 	}),
 	stepCase("queued twice", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
-		return request(t, 10, 0, 5, 0, 0).Queued(ms(6))
+		tl := request(t, 10, 0, 5, 0, 0)
+		return eventtest.Err(tl.Refused, func() { tl.Queued(ms(6)) })
 	}),
 	stepCase("queued after scheduled", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
-		tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return errors.Join(tl.Scheduled(ms(1), 0, 0), tl.Queued(ms(2)))
+		tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
+		return errors.Join(eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(1), 0, 0) }), eventtest.Err(tl.Refused, func() { tl.Queued(ms(2)) }))
 	}),
 	stepCase("output before scheduled", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
-		tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return errors.Join(tl.Queued(ms(1)), output(it, tl, 2, 1))
+		tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
+		return errors.Join(eventtest.Err(tl.Refused, func() { tl.Queued(ms(1)) }), output(it, tl, 2, 1))
 	}),
 	stepCase("scheduled with cached beyond the prompt", stats.ErrCachedExceedsPrompt, func(t testing.TB, it *stats.Iteration) error {
-		tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return errors.Join(tl.Queued(ms(1)), tl.Scheduled(ms(2), 60, 41), output(it, tl, 3, 1))
+		tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 100})
+		return errors.Join(eventtest.Err(tl.Refused, func() { tl.Queued(ms(1)) }), eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(2), 60, 41) }), output(it, tl, 3, 1))
 	}),
 	stepCase("rescheduled after preemption with cached beyond the prompt", stats.ErrCachedExceedsPrompt,
 		func(t testing.TB, it *stats.Iteration) error {
@@ -482,14 +486,11 @@ var badInputs = []badInput{
 			if err := tl.Preempted(ms(12)); err != nil {
 				t.Fatal(err)
 			}
-			return errors.Join(tl.Scheduled(ms(15), 101, 0), output(it, tl, 20, 1))
+			return errors.Join(eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(15), 101, 0) }), output(it, tl, 20, 1))
 		}),
 	stepCase("scheduled with negative cached", stats.ErrNegative, func(t testing.TB, it *stats.Iteration) error {
-		tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return errors.Join(tl.Queued(ms(1)), tl.Scheduled(ms(2), 0, -1), output(it, tl, 3, 1))
+		tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 100})
+		return errors.Join(eventtest.Err(tl.Refused, func() { tl.Queued(ms(1)) }), eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(2), 0, -1) }), output(it, tl, 3, 1))
 	}),
 	stepCase("zero tokens output", stats.ErrOutOfRange, func(t testing.TB, it *stats.Iteration) error {
 		return output(it, request(t, 10, 0, 5, 0, 0), 6, 0)
@@ -504,11 +505,8 @@ var badInputs = []badInput{
 		return output(it, running(t), 19, 1)
 	}),
 	stepCase("preempted while queued", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
-		tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return errors.Join(tl.Queued(ms(1)), tl.Preempted(ms(2)))
+		tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
+		return errors.Join(eventtest.Err(tl.Refused, func() { tl.Queued(ms(1)) }), tl.Preempted(ms(2)))
 	}),
 	stepCase("output after finish", stats.ErrFinished, func(t testing.TB, it *stats.Iteration) error {
 		return output(it, finishedRequest(t), 40, 1)
@@ -517,7 +515,8 @@ var badInputs = []badInput{
 		return finish(it, finishedRequest(t), 40, stats.FinishStop)
 	}),
 	stepCase("scheduled after finish", stats.ErrFinished, func(t testing.TB, it *stats.Iteration) error {
-		return finishedRequest(t).Scheduled(ms(40), 0, 0)
+		tl := finishedRequest(t)
+		return eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(40), 0, 0) })
 	}),
 	stepCase("finish with unknown reason", stats.ErrUnknownFinishReason, func(t testing.TB, it *stats.Iteration) error {
 		return finish(it, running(t), 30, stats.FinishReason(7))
@@ -527,11 +526,11 @@ var badInputs = []badInput{
 	}),
 	stepCase("zero Timeline", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
 		var tl stats.Timeline
-		return errors.Join(tl.Queued(ms(1)), tl.Scheduled(ms(2), 0, 0), output(it, &tl, 3, 1), finish(it, &tl, 4, stats.FinishStop))
+		return errors.Join(eventtest.Err(tl.Refused, func() { tl.Queued(ms(1)) }), eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(2), 0, 0) }), output(it, &tl, 3, 1), finish(it, &tl, 4, stats.FinishStop))
 	}),
 	stepCase("nil Timeline", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
 		var tl *stats.Timeline
-		return errors.Join(tl.Queued(ms(1)), tl.Preempted(ms(2)), output(it, tl, 3, 1), finish(it, tl, 4, stats.FinishStop))
+		return errors.Join(eventtest.Err(tl.Refused, func() { tl.Queued(ms(1)) }), tl.Preempted(ms(2)), output(it, tl, 3, 1), finish(it, tl, 4, stats.FinishStop))
 	}),
 }
 
@@ -580,7 +579,8 @@ func TestBadInputCorpus(t *testing.T) {
 						t.Fatalf("prepare: %v", err)
 					}
 				}
-				before := h.scrape()
+				beforeFull := h.scrape()
+				before := withoutInvalid(beforeFull)
 				err := noPanic(t, func() error { return c.do(ctx, env) })
 				if err == nil {
 					t.Fatal("no error")
@@ -590,8 +590,12 @@ func TestBadInputCorpus(t *testing.T) {
 						t.Errorf("error %q does not match %q", err, want)
 					}
 				}
-				if after := h.scrape(); after != before {
+				full := h.scrape()
+				if after := withoutInvalid(full); after != before {
 					t.Errorf("the bad input changed the scrape:\nbefore:\n%s\nafter:\n%s", before, after)
+				}
+				if c.counted && invalidLines(full) == invalidLines(beforeFull) {
+					t.Errorf("the refusal is not counted:\n%s", invalidLines(full))
 				}
 			})
 		}
@@ -600,6 +604,29 @@ func TestBadInputCorpus(t *testing.T) {
 		t.Errorf("the corpus has %d distinct inputs, want at least 50", len(badInputs))
 	}
 	t.Logf("bad-input corpus: %d distinct inputs, %d runs", len(badInputs), runs)
+}
+
+// withoutInvalid returns a scrape without the invalid events family, the one
+// a refusal adds to.
+func withoutInvalid(scrape string) string {
+	var keep []string
+	for _, line := range strings.SplitAfter(scrape, "\n") {
+		if !strings.Contains(line, "infermetrics_invalid_events") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "")
+}
+
+// invalidLines returns the invalid events series of a scrape.
+func invalidLines(scrape string) string {
+	var keep []string
+	for _, line := range strings.SplitAfter(scrape, "\n") {
+		if strings.HasPrefix(line, "infermetrics_invalid_events_total{") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "")
 }
 
 // noPanic runs f, failing the test if it panics.
@@ -630,18 +657,15 @@ func TestRecordAtLimits(t *testing.T) {
 	h := newScrapedHarness(t, instrument.WithEngines(0))
 	ctx := t.Context()
 	e := h.engine(0)
-	if err := e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: maxInt}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.RecordScheduler(ctx, &stats.Scheduler{PrefixCache: stats.CacheQueries{Queries: maxInt, Hits: maxInt},
-		SpecDecoding: &stats.SpecDecoding{AcceptedPerPosition: make([]int64, 64)}}); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: maxInt})
+	e.RecordScheduler(ctx, &stats.Scheduler{PrefixCache: stats.CacheQueries{Queries: maxInt, Hits: maxInt},
+		SpecDecoding: &stats.SpecDecoding{AcceptedPerPosition: make([]int64, 64)}})
 	s := h.collect()
 	checkCounter(t, s, float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
 	checkCounter(t, s, float64(maxInt), "vllm:prefix_cache_hits", engineLabels("0")...)
 	// The next token would wrap the total: refused, and the total stays.
-	if err := e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: 1}); !errors.Is(err, stats.ErrOverflow) {
+	e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: 1})
+	if err := h.refused(); !errors.Is(err, stats.ErrOverflow) {
 		t.Errorf("one more token: %v, want ErrOverflow", err)
 	}
 	checkCounter(t, h.collect(), float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
@@ -680,10 +704,10 @@ func init() {
 		}),
 		stepCase("event more than MaxSeconds after arrival", stats.ErrOutOfRange, func(t testing.TB, it *stats.Iteration) error {
 			tl := request(t, 10, 0, 5, 0, 0)
-			return it.Output(tl, t0.Add(time.Duration(stats.MaxSeconds+1)*time.Second), 1)
+			return eventtest.Err(it.Refused, func() { it.Output(tl, t0.Add(time.Duration(stats.MaxSeconds+1)*time.Second), 1) })
 		}),
 		stepCase("preempt before the previous event", stats.ErrOutOfOrder, func(t testing.TB, it *stats.Iteration) error {
-			return it.Preempt(running(t), ms(15))
+			return eventtest.Err(it.Refused, func() { it.Preempt(running(t), ms(15)) })
 		}),
 	)
 }
@@ -694,16 +718,10 @@ func init() {
 func TestFinishedZeroNObservesParams(t *testing.T) {
 	h := newHarness(t, instrument.WithEngines(0))
 	e := h.engine(0)
-	if err := e.RecordFinished(t.Context(), &stats.FinishedRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.RecordFinished(t.Context(), &stats.FinishedRequest{GenerationTokens: 7}); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordFinished(t.Context(), &stats.FinishedRequest{})
+	e.RecordFinished(t.Context(), &stats.FinishedRequest{GenerationTokens: 7})
 	pending := stats.FinishedRequest{GenerationTokens: 3, N: 2, ParentPending: true}
-	if err := e.RecordFinished(t.Context(), &pending); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordFinished(t.Context(), &pending)
 	s := h.collect()
 	checkHistogram(t, s, 2, 2, map[int]uint64{0: 2}, "vllm:request_params_n", engineLabels("0")...)
 	got := s.get(t, "vllm:request_max_num_generation_tokens", engineLabels("0")...)
@@ -721,12 +739,10 @@ func TestAbsurdDurationKeepsSumsFinite(t *testing.T) {
 	h := newHarness(t, instrument.WithEngines(0))
 	e := h.engine(0)
 	ok := stats.FinishedRequest{E2ELatency: 2}
-	if err := e.RecordFinished(t.Context(), &ok); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordFinished(t.Context(), &ok)
 	for range 2 {
 		f := stats.FinishedRequest{E2ELatency: 1e308}
-		if err := e.RecordFinished(t.Context(), &f); !errors.Is(err, stats.ErrOutOfRange) {
+		if err := instrument.RecordFinishedErr(e, t.Context(), &f); !errors.Is(err, stats.ErrOutOfRange) {
 			t.Errorf("E2ELatency 1e308: %v, want ErrOutOfRange", err)
 		}
 	}

@@ -120,12 +120,17 @@ const (
 // Kind is the kind of an instrument.
 type Kind uint8
 
+// The kinds of instruments.
 const (
+	// Counter: a monotonic sum (exported with _total).
 	Counter Kind = iota
+	// Gauge: the last value.
 	Gauge
+	// Histogram: a distribution in buckets.
 	Histogram
 )
 
+// String returns "counter", "gauge" or "histogram".
 func (k Kind) String() string {
 	switch k {
 	case Counter:
@@ -368,6 +373,13 @@ var catalog = []Descriptor{
 		Description: "Time from sending a routed request's decode leg to its first content chunk."},
 	{Name: NamePDHandoffDuration, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perRouted + ", decode leg sent after the prefill leg ended", Feature: PDRouting,
 		Description: "Time from the end of a routed request's prefill leg to the start of its decode leg."},
+
+	// The Recorder's own counter of refused input (refusal.go).
+	{Name: NameInvalidEvents, Kind: Counter, Integer: true, Unit: "{event}", Feature: InvalidInput,
+		Recorded:   "each refused event, request or step, and once per engine and feature for feature data without its option",
+		Attributes: []string{KeyKind},
+		Description: "Input the Recorder refused as invalid, so recorded nothing of, by kind: " + refusalKinds() +
+			"; feature_not_configured counts a feature's data reported without its option (that data is recorded)."},
 }
 
 // Descriptors returns every instrument the Recorder creates, in a stable order.

@@ -182,8 +182,24 @@ func (b *Backend) Role() string { return b.role }
 // RecordChunkGap records the time between two consecutive content chunks of
 // a streamed response of an operation
 // (gen_ai.client.operation.time_per_output_chunk). A bad duration or an
-// unknown operation is returned as an error and nothing is recorded.
-func (b *Backend) RecordChunkGap(ctx context.Context, op stats.Operation, seconds float64) error {
+// unknown operation is refused: nothing is recorded, and the refusal is
+// counted and reported (see Engine.RecordIteration).
+func (b *Backend) RecordChunkGap(ctx context.Context, op stats.Operation, seconds float64) {
+	if err := b.recordChunkGap(ctx, op, seconds); err != nil {
+		b.engine().refuse(refusedClientChunkGap, "Backend.RecordChunkGap", err)
+	}
+}
+
+// engine returns the Backend's engine, nil for a nil Backend.
+func (b *Backend) engine() *Engine {
+	if b == nil {
+		return nil
+	}
+	return b.e
+}
+
+// recordChunkGap is RecordChunkGap, returning its refusal.
+func (b *Backend) recordChunkGap(ctx context.Context, op stats.Operation, seconds float64) error {
 	if b == nil {
 		return fmt.Errorf("%w: a nil Backend (get one from Engine.Backend)", ErrUnknownEngine)
 	}
@@ -204,9 +220,17 @@ func (b *Backend) RecordChunkGap(ctx context.Context, op stats.Operation, second
 // (with error.type when it failed), its time to first chunk when streamed,
 // and its input and output tokens when the response reported usage, with
 // gen_ai.operation.name from r.Operation. Times are from sending the
-// request to the backend. An invalid leg is returned
-// as an error and nothing is recorded.
-func (b *Backend) RecordRequest(ctx context.Context, r *stats.ObservedRequest) error {
+// request to the backend. An invalid leg is refused: nothing of it is
+// recorded, and the refusal is counted and reported (see
+// Engine.RecordIteration).
+func (b *Backend) RecordRequest(ctx context.Context, r *stats.ObservedRequest) {
+	if err := b.recordRequest(ctx, r); err != nil {
+		b.engine().refuse(refusedClientRequest, "Backend.RecordRequest", err)
+	}
+}
+
+// recordRequest is RecordRequest, returning its refusal.
+func (b *Backend) recordRequest(ctx context.Context, r *stats.ObservedRequest) error {
 	if b == nil {
 		return fmt.Errorf("%w: a nil Backend (get one from Engine.Backend)", ErrUnknownEngine)
 	}

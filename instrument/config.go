@@ -41,6 +41,7 @@ type config struct {
 	priority       bool // WithPriorityScheduling
 	kvOffload      bool // WithKVOffload
 	kvOffloadCPU   bool // WithKVOffloadCPU
+	errorHandler   func(error)
 }
 
 func newConfig(opts []Option) config {

@@ -13,18 +13,25 @@
 //		instrument.WithEngines(0, 1),
 //	)
 //	engine, err := rec.Engine(0)
-//	// every step:
-//	err = engine.RecordScheduler(ctx, &sched)
-//	err = engine.RecordIteration(ctx, &iteration)
+//	// every step, no error to check:
+//	engine.RecordScheduler(ctx, &sched)
+//	engine.RecordIteration(ctx, &iteration)
+//	iteration.Reset()
 //
-// Every Record method validates its whole input first: invalid input returns
-// an error (matching the sentinels of package stats, or ErrUnknownEngine,
-// ErrNilStats or ErrClosed) and records nothing, so a bad value can never make a
-// counter go backwards; no input makes the library panic. Each engine also
+// Only construction returns errors (NewRecorder, Recorder.Engine,
+// Engine.Backend): a metrics call never changes an engine's control flow.
+// Every Record method validates its whole input first: invalid input records
+// nothing, so a bad value can never make a counter go backwards, and no input
+// makes the library panic. The refusal (an error matching the sentinels of
+// package stats, or ErrUnknownEngine, ErrNilStats, ErrClosed,
+// ErrRecordedTwice) is counted on NameInvalidEvents by kind and engine and
+// reported to the error handler (WithErrorHandler; default otel.Handle, at
+// most one report per ErrorReportInterval). The events a step's Timelines
+// and Iteration refused (stats.Iteration.Refused) are counted and reported
+// by RecordIteration. Tests use testutil.StrictErrors. Each engine also
 // keeps the totals since start of what it adds to integer counters and
 // histogram sums, which the SDK keeps in int64s that would wrap around: a
-// step that would take one past math.MaxInt64 is refused with an error
-// matching stats.ErrOverflow. (A view that merges engines or models into one
+// step that would take one past math.MaxInt64 is refused (stats.ErrOverflow). (A view that merges engines or models into one
 // series adds their totals, which this check does not see.) Recording never
 // blocks on an exporter.
 //
@@ -48,7 +55,7 @@
 // being reported (with their last values) after the Recorder and its Engines
 // are no longer reachable, and so stay claimed. Close flushes the
 // MeterProvider, then unregisters the callback and releases the claims;
-// Record methods then return an error matching ErrClosed. So closing before
+// Record methods then refuse their input (ErrClosed). So closing before
 // the provider's Shutdown loses nothing. A service that unloads a model
 // closes its Recorder.
 //

@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -58,6 +59,9 @@ type cells struct {
 	kvFetchReported atomic.Bool      // a step reported KV fetch stages
 	nixlAfterExpiry atomic.Int64
 
+	// invalid counts refused input by kind (NameInvalidEvents).
+	invalid [numRefusals]atomic.Int64
+
 	// inFlight is the front end's in-flight requests (RequestStarted,
 	// RequestEnded), reported with running: see RequestStarted.
 	inFlight atomic.Int64
@@ -79,6 +83,8 @@ type Engine struct {
 
 	backends backends // the client metrics' handles, see Backend
 
+	warned [numFeatures]atomic.Bool // feature data reported without its option, see unconfigured
+
 	// provider keeps the MeterProvider, whose address identifies the
 	// engine's series claims, from being freed and reused while they hold.
 	provider metric.MeterProvider
@@ -97,9 +103,10 @@ type engineState struct {
 	byReason  [5]measure // finished_reason
 	waitingBy [2]measure // capacity, deferred
 	sleep     [3]measure
-	byTier    [5]measure     // source label of the cached prompt tokens, by stats.Tier
-	byStage   [3]measure     // KV fetch stage
-	server    serverMeasures // the GenAI server metrics, see WithGenAISemconv
+	byTier    [5]measure           // source label of the cached prompt tokens, by stats.Tier
+	byStage   [3]measure           // KV fetch stage
+	byKind    [numRefusals]measure // kind of refused input
+	server    serverMeasures       // the GenAI server metrics, see WithGenAISemconv
 
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
@@ -112,6 +119,7 @@ type engineState struct {
 	// non-zero value.
 	kvConnector   bool
 	kvConsumer    bool
+	kvResidency   bool
 	corruption    bool
 	specPositions int
 
@@ -141,7 +149,7 @@ func (e *engineState) genAIKV(op stats.Operation) []attribute.KeyValue {
 
 func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
 	e := &Engine{life: life, provider: cfg.meterProvider, engineState: &engineState{inst: inst, rank: rank,
-		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, corruption: cfg.corruption,
+		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, corruption: cfg.corruption, kvResidency: cfg.kvResidency,
 		specPositions: cfg.specPositions, modelName: cfg.modelName, genAIOperation: cfg.genAIOperation,
 		genAIProvider: cfg.genAIProvider}}
 	e.base = append([]attribute.KeyValue{
@@ -165,6 +173,9 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	}
 	for _, s := range stats.FetchStages() {
 		e.byStage[s] = e.with(attribute.String(KeyStage, s.String()))
+	}
+	for k := range e.byKind {
+		e.byKind[k] = e.with(attribute.String(KeyKind, refusal(k).String()))
 	}
 	empty := []measure{}
 	e.positions.Store(&empty)
@@ -190,7 +201,7 @@ func (e *Engine) usable(nilStats bool) error {
 		return fmt.Errorf("%w: engine %d", ErrClosed, e.rank)
 	}
 	if nilStats {
-		return ErrNilStats
+		return fmt.Errorf("%w: pass the step's or request's stats", ErrNilStats)
 	}
 	return nil
 }
@@ -283,6 +294,9 @@ func (e *engineState) observe(o metric.Observer) {
 		}
 		o.ObserveInt64(in.sleepState, v, e.sleep[s].obs...)
 	}
+	for k := range c.invalid {
+		observeSome(o, in.invalidEvents, &c.invalid[k], false, e.byKind[k].obs)
+	}
 	e.observePriority(o)
 	e.observeOffload(o)
 }
@@ -296,13 +310,35 @@ func observeSome(o metric.Observer, inst metric.Int64ObservableCounter, a *atomi
 
 // RecordIteration records one step's outputs: prompt tokens by source, cached
 // and generation tokens, preemptions, one iteration-tokens observation of
-// it.TokensDone(), the TTFT and ITL values and every finished request. An
-// invalid iteration is returned as an error and nothing is recorded. Values
+// it.TokensDone(), the TTFT and ITL values and every finished request. Values
 // of a request with a context (stats.Request.Context) are recorded with it,
 // so that their exemplars name the request's span; the others with ctx.
-func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error {
+//
+// The events the step and its Timelines refused (it.Refused) are counted and
+// reported here, once. An invalid iteration (see stats.Iteration.Validate),
+// or one recorded before and not Reset since (ErrRecordedTwice), is refused:
+// nothing of it is recorded, and the refusal is counted on
+// NameInvalidEvents and reported to the error handler (WithErrorHandler).
+func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) {
+	if err := e.recordIteration(ctx, it); err != nil {
+		k := refusedIteration
+		if errors.Is(err, ErrRecordedTwice) {
+			k = refusedTwice
+		}
+		e.refuse(k, "RecordIteration", err)
+	}
+}
+
+// recordIteration is RecordIteration, returning its refusal.
+func (e *Engine) recordIteration(ctx context.Context, it *stats.Iteration) error {
 	if err := e.usable(it == nil); err != nil {
 		return err
+	}
+	if it.Recorded() {
+		return fmt.Errorf("%w: call Reset after RecordIteration, before the step's first event", ErrRecordedTwice)
+	}
+	if r := it.Refused(); r.Total() > 0 {
+		e.refuseEvents(r)
 	}
 	if err := it.Validate(); err != nil {
 		return err
@@ -311,6 +347,10 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 	inc.iteration(it)
 	if err := e.reserve(&inc); err != nil {
 		return err
+	}
+	it.MarkRecorded()
+	if it.CorruptedRequests > 0 && !e.corruption {
+		e.unconfigured(featCorruption)
 	}
 	in, c := e.inst, &e.c
 	c.addPrompt(it.PromptTokens)
@@ -338,9 +378,17 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) error
 }
 
 // RecordFinished records one finished request: its finish reason, token
-// counts, parameters and latencies. An invalid request is returned as an
-// error and nothing is recorded.
-func (e *Engine) RecordFinished(ctx context.Context, f *stats.FinishedRequest) error {
+// counts, parameters and latencies. An invalid request is refused: nothing
+// of it is recorded, and the refusal is counted and reported (see
+// RecordIteration).
+func (e *Engine) RecordFinished(ctx context.Context, f *stats.FinishedRequest) {
+	if err := e.recordFinishedRequest(ctx, f); err != nil {
+		e.refuse(refusedFinished, "RecordFinished", err)
+	}
+}
+
+// recordFinishedRequest is RecordFinished, returning its refusal.
+func (e *Engine) recordFinishedRequest(ctx context.Context, f *stats.FinishedRequest) error {
 	if err := e.usable(f == nil); err != nil {
 		return err
 	}
@@ -402,9 +450,19 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 // KV cache usage, sleep state), this step's cache lookups, and the optional
 // speculative decoding, LoRA, KV connector, KV residency, KV offloading, MFU
 // estimate and KV fetch stage data when present.
-// An invalid step is returned as an error and nothing is recorded; so is a
-// step with more than 64 speculative decoding positions.
-func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) error {
+// An invalid step, or one with more than 64 speculative decoding positions,
+// is refused: nothing of it is recorded, and the refusal is counted and
+// reported (see RecordIteration). Feature data on a Recorder without the
+// feature's option (Scheduler.SpecDecoding without WithSpecDecoding, ...) is
+// recorded and reported once per engine (ErrFeatureNotConfigured).
+func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) {
+	if err := e.recordSchedulerStep(ctx, s); err != nil {
+		e.refuse(refusedScheduler, "RecordScheduler", err)
+	}
+}
+
+// recordSchedulerStep is RecordScheduler, returning its refusal.
+func (e *Engine) recordSchedulerStep(ctx context.Context, s *stats.Scheduler) error {
 	if err := e.usable(s == nil); err != nil {
 		return err
 	}
@@ -421,6 +479,7 @@ func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) error 
 		return err
 	}
 	e.recordScheduler(ctx, s)
+	e.checkFeatures(s)
 	return nil
 }
 

@@ -41,59 +41,61 @@ func ExampleEngine_RecordIteration() {
 	// A 600-token prompt whose first 200 tokens are in the prefix cache, and
 	// a 40-token prompt sampled twice (one Timeline per child).
 	start := time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
-	a, err := stats.NewTimeline(stats.Request{Arrival: start, PromptTokens: 600})
-	must(err)
-	b, err := stats.NewTimelines(stats.Request{Arrival: start, PromptTokens: 40, N: 2})
-	must(err)
+	a := stats.NewTimeline(stats.Request{Arrival: start, PromptTokens: 600})
+	b := stats.NewTimelines(stats.Request{Arrival: start, PromptTokens: 40, N: 2})
 
+	// No metrics call returns an error: what the Recorder refuses is counted
+	// on infermetrics.invalid_events and reported to its error handler.
 	var step stats.Iteration
 	now := start
 	endStep := func(s stats.Scheduler) {
-		must(engine.RecordScheduler(ctx, &s))
-		must(engine.RecordIteration(ctx, &step))
+		engine.RecordScheduler(ctx, &s)
+		engine.RecordIteration(ctx, &step)
 		step.Reset()
 		now = now.Add(20 * time.Millisecond)
 	}
 
 	// Step 1: a computes 256 of its 400 uncached tokens: no output yet, so
 	// the step counts 0 tokens done; all 400 count in a's first-output step.
-	must(a.Scheduled(now, 200, 0))
+	a.Scheduled(now, 200, 0)
 	endStep(stats.Scheduler{Running: 1, WaitingCapacity: 2, PrefixCache: stats.CacheQueries{Queries: 600, Hits: 200}})
 
 	// Step 2: a computes its last 144 tokens; b's children join the batch.
 	// All three emit their first token: the step counts their prompts.
-	must(b[0].Scheduled(now, 0, 0))
-	must(b[1].Scheduled(now, 0, 0))
-	must(step.Output(a, now, 1))
-	must(step.Output(b[0], now, 1))
-	must(step.Output(b[1], now, 1))
+	b[0].Scheduled(now, 0, 0)
+	b[1].Scheduled(now, 0, 0)
+	step.Output(a, now, 1)
+	step.Output(b[0], now, 1)
+	step.Output(b[1], now, 1)
 	endStep(stats.Scheduler{Running: 3, KVCacheUsage: 0.6, PrefixCache: stats.CacheQueries{Queries: 80}})
 
 	// Step 3: a's two draft tokens are accepted, plus the bonus token; the
 	// KV cache is full, so b[1] is preempted.
-	must(step.Output(a, now, 3))
-	must(step.Output(b[0], now, 1))
-	must(step.Preempt(b[1], now))
+	step.Output(a, now, 3)
+	step.Output(b[0], now, 1)
+	step.Preempt(b[1], now)
 	endStep(stats.Scheduler{Running: 2, WaitingCapacity: 1, KVCacheUsage: 1,
 		SpecDecoding: &stats.SpecDecoding{Drafts: 1, DraftTokens: 2, AcceptedTokens: 2, AcceptedPerPosition: []int64{1, 1}}})
 
 	// Step 4: b[1] is scheduled again (its re-prefill is not counted); a
 	// stops, b[0] reaches its length limit.
-	must(b[1].Scheduled(now, 32, 0))
-	must(step.Output(a, now, 1))
-	must(step.Output(b[0], now, 1))
-	must(step.Output(b[1], now, 1))
-	must(step.Finish(a, now, stats.FinishStop))
-	must(step.Finish(b[0], now, stats.FinishLength))
+	b[1].Scheduled(now, 32, 0)
+	step.Output(a, now, 1)
+	step.Output(b[0], now, 1)
+	step.Output(b[1], now, 1)
+	step.Finish(a, now, stats.FinishStop)
+	step.Finish(b[0], now, stats.FinishLength)
 	endStep(stats.Scheduler{Running: 3, KVCacheUsage: 0.5})
 
 	// Step 5: b[1] finishes, the last child of b.
-	must(step.Output(b[1], now, 1))
-	must(step.Finish(b[1], now, stats.FinishLength))
+	step.Output(b[1], now, 1)
+	step.Finish(b[1], now, stats.FinishLength)
 	endStep(stats.Scheduler{})
 
 	var rm metricdata.ResourceMetrics
-	must(reader.Collect(ctx, &rm))
+	if err := reader.Collect(ctx, &rm); err != nil {
+		log.Fatal(err)
+	}
 	for _, s := range []string{"local_compute", "local_cache_hit", "external_kv_transfer"} {
 		fmt.Printf("prompt tokens from %s: %d\n", s, counterValue(rm, "vllm:prompt_tokens_by_source", "source", s))
 	}
@@ -104,6 +106,7 @@ func ExampleEngine_RecordIteration() {
 	fmt.Println("requests at their length limit:", counterValue(rm, "vllm:request_success", "finished_reason", "length"))
 	count, sum = histogramOf(rm, "vllm:request_params_n")
 	fmt.Printf("request_params_n: %d requests, n summing to %d\n", count, sum)
+	fmt.Println("invalid events:", counterValue(rm, instrument.NameInvalidEvents)) // -1: no series, none refused
 	// Output:
 	// prompt tokens from local_compute: 480
 	// prompt tokens from local_cache_hit: 200
@@ -113,13 +116,7 @@ func ExampleEngine_RecordIteration() {
 	// requests stopped: 1
 	// requests at their length limit: 2
 	// request_params_n: 2 requests, n summing to 3
-}
-
-// must stops the example on an error.
-func must(err error) {
-	if err != nil {
-		log.Fatal(err)
-	}
+	// invalid events: -1
 }
 
 // counterValue returns the value of the integer counter series name{key=value}

@@ -41,9 +41,7 @@ func ExampleNewRecorder() {
 			panic(err)
 		}
 	}
-	if err := engine.RecordIteration(ctx, &step); err != nil {
-		panic(err)
-	}
+	engine.RecordIteration(ctx, &step)
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -66,34 +67,32 @@ func TestExemplarsNameTheRequest(t *testing.T) {
 	wantStep := [2]string{"10101010101010101010101010101010", "1111111111111111"}
 
 	t0 := time.Unix(1000, 0)
-	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10, Context: req})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10, Context: req})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Scheduled(t0.Add(time.Second), 0, 0); err != nil {
+	if err := eventtest.Err(tl.Refused, func() { tl.Scheduled(t0.Add(time.Second), 0, 0) }); err != nil {
 		t.Fatal(err)
 	}
 	var it stats.Iteration
 	// An untraced request in the same step keeps the step's context.
-	other, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 5})
-	if err != nil {
+	other := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 5})
+	if err := other.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Scheduled(t0, 0, 0); err != nil {
+	if err := eventtest.Err(other.Refused, func() { other.Scheduled(t0, 0, 0) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := it.Output(other, t0.Add(100*time.Millisecond), 1); err != nil {
+	if err := eventtest.Err(it.Refused, func() { it.Output(other, t0.Add(100*time.Millisecond), 1) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := it.Output(tl, t0.Add(30*time.Second), 1); err != nil { // a slow first token: its own bucket
+	if err := eventtest.Err(it.Refused, func() { it.Output(tl, t0.Add(30*time.Second), 1) }); err != nil { // a slow first token: its own bucket
 		t.Fatal(err)
 	}
-	if err := it.Finish(tl, t0.Add(40*time.Second), stats.FinishStop); err != nil {
+	if err := eventtest.Err(it.Refused, func() { it.Finish(tl, t0.Add(40*time.Second), stats.FinishStop) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.RecordIteration(step, &it); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordIteration(step, &it)
 
 	ttft := exemplarTraces(t, h, "vllm:time_to_first_token_seconds")
 	if len(ttft) != 2 || !containsPair(ttft, wantReq) || !containsPair(ttft, wantStep) {

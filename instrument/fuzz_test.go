@@ -166,7 +166,8 @@ func FuzzRecordIteration(f *testing.F) {
 		}
 		r := engineLabels(strconv.Itoa(rank))
 		for range repeat%3 + 1 {
-			ok, before, after := fuzzRecord(t, h, func() error { return h.rec.RecordIteration(t.Context(), rank, &it) })
+			step := it // each step its own: a recorded Iteration is refused until Reset
+			ok, before, after := fuzzRecord(t, h, func() error { return instrument.RecorderRecordIterationErr(h.rec, t.Context(), rank, &step) })
 			if !ok {
 				continue
 			}
@@ -212,7 +213,7 @@ func FuzzRecordFinished(f *testing.F) {
 			TimePerOutputToken: tpot}
 		r := engineLabels("1")
 		for range repeat%3 + 1 {
-			ok, before, after := fuzzRecord(t, h, func() error { return e.RecordFinished(t.Context(), &fr) })
+			ok, before, after := fuzzRecord(t, h, func() error { return instrument.RecordFinishedErr(e, t.Context(), &fr) })
 			if !ok {
 				continue
 			}
@@ -277,7 +278,7 @@ func FuzzRecordScheduler(f *testing.F) {
 		}
 		r := engineLabels("0")
 		for range repeat%3 + 1 {
-			ok, before, after := fuzzRecord(t, h, func() error { return e.RecordScheduler(t.Context(), &s) })
+			ok, before, after := fuzzRecord(t, h, func() error { return instrument.RecordSchedulerErr(e, t.Context(), &s) })
 			if !ok {
 				continue
 			}

@@ -6,6 +6,7 @@ package instrument_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -17,12 +18,15 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/infermetrics/infermetrics/exporters"
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/testutil"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -38,6 +42,38 @@ type harness struct {
 	rec    *instrument.Recorder
 	reader *sdkmetric.ManualReader
 	prom   *exporters.Prometheus // nil unless newScrapedHarness
+	// errs collects what the Recorder refuses: a test that provokes
+	// refusals takes them (refused); any left at the end fail the test.
+	errs *testutil.Errors
+}
+
+// refused returns the errors the Recorder reported since the last call,
+// joined; nil when it refused nothing. Feature data without its option
+// (instrument.ErrFeatureNotConfigured), which the tests give freely, is
+// left out: it is recorded, and refusal_test.go checks its report.
+func (h *harness) refused() error { return errors.Join(refusals(h.errs)...) }
+
+// collectErrors returns a collector of a Recorder's refusals whose errors
+// left at the end of the test fail it (feature data reports aside).
+func collectErrors(t testing.TB) *testutil.Errors {
+	errs := &testutil.Errors{}
+	t.Cleanup(func() {
+		for _, err := range refusals(errs) {
+			t.Errorf("the Recorder refused input the test did not check: %v", err)
+		}
+	})
+	return errs
+}
+
+// refusals takes the errors of errs but the feature data reports.
+func refusals(errs *testutil.Errors) []error {
+	var out []error
+	for _, err := range errs.Take() {
+		if !errors.Is(err, instrument.ErrFeatureNotConfigured) {
+			out = append(out, err)
+		}
+	}
+	return out
 }
 
 func newHarness(t testing.TB, opts ...instrument.Option) *harness {
@@ -88,12 +124,17 @@ func buildHarnessViews(t testing.TB, prom *exporters.Prometheus, extra []sdkmetr
 	}
 	mp := sdkmetric.NewMeterProvider(mpOpts...)
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	base := []instrument.Option{instrument.WithMeterProvider(mp), instrument.WithModelName(model)}
+	errs := collectErrors(t)
+	var provider metric.MeterProvider = mp
+	if prom != nil {
+		provider = prom.Wrap(mp) // so that the handler completes the zero series
+	}
+	base := []instrument.Option{instrument.WithMeterProvider(provider), instrument.WithModelName(model), errs.Option()}
 	rec, err := instrument.NewRecorder(append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)
 	}
-	return &harness{t: t, mp: mp, rec: rec, reader: reader, prom: prom}
+	return &harness{t: t, mp: mp, rec: rec, reader: reader, prom: prom, errs: errs}
 }
 
 // scrape returns the Prometheus text exposition of a newScrapedHarness,
@@ -260,14 +301,14 @@ func ms(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 // scheduledMs with the given cached tokens.
 func request(t testing.TB, prompt, maxTokens int64, scheduledMs int, localCached, externalCached int64) *stats.Timeline {
 	t.Helper()
-	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: prompt, MaxTokens: maxTokens})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: prompt, MaxTokens: maxTokens})
+	if err := tl.Err(); err != nil {
 		t.Fatalf("NewTimeline: %v", err)
 	}
-	if err := tl.Queued(t0); err != nil {
+	if err := eventtest.Err(tl.Refused, func() { tl.Queued(t0) }); err != nil {
 		t.Fatalf("Queued: %v", err)
 	}
-	if err := tl.Scheduled(ms(scheduledMs), localCached, externalCached); err != nil {
+	if err := eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(scheduledMs), localCached, externalCached) }); err != nil {
 		t.Fatalf("Scheduled: %v", err)
 	}
 	return tl
@@ -311,7 +352,5 @@ func (s *step) finish(tl *stats.Timeline, reason stats.FinishReason) *step {
 // record records the step on an engine.
 func (s *step) record(e *instrument.Engine) {
 	s.t.Helper()
-	if err := e.RecordIteration(context.Background(), &s.it); err != nil {
-		s.t.Fatalf("RecordIteration at %v: %v", s.at, err)
-	}
+	e.RecordIteration(context.Background(), &s.it)
 }

@@ -58,6 +58,8 @@ type instruments struct {
 	serverDuration, serverTTFT, serverTPOT metric.Float64Histogram
 	// The P/D router families (router.go).
 	pdPrefillLeg, pdDecodeFirstChunk, pdHandoff metric.Float64Histogram
+	// The Recorder's own counter of refused input (refusal.go).
+	invalidEvents metric.Int64ObservableCounter
 
 	observed []metric.Observable // every observable instrument above
 	meter    metric.Meter        // kept reachable: its address identifies claims (see scopeMeter)
@@ -167,6 +169,7 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		generationTokens: b.int64ObservableCounter(NameGenerationTokens),
 		requestSuccess:   b.int64ObservableCounter(NameRequestSuccess),
 		corrupted:        b.int64ObservableCounter(NameCorruptedRequests),
+		invalidEvents:    b.int64ObservableCounter(NameInvalidEvents),
 
 		requestPrompt:     b.int64Histogram(NameRequestPromptTokens),
 		requestGeneration: b.int64Histogram(NameRequestGenerationTokens),

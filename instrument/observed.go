@@ -19,25 +19,27 @@ import (
 // vllm:num_requests_running until RequestEnded. The gauge reports the
 // engine's last RecordScheduler value plus the requests in flight: an
 // Engine fed by a front end should not also be fed steps, or the gauge
-// counts each request twice.
-func (e *Engine) RequestStarted() error {
+// counts each request twice. On a nil Engine or a closed Recorder it does
+// nothing but report that.
+func (e *Engine) RequestStarted() {
 	if err := e.usable(false); err != nil {
-		return err
+		e.refuse(refusedRequest, "RequestStarted", err)
+		return
 	}
 	e.c.inFlight.Add(1)
-	return nil
 }
 
 // RequestEnded ends a request counted by RequestStarted. An end without a
 // start is ignored: the count never goes below zero.
-func (e *Engine) RequestEnded() error {
+func (e *Engine) RequestEnded() {
 	if err := e.usable(false); err != nil {
-		return err
+		e.refuse(refusedRequest, "RequestEnded", err)
+		return
 	}
 	for {
 		v := e.c.inFlight.Load()
 		if v <= 0 || e.c.inFlight.CompareAndSwap(v, v-1) {
-			return nil
+			return
 		}
 	}
 }
@@ -45,9 +47,17 @@ func (e *Engine) RequestEnded() error {
 // RecordChunkGap records the time between two consecutive content chunks of
 // a streamed response as vllm:inter_token_latency_seconds, as the chunks
 // arrive (vLLM too records it at each step, before the finish). A chunk
-// carrying several tokens is one value. A bad duration is returned as an
-// error and nothing is recorded.
-func (e *Engine) RecordChunkGap(ctx context.Context, seconds float64) error {
+// carrying several tokens is one value. A bad duration is refused: nothing
+// is recorded, and the refusal is counted and reported (see
+// RecordIteration).
+func (e *Engine) RecordChunkGap(ctx context.Context, seconds float64) {
+	if err := e.recordChunkGap(ctx, seconds); err != nil {
+		e.refuse(refusedChunkGap, "RecordChunkGap", err)
+	}
+}
+
+// recordChunkGap is RecordChunkGap, returning its refusal.
+func (e *Engine) recordChunkGap(ctx context.Context, seconds float64) error {
 	if err := e.usable(false); err != nil {
 		return err
 	}
@@ -69,10 +79,17 @@ func (e *Engine) RecordChunkGap(ctx context.Context, seconds float64) error {
 // records the GenAI server metrics by the same rules as RecordIteration and
 // RecordFinished (the time per output token of successful requests with
 // usage and more than one output token), with gen_ai.operation.name from
-// r.Operation. Without usage no token family is
-// recorded. An invalid request is returned as an error and
-// nothing is recorded.
-func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) error {
+// r.Operation. Without usage no token family is recorded. An invalid
+// request is refused: nothing of it is recorded, and the refusal is counted
+// and reported (see RecordIteration).
+func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) {
+	if err := e.recordObserved(ctx, r); err != nil {
+		e.refuse(refusedRequest, "RecordRequest", err)
+	}
+}
+
+// recordObserved is RecordRequest, returning its refusal.
+func (e *Engine) recordObserved(ctx context.Context, r *stats.ObservedRequest) error {
 	if err := e.usable(r == nil); err != nil {
 		return err
 	}

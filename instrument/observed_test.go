@@ -23,17 +23,11 @@ func TestRecordRequest(t *testing.T) {
 	e := h.engine(0)
 	ctx := t.Context()
 	r := observed()
-	if err := e.RecordRequest(ctx, &r); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordRequest(ctx, &r)
 	decode := observed() // a P/D decode leg: its cached tokens came by KV transfer
 	decode.CachedByKVTransfer = true
-	if err := e.RecordRequest(ctx, &decode); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.RecordChunkGap(ctx, 0.1); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordRequest(ctx, &decode)
+	e.RecordChunkGap(ctx, 0.1)
 	s := h.collect()
 	checkPromptTokens(t, s, "0", promptTokens{total: 200, computed: 120, localHit: 40, external: 40, cached: 80})
 	checkCounter(t, s, 22, "vllm:generation_tokens", engineLabels("0")...)
@@ -64,9 +58,7 @@ func TestRecordRequestWithoutUsage(t *testing.T) {
 	e := h.engine(0)
 	r := stats.ObservedRequest{Reason: stats.FinishAbort, E2ELatency: 0.5, FirstToken: true,
 		TimeToFirstToken: 0.1, TimeToLastToken: 0.4}
-	if err := e.RecordRequest(t.Context(), &r); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordRequest(t.Context(), &r)
 	s := h.collect()
 	checkPromptTokens(t, s, "0", promptTokens{})
 	checkCounter(t, s, 0, "vllm:generation_tokens", engineLabels("0")...)
@@ -100,7 +92,7 @@ func TestRecordRequestBadInput(t *testing.T) {
 			e := h.engine(0)
 			r := observed()
 			c.change(&r)
-			if err := e.RecordRequest(t.Context(), &r); !errors.Is(err, c.want) {
+			if err := instrument.RecordRequestErr(e, t.Context(), &r); !errors.Is(err, c.want) {
 				t.Fatalf("RecordRequest = %v, want %v", err, c.want)
 			}
 			s := h.collect()
@@ -110,14 +102,14 @@ func TestRecordRequestBadInput(t *testing.T) {
 	}
 	h := newHarness(t)
 	e := h.engine(0)
-	if err := e.RecordRequest(t.Context(), nil); !errors.Is(err, instrument.ErrNilStats) {
+	if err := instrument.RecordRequestErr(e, t.Context(), nil); !errors.Is(err, instrument.ErrNilStats) {
 		t.Errorf("RecordRequest(nil) = %v", err)
 	}
-	if err := e.RecordChunkGap(t.Context(), -1); !errors.Is(err, stats.ErrNegative) {
+	if err := instrument.RecordChunkGapErr(e, t.Context(), -1); !errors.Is(err, stats.ErrNegative) {
 		t.Errorf("RecordChunkGap(-1) = %v", err)
 	}
 	var zero *instrument.Engine
-	if err := zero.RequestStarted(); !errors.Is(err, instrument.ErrUnknownEngine) {
+	if err := instrument.RequestStartedErr(zero); !errors.Is(err, instrument.ErrUnknownEngine) {
 		t.Errorf("nil Engine RequestStarted = %v", err)
 	}
 }
@@ -128,18 +120,14 @@ func TestInFlight(t *testing.T) {
 	h := newHarness(t)
 	e := h.engine(0)
 	for range 3 {
-		if err := e.RequestStarted(); err != nil {
-			t.Fatal(err)
-		}
+		e.RequestStarted()
 	}
-	if err := e.RequestEnded(); err != nil {
-		t.Fatal(err)
-	}
+	e.RequestEnded()
 	if got := h.collect().get(t, "vllm:num_requests_running", engineLabels("0")...).value; got != 2 {
 		t.Errorf("running = %v, want 2", got)
 	}
 	for range 5 {
-		_ = e.RequestEnded()
+		_ = instrument.RequestEndedErr(e)
 	}
 	if got := h.collect().get(t, "vllm:num_requests_running", engineLabels("0")...).value; got != 0 {
 		t.Errorf("running after more ends than starts = %v, want 0", got)
@@ -158,16 +146,10 @@ func TestBackend(t *testing.T) {
 		t.Error("Backend builds a second handle for the same backend")
 	}
 	r := observed()
-	if err := b.RecordRequest(ctx, &r); err != nil {
-		t.Fatal(err)
-	}
+	b.RecordRequest(ctx, &r)
 	failed := stats.ObservedRequest{Reason: stats.FinishError, E2ELatency: 0.05}
-	if err := b.RecordRequest(ctx, &failed); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.RecordChunkGap(ctx, stats.OperationDefault, 0.02); err != nil {
-		t.Fatal(err)
-	}
+	b.RecordRequest(ctx, &failed)
+	b.RecordChunkGap(ctx, stats.OperationDefault, 0.02)
 	s := h.collect()
 	labels := engineLabels("0", "backend", "10.0.0.2:8000", "backend.role", "decode",
 		"gen_ai.operation.name", "text_completion", "gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model)
@@ -187,7 +169,7 @@ func TestBackend(t *testing.T) {
 		t.Errorf("Backend with a non-UTF-8 role = %v", err)
 	}
 	var nb *instrument.Backend
-	if err := nb.RecordRequest(ctx, &r); !errors.Is(err, instrument.ErrUnknownEngine) {
+	if err := instrument.RecordRequestErr(nb, ctx, &r); !errors.Is(err, instrument.ErrUnknownEngine) {
 		t.Errorf("nil Backend = %v", err)
 	}
 }
@@ -205,16 +187,16 @@ func TestRecordRequestDoesNotAllocate(t *testing.T) {
 	chat := observed()
 	chat.Operation = stats.OperationChat
 	for name, f := range map[string]func() error{
-		"RecordRequest":               func() error { return e.RecordRequest(ctx, &r) },
-		"RecordRequest chat":          func() error { return e.RecordRequest(ctx, &chat) },
-		"Backend.RecordRequest chat":  func() error { return b.RecordRequest(ctx, &chat) },
-		"Backend.RecordChunkGap chat": func() error { return b.RecordChunkGap(ctx, stats.OperationChat, 0.01) },
-		"RecordChunkGap":              func() error { return e.RecordChunkGap(ctx, 0.01) },
-		"RequestStarted":              e.RequestStarted,
-		"RequestEnded":                e.RequestEnded,
+		"RecordRequest":               func() error { e.RecordRequest(ctx, &r); return h.refused() },
+		"RecordRequest chat":          func() error { e.RecordRequest(ctx, &chat); return h.refused() },
+		"Backend.RecordRequest chat":  func() error { b.RecordRequest(ctx, &chat); return h.refused() },
+		"Backend.RecordChunkGap chat": func() error { b.RecordChunkGap(ctx, stats.OperationChat, 0.01); return h.refused() },
+		"RecordChunkGap":              func() error { e.RecordChunkGap(ctx, 0.01); return h.refused() },
+		"RequestStarted":              func() error { e.RequestStarted(); return h.refused() },
+		"RequestEnded":                func() error { e.RequestEnded(); return h.refused() },
 		"Backend":                     func() error { _, err := e.Backend("prefill-0", instrument.RolePrefill); return err },
-		"Backend.RecordRequest":       func() error { return b.RecordRequest(ctx, &r) },
-		"Backend.RecordChunkGap":      func() error { return b.RecordChunkGap(ctx, stats.OperationDefault, 0.01) },
+		"Backend.RecordRequest":       func() error { b.RecordRequest(ctx, &r); return h.refused() },
+		"Backend.RecordChunkGap":      func() error { b.RecordChunkGap(ctx, stats.OperationDefault, 0.01); return h.refused() },
 	} {
 		if err := f(); err != nil {
 			t.Fatal(err)

@@ -38,9 +38,7 @@ func TestKVOffload(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if err := rec.RecordScheduler(t.Context(), 0, offloadStep()); err != nil {
-			t.Fatal(err)
-		}
+		rec.RecordScheduler(t.Context(), 0, offloadStep())
 	}
 	for name, want := range map[string]float64{
 		"vllm:kv_offload_load_bytes_total": 2 * 53e6, "vllm:kv_offload_load_time_total": 2 * 0.012,
@@ -86,18 +84,14 @@ func TestKVOffloadNotConfigured(t *testing.T) {
 			t.Errorf("%s exists without WithKVOffload and before any offloading", name)
 		}
 	}
-	if err := rec.RecordScheduler(t.Context(), 0, &stats.Scheduler{KVOffload: &stats.KVOffload{
-		Loads: []stats.KVOffloadTransfer{{Bytes: 1e6, Seconds: 0.001}}}}); err != nil {
-		t.Fatal(err)
-	}
+	rec.RecordScheduler(t.Context(), 0, &stats.Scheduler{KVOffload: &stats.KVOffload{
+		Loads: []stats.KVOffloadTransfer{{Bytes: 1e6, Seconds: 0.001}}}})
 	for _, name := range offloadCounters {
 		if want := name == "vllm:kv_offload_load_bytes_total" || name == "vllm:kv_offload_load_time_total"; has(name) != want {
 			t.Errorf("%s present = %v after one load, want %v", name, has(name), want)
 		}
 	}
-	if err := rec.RecordScheduler(t.Context(), 0, &stats.Scheduler{KVOffload: &stats.KVOffload{CPU: &stats.KVOffloadCPU{}}}); err != nil {
-		t.Fatal(err)
-	}
+	rec.RecordScheduler(t.Context(), 0, &stats.Scheduler{KVOffload: &stats.KVOffload{CPU: &stats.KVOffloadCPU{}}})
 	for _, name := range offloadGauges {
 		if !has(name) {
 			t.Errorf("%s missing after a step reported the CPU tier", name)
@@ -110,11 +104,9 @@ func TestKVOffloadNotConfigured(t *testing.T) {
 func TestKVOffloadOverflow(t *testing.T) {
 	r, rec := priorityRecorder(t, instrument.WithKVOffload())
 	big := &stats.Scheduler{KVOffload: &stats.KVOffload{Stores: []stats.KVOffloadTransfer{{Bytes: math.MaxInt64 - 10}}}}
-	if err := rec.RecordScheduler(t.Context(), 0, big); err != nil {
-		t.Fatal(err)
-	}
+	rec.RecordScheduler(t.Context(), 0, big)
 	over := &stats.Scheduler{Running: 5, KVOffload: &stats.KVOffload{Stores: []stats.KVOffloadTransfer{{Bytes: 11}}}}
-	if err := rec.RecordScheduler(t.Context(), 0, over); !errors.Is(err, stats.ErrOverflow) {
+	if err := instrument.RecorderRecordSchedulerErr(rec, t.Context(), 0, over); !errors.Is(err, stats.ErrOverflow) {
 		t.Fatalf("RecordScheduler = %v, want ErrOverflow", err)
 	}
 	if v := r.Value("vllm:num_requests_running", engineLabels("0")...); v != 0 {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -122,7 +123,7 @@ func TestPrefillNodeTokens(t *testing.T) {
 	if err := r3.Preempted(ms(30)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r3.Scheduled(ms(60), 64, 0); err != nil { // not counted: still 200 computed
+	if err := eventtest.Err(r3.Refused, func() { r3.Scheduled(ms(60), 64, 0) }); err != nil { // not counted: still 200 computed
 		t.Fatal(err)
 	}
 
@@ -158,9 +159,8 @@ func TestPromptTokensInvariants(t *testing.T) {
 		GenerationTokens: 5,
 	}
 	for range 2 {
-		if err := h.rec.RecordIteration(t.Context(), 3, it); err != nil {
-			t.Fatal(err)
-		}
+		step := *it // each step its own: a recorded Iteration is refused until Reset
+		h.rec.RecordIteration(t.Context(), 3, &step)
 	}
 	s := h.collect()
 	eng := engineLabels("3")

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/testutil"
 	"github.com/infermetrics/infermetrics/views"
@@ -28,7 +29,7 @@ func priorityRecorder(t *testing.T, opts ...instrument.Option) (*testutil.Reader
 	t.Helper()
 	r := testutil.New(t)
 	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(r.Provider()),
-		instrument.WithModelName(model), instrument.WithMaxModelLen(4096)}, opts...)...)
+		instrument.WithModelName(model), instrument.WithMaxModelLen(4096), collectErrors(t).Option()}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)
 	}
@@ -40,14 +41,14 @@ func priorityRecorder(t *testing.T, opts ...instrument.Option) (*testutil.Reader
 // finish on engine 0: TTFT 0.25 s, two tokens.
 func finishedWithPriority(t *testing.T, rec *instrument.Recorder, priority int) {
 	t.Helper()
-	tl, err := stats.NewTimeline(stats.Request{Arrival: ms(0), PromptTokens: 100, MaxTokens: 10, Priority: priority})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: ms(0), PromptTokens: 100, MaxTokens: 10, Priority: priority})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Queued(ms(10)); err != nil {
+	if err := eventtest.Err(tl.Refused, func() { tl.Queued(ms(10)) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Scheduled(ms(20), 0, 0); err != nil {
+	if err := eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(20), 0, 0) }); err != nil {
 		t.Fatal(err)
 	}
 	e, err := rec.Engine(0)
@@ -139,16 +140,12 @@ func TestPriorityScheduling(t *testing.T) {
 // finish observes each request's, with its priority.
 func TestPriorityTTFTNotPerIteration(t *testing.T) {
 	r, rec := priorityRecorder(t, instrument.WithPriorityScheduling())
-	if err := rec.RecordIteration(t.Context(), 0, &stats.Iteration{GenerationTokens: 1, TTFT: []float64{0.5}}); err != nil {
-		t.Fatal(err)
-	}
+	rec.RecordIteration(t.Context(), 0, &stats.Iteration{GenerationTokens: 1, TTFT: []float64{0.5}})
 	if slices.Contains(r.Families(), "vllm:time_to_first_token_seconds") {
 		t.Errorf("an iteration's TTFT was observed under priority scheduling")
 	}
 	// A request finished without an output has no TTFT; it has a priority.
-	if err := rec.RecordFinished(t.Context(), 0, &stats.FinishedRequest{Reason: stats.FinishAbort, Priority: -4}); err != nil {
-		t.Fatal(err)
-	}
+	rec.RecordFinished(t.Context(), 0, &stats.FinishedRequest{Reason: stats.FinishAbort, Priority: -4})
 	if slices.Contains(r.Families(), "vllm:time_to_first_token_seconds") {
 		t.Errorf("a request without output observed a TTFT")
 	}
@@ -206,9 +203,9 @@ func TestRecordWithPriorityAndOffloadDoesNotAllocate(t *testing.T) {
 		name   string
 		record func() error
 	}{
-		{"RecordIteration", func() error { return e.RecordIteration(ctx, &it) }},
-		{"RecordFinished", func() error { return e.RecordFinished(ctx, &f) }},
-		{"RecordScheduler", func() error { return e.RecordScheduler(ctx, &s) }},
+		{"RecordIteration", func() error { step := it; e.RecordIteration(ctx, &step); return h.refused() }},
+		{"RecordFinished", func() error { e.RecordFinished(ctx, &f); return h.refused() }},
+		{"RecordScheduler", func() error { e.RecordScheduler(ctx, &s); return h.refused() }},
 	} {
 		if err := c.record(); err != nil {
 			t.Fatal(err)

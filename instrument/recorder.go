@@ -36,12 +36,13 @@ var (
 // reservedKeys are attribute keys the Recorder sets itself.
 var reservedKeys = []string{KeyModelName, KeyEngine, KeySource, KeyFinishedReason, KeyWaitingReason,
 	KeySleepState, KeyPosition, KeyGenAIOperationName, KeyGenAIProviderName, KeyGenAIRequestModel, KeyErrorType,
-	KeyPriority, KeyPolicy, KeyStage, KeyBackend, KeyBackendRole, KeyGenAITokenType}
+	KeyPriority, KeyPolicy, KeyStage, KeyBackend, KeyBackendRole, KeyGenAITokenType, KeyKind}
 
 // Recorder records engine stats on OpenTelemetry instruments, one set of
 // series per data-parallel engine. It is safe for concurrent use. Every
-// Record method validates its whole input first: on an error nothing is
-// recorded.
+// Record method validates its whole input first and returns nothing:
+// invalid input records nothing, is counted on NameInvalidEvents and is
+// reported to the error handler (WithErrorHandler).
 type Recorder struct {
 	inst    *instruments
 	engines []*Engine
@@ -55,6 +56,7 @@ type lifetime struct {
 	once    sync.Once
 	reg     metric.Registration
 	release func()                          // releases every claim of the Recorder
+	report  func(error)                     // the error handler, see WithErrorHandler
 	flush   func(ctx context.Context) error // the provider's ForceFlush; nil if it has none
 }
 
@@ -127,7 +129,13 @@ func shutDown(err error) bool {
 // NewRecorder creates the instruments on the configured MeterProvider and the
 // series of every engine at zero.
 //
-// It returns an error matching ErrConfig for an invalid option, and one
+// WithModelName is required. Every other option has a default: the global
+// MeterProvider (WithMeterProvider; give the one your exporters read), the
+// single engine 0 (WithEngines lists every data-parallel rank), a context
+// length of 8192 (WithMaxModelLen) and no optional feature.
+//
+// It returns an error matching ErrConfig for invalid options, all of them
+// joined (errors.Join), and one
 // matching ErrDuplicateSeries when a live Recorder already exports the same
 // series: one on the same MeterProvider with the same model name, an engine
 // rank in common and the same constant attributes, or one on a provider
@@ -149,7 +157,11 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	life := &lifetime{flush: flushOf(cfg.meterProvider)}
+	report := cfg.errorHandler
+	if report == nil {
+		report = RateLimited(otel.Handle)
+	}
+	life := &lifetime{flush: flushOf(cfg.meterProvider), report: report}
 	r := &Recorder{inst: inst, life: life}
 	for _, rank := range cfg.engines {
 		r.engines = append(r.engines, newEngine(inst, life, &cfg, rank))
@@ -194,8 +206,9 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 // (Prometheus) cannot be flushed: a scrape after Close no longer has the
 // counters.
 //
-// After Close, every Record method of the Recorder and its Engines returns
-// an error matching ErrClosed and records nothing. Histogram series and
+// After Close, every Record method of the Recorder and its Engines records
+// nothing and reports ErrClosed to the error handler (not counted: the
+// counters are no longer exported). Histogram series and
 // vllm:cache_config_info already recorded stay in the MeterProvider (the API
 // cannot remove them). The flush is bounded by the provider's export timeout; use
 // CloseContext to bound it yourself. An error says the flush or the
@@ -213,57 +226,67 @@ func (r *Recorder) CloseContext(ctx context.Context) error {
 	return r.life.close(ctx)
 }
 
-// validate reports an invalid option with an error matching ErrConfig and,
-// where one says what is wrong, a sentinel of package stats.
+// validate reports every invalid option, joined (errors.Join), each with an
+// error matching ErrConfig and, where one says what is wrong, a sentinel of
+// package stats.
 func (c *config) validate() error {
-	if c.modelName == "" || len(c.modelName) > MaxModelNameLen || !utf8.ValidString(c.modelName) {
-		return fmt.Errorf("%w: model name %q must be 1 to %d bytes of UTF-8: %w",
-			ErrConfig, c.modelName, MaxModelNameLen, stats.ErrInvalidLabel)
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...))
+	}
+	switch {
+	case c.modelName == "":
+		bad("a model name is required: add WithModelName(the served model name): %w", stats.ErrInvalidLabel)
+	case len(c.modelName) > MaxModelNameLen || !utf8.ValidString(c.modelName):
+		bad("model name %q must be 1 to %d bytes of UTF-8 (WithModelName): %w",
+			c.modelName, MaxModelNameLen, stats.ErrInvalidLabel)
 	}
 	if len(c.engines) == 0 {
-		return fmt.Errorf("%w: no engines", ErrConfig)
+		bad("no engines: give WithEngines at least one rank, or leave it out for the single engine 0")
 	}
 	for i, rank := range c.engines {
 		if rank < 0 {
-			return fmt.Errorf("%w: engine rank %d: %w", ErrConfig, rank, stats.ErrNegative)
+			bad("engine rank %d (WithEngines) must be 0 or more: %w", rank, stats.ErrNegative)
 		}
 		if slices.Contains(c.engines[:i], rank) {
-			return fmt.Errorf("%w: engine rank %d is repeated", ErrConfig, rank)
+			bad("engine rank %d is repeated in WithEngines", rank)
 		}
 	}
 	if c.maxModelLen < 1 {
-		return fmt.Errorf("%w: max model length %d must be positive: %w", ErrConfig, c.maxModelLen, stats.ErrOutOfRange)
+		bad("max model length %d (WithMaxModelLen) must be 1 or more: %w", c.maxModelLen, stats.ErrOutOfRange)
 	}
 	if c.specPositions < 0 || c.specPositions > maxSpecPositions {
-		return fmt.Errorf("%w: speculative tokens %d must be 0 to %d: %w",
-			ErrConfig, c.specPositions, maxSpecPositions, stats.ErrOutOfRange)
+		bad("speculative tokens %d (WithSpecDecoding) must be 0 to %d: %w",
+			c.specPositions, maxSpecPositions, stats.ErrOutOfRange)
 	}
 	exporter := exporterLabels(c.meterProvider)
 	keys := make([]string, 0, len(c.attributes))
 	for _, kv := range c.attributes {
 		key := string(kv.Key)
 		if !kv.Valid() || !utf8.ValidString(key) || !utf8.ValidString(kv.Value.String()) {
-			return fmt.Errorf("%w: attribute %q is invalid: %w", ErrConfig, key, stats.ErrInvalidLabel)
+			bad("attribute %q (WithAttributes) is invalid: want a non-empty UTF-8 key and a UTF-8 value: %w",
+				key, stats.ErrInvalidLabel)
+			continue
 		}
 		keys = append(keys, key)
 	}
 	if err := checkLabelNames(reservedKeys, exporter, keys); err != nil {
-		return fmt.Errorf("%w: attribute %w: %w", ErrConfig, err, stats.ErrInvalidLabel)
+		bad("attribute %w (WithAttributes): %w", err, stats.ErrInvalidLabel)
 	}
 	for _, s := range []string{c.genAIOperation, c.genAIProvider} {
 		if s == "" || !utf8.ValidString(s) {
-			return fmt.Errorf("%w: gen_ai attribute value %q: %w", ErrConfig, s, stats.ErrInvalidLabel)
+			bad("gen_ai attribute value %q (WithGenAI) must be non-empty UTF-8: %w", s, stats.ErrInvalidLabel)
 		}
 	}
 	if c.cacheConfig != nil {
 		if err := c.cacheConfig.Validate(); err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
+			bad("WithCacheConfig: %w", err)
 		}
 		if err := checkLabelNames([]string{KeyEngine}, exporter, c.cacheConfig.Keys()); err != nil {
-			return fmt.Errorf("%w: cache config key %w: %w", ErrConfig, err, stats.ErrInvalidLabel)
+			bad("cache config key %w (WithCacheConfig): %w", err, stats.ErrInvalidLabel)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ReservedLabelsProvider is implemented by a MeterProvider whose exporter adds labels of its own
@@ -353,45 +376,62 @@ func promLabel(key string) string {
 	return label
 }
 
-// Engine returns the handle of one data-parallel engine by its rank.
+// Engine returns the handle of one data-parallel engine by its rank, one of
+// the ranks given to WithEngines (default: 0 alone).
 func (r *Recorder) Engine(rank int) (*Engine, error) {
 	if r == nil {
-		return nil, fmt.Errorf("%w: rank %d of a nil Recorder", ErrUnknownEngine, rank)
+		return nil, fmt.Errorf("%w: rank %d of a nil Recorder (use NewRecorder)", ErrUnknownEngine, rank)
 	}
 	for _, e := range r.engines {
 		if e.rank == rank {
 			return e, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: rank %d", ErrUnknownEngine, rank)
+	ranks := make([]int, len(r.engines))
+	for i, e := range r.engines {
+		ranks[i] = e.rank
+	}
+	return nil, fmt.Errorf("%w: rank %d; the Recorder serves ranks %v: give every rank to WithEngines",
+		ErrUnknownEngine, rank, ranks)
+}
+
+// engineOrReport returns the engine of rank, or reports that there is none
+// to the Recorder's error handler (nil then).
+func (r *Recorder) engineOrReport(rank int, method string) *Engine {
+	e, err := r.Engine(rank)
+	if err != nil {
+		if r != nil && r.life != nil {
+			r.life.report(fmt.Errorf("instrument: %s refused: %w", method, err))
+		} else {
+			unbound(fmt.Errorf("instrument: %s refused: %w", method, err))
+		}
+	}
+	return e
 }
 
 // RecordIteration records one step's outputs of an engine, including its
-// finished requests. See Engine.RecordIteration.
-func (r *Recorder) RecordIteration(ctx context.Context, rank int, it *stats.Iteration) error {
-	e, err := r.Engine(rank)
-	if err != nil {
-		return err
+// finished requests. See Engine.RecordIteration. An unknown rank is
+// reported to the error handler, and nothing is recorded.
+func (r *Recorder) RecordIteration(ctx context.Context, rank int, it *stats.Iteration) {
+	if e := r.engineOrReport(rank, "RecordIteration"); e != nil {
+		e.RecordIteration(ctx, it)
 	}
-	return e.RecordIteration(ctx, it)
 }
 
-// RecordFinished records one finished request of an engine.
-func (r *Recorder) RecordFinished(ctx context.Context, rank int, f *stats.FinishedRequest) error {
-	e, err := r.Engine(rank)
-	if err != nil {
-		return err
+// RecordFinished records one finished request of an engine. See
+// Engine.RecordFinished and RecordIteration.
+func (r *Recorder) RecordFinished(ctx context.Context, rank int, f *stats.FinishedRequest) {
+	if e := r.engineOrReport(rank, "RecordFinished"); e != nil {
+		e.RecordFinished(ctx, f)
 	}
-	return e.RecordFinished(ctx, f)
 }
 
-// RecordScheduler records one scheduler step of an engine.
-func (r *Recorder) RecordScheduler(ctx context.Context, rank int, s *stats.Scheduler) error {
-	e, err := r.Engine(rank)
-	if err != nil {
-		return err
+// RecordScheduler records one scheduler step of an engine. See
+// Engine.RecordScheduler and RecordIteration.
+func (r *Recorder) RecordScheduler(ctx context.Context, rank int, s *stats.Scheduler) {
+	if e := r.engineOrReport(rank, "RecordScheduler"); e != nil {
+		e.RecordScheduler(ctx, s)
 	}
-	return e.RecordScheduler(ctx, s)
 }
 
 // engineLabel is the engine attribute value of a rank.

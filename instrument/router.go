@@ -27,9 +27,17 @@ const perRouted = "each client request routed to a prefill and a decode backend 
 // a prefill and then a decode backend: the prefill leg's latency, the
 // handoff gap when there is one and the decode leg's time to first chunk
 // when streamed. Package openaihttp's handler calls it once per routed
-// request, after RecordRequest. Invalid legs are returned as an error and
-// nothing is recorded.
-func (e *Engine) RecordPDLegs(ctx context.Context, l *stats.PDLegs) error {
+// request, after RecordRequest. Invalid legs are refused: nothing of them
+// is recorded, and the refusal is counted and reported (see
+// RecordIteration).
+func (e *Engine) RecordPDLegs(ctx context.Context, l *stats.PDLegs) {
+	if err := e.recordPDLegs(ctx, l); err != nil {
+		e.refuse(refusedPDLegs, "RecordPDLegs", err)
+	}
+}
+
+// recordPDLegs is RecordPDLegs, returning its refusal.
+func (e *Engine) recordPDLegs(ctx context.Context, l *stats.PDLegs) error {
 	if err := e.usable(l == nil); err != nil {
 		return err
 	}

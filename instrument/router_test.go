@@ -16,15 +16,9 @@ func TestRecordPDLegs(t *testing.T) {
 	h := newHarness(t)
 	e := h.engine(0)
 	ctx := t.Context()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(e.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.3, Handoff: true, HandoffGap: 0.002,
-		DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05}))
-	must(e.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.7})) // both at once, not streamed
+	e.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.3, Handoff: true, HandoffGap: 0.002,
+		DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05})
+	e.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.7}) // both at once, not streamed
 	for _, bad := range []*stats.PDLegs{
 		nil,
 		{PrefillLatency: -1},
@@ -34,15 +28,15 @@ func TestRecordPDLegs(t *testing.T) {
 		{PrefillLatency: 0.1, Handoff: true, HandoffGap: math.Inf(1)},             // infinite
 		{PrefillLatency: 0.1, DecodeFirstToken: true, DecodeTimeToFirstToken: -2}, // negative
 	} {
-		if err := e.RecordPDLegs(ctx, bad); err == nil {
+		if err := instrument.RecordPDLegsErr(e, ctx, bad); err == nil {
 			t.Errorf("RecordPDLegs(%+v) = nil, want an error", bad)
 		}
 	}
-	if err := e.RecordPDLegs(ctx, nil); !errors.Is(err, instrument.ErrNilStats) {
+	if err := instrument.RecordPDLegsErr(e, ctx, nil); !errors.Is(err, instrument.ErrNilStats) {
 		t.Errorf("nil legs: %v", err)
 	}
 	var zero instrument.Engine
-	if err := zero.RecordPDLegs(ctx, &stats.PDLegs{}); !errors.Is(err, instrument.ErrUnknownEngine) {
+	if err := instrument.RecordPDLegsErr(&zero, ctx, &stats.PDLegs{}); !errors.Is(err, instrument.ErrUnknownEngine) {
 		t.Errorf("zero Engine: %v", err)
 	}
 	s := h.collect()
@@ -62,7 +56,7 @@ func TestRecordPDLegs(t *testing.T) {
 
 	legs := stats.PDLegs{PrefillLatency: 0.3, Handoff: true, HandoffGap: 0.002, DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05}
 	var err error
-	if allocs := testing.AllocsPerRun(100, func() { err = e.RecordPDLegs(ctx, &legs) }); allocs != 0 || err != nil {
+	if allocs := testing.AllocsPerRun(100, func() { e.RecordPDLegs(ctx, &legs); err = h.refused() }); allocs != 0 || err != nil {
 		t.Errorf("RecordPDLegs allocates %v times per call (err %v), want 0", allocs, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/testutil"
 )
@@ -20,7 +21,8 @@ import (
 func newReaderRecorder(t *testing.T, opts ...instrument.Option) (*testutil.Reader, *instrument.Recorder) {
 	t.Helper()
 	r := testutil.New(t)
-	base := []instrument.Option{instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(model)}
+	base := []instrument.Option{instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(model),
+		collectErrors(t).Option()}
 	rec, err := instrument.NewRecorder(append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)
@@ -58,14 +60,14 @@ func TestCachedByTier(t *testing.T) {
 		{Local: 32, External: 200, ExternalTiers: stats.ExternalTiers{Host: 120, Disk: 50}},
 		{Local: 16, External: 10}, // an engine that does not name tiers
 	} {
-		tl, err := stats.NewTimeline(stats.Request{Arrival: start, PromptTokens: 1000})
-		if err != nil {
+		tl := stats.NewTimeline(stats.Request{Arrival: start, PromptTokens: 1000})
+		if err := tl.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := tl.Queued(start); err != nil {
+		if err := eventtest.Err(tl.Refused, func() { tl.Queued(start) }); err != nil {
 			t.Fatal(err)
 		}
-		if err := tl.ScheduledWith(start.Add(time.Millisecond), c); err != nil {
+		if err := eventtest.Err(tl.Refused, func() { tl.ScheduledWith(start.Add(time.Millisecond), c) }); err != nil {
 			t.Fatal(err)
 		}
 		o, err := tl.Output(start.Add(time.Second), 1)
@@ -76,9 +78,7 @@ func TestCachedByTier(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := e.RecordIteration(t.Context(), &it); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordIteration(t.Context(), &it)
 	// device = 64+32+16; host 120; p2p 900; disk 50; unspecified = 30 + 10.
 	want := []float64{112, 120, 900, 50, 40}
 	if got := tierValues(r); !slices.Equal(got, want) {
@@ -90,7 +90,7 @@ func TestCachedByTier(t *testing.T) {
 
 	// Tiers that exceed the external tokens are refused, and nothing is recorded.
 	bad := stats.Iteration{PromptTokens: stats.PromptTokens{ExternalKVTransfer: 5, ExternalTiers: stats.ExternalTiers{P2P: 6}}}
-	if err := e.RecordIteration(t.Context(), &bad); !errors.Is(err, stats.ErrTiersExceedExternal) {
+	if err := instrument.RecordIterationErr(e, t.Context(), &bad); !errors.Is(err, stats.ErrTiersExceedExternal) {
 		t.Errorf("RecordIteration with tiers over external = %v, want ErrTiersExceedExternal", err)
 	}
 	if got := tierValues(r); !slices.Equal(got, want) {
@@ -109,12 +109,8 @@ func TestRequestNumPreemptions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := e.RecordIteration(t.Context(), &it); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.RecordFinished(t.Context(), &stats.FinishedRequest{Reason: stats.FinishAbort}); err != nil {
-		t.Fatal(err)
-	}
+	e.RecordIteration(t.Context(), &it)
+	e.RecordFinished(t.Context(), &stats.FinishedRequest{Reason: stats.FinishAbort})
 	h := r.Histogram("vllm:request_num_preemptions", engine0...)
 	if want := []float64{1, 2, 3, 4, 5, 10, 20}; !slices.Equal(h.Bounds, want) {
 		t.Errorf("bounds = %v, want %v", h.Bounds, want)
@@ -124,11 +120,11 @@ func TestRequestNumPreemptions(t *testing.T) {
 		t.Errorf("histogram = %+v, want count 7, sum 36, counts %v", h, want)
 	}
 
-	if err := e.RecordFinished(t.Context(), &stats.FinishedRequest{Preemptions: -1}); !errors.Is(err, stats.ErrNegative) {
+	if err := instrument.RecordFinishedErr(e, t.Context(), &stats.FinishedRequest{Preemptions: -1}); !errors.Is(err, stats.ErrNegative) {
 		t.Errorf("negative preemptions: %v, want ErrNegative", err)
 	}
 	big := stats.FinishedRequest{Preemptions: math.MaxInt64 - 10}
-	if err := e.RecordFinished(t.Context(), &big); !errors.Is(err, stats.ErrOverflow) {
+	if err := instrument.RecordFinishedErr(e, t.Context(), &big); !errors.Is(err, stats.ErrOverflow) {
 		t.Errorf("a preemption total past MaxInt64: %v, want ErrOverflow", err)
 	}
 	if got := r.Histogram("vllm:request_num_preemptions", engine0...); got.Count != 7 {
@@ -151,9 +147,7 @@ func TestMFUCountersAndExternalPrefixCache(t *testing.T) {
 	e, _ := rec.Engine(0)
 	step := stats.Scheduler{Perf: &stats.PerfEstimate{FLOPs: 2 * 8e9 * 4096, ReadBytes: 1.6e10 + 0.5, WriteBytes: 5.12e8}}
 	for range 3 {
-		if err := e.RecordScheduler(t.Context(), &step); err != nil {
-			t.Fatal(err)
-		}
+		e.RecordScheduler(t.Context(), &step)
 	}
 	for i, want := range []float64{3 * 2 * 8e9 * 4096, 3 * (1.6e10 + 0.5), 3 * 5.12e8} {
 		if got := r.Value(families[i], engine0...); got != want {
@@ -161,7 +155,7 @@ func TestMFUCountersAndExternalPrefixCache(t *testing.T) {
 		}
 	}
 	bad := stats.Scheduler{Running: 5, Perf: &stats.PerfEstimate{FLOPs: math.Inf(1)}}
-	if err := e.RecordScheduler(t.Context(), &bad); !errors.Is(err, stats.ErrNotFinite) {
+	if err := instrument.RecordSchedulerErr(e, t.Context(), &bad); !errors.Is(err, stats.ErrNotFinite) {
 		t.Errorf("infinite FLOPs: %v, want ErrNotFinite", err)
 	}
 	if got := r.Value("vllm:num_requests_running", engine0...); got != 0 {
@@ -184,9 +178,7 @@ func TestKVFetchByStage(t *testing.T) {
 	}
 	e, _ := rec.Engine(0)
 	for _, k := range []stats.KVFetch{{WaitingToStart: 2, InProgress: 3, CompletedWaiting: 1}, {InProgress: 1}} {
-		if err := e.RecordScheduler(t.Context(), &stats.Scheduler{KVFetch: &k}); err != nil {
-			t.Fatal(err)
-		}
+		e.RecordScheduler(t.Context(), &stats.Scheduler{KVFetch: &k})
 	}
 	if got := stages(r); !slices.Equal(got, []float64{0, 1, 0}) {
 		t.Errorf("after two steps = %v, want the last step's [0 1 0]", got)
@@ -198,9 +190,7 @@ func TestKVFetchByStage(t *testing.T) {
 		t.Error("vllm:num_requests_kv_fetch_by_stage present without WithKVConsumer")
 	}
 	e2, _ := rec2.Engine(0)
-	if err := e2.RecordScheduler(t.Context(), &stats.Scheduler{KVFetch: &stats.KVFetch{CompletedWaiting: 4}}); err != nil {
-		t.Fatal(err)
-	}
+	e2.RecordScheduler(t.Context(), &stats.Scheduler{KVFetch: &stats.KVFetch{CompletedWaiting: 4}})
 	if got := stages(r2); !slices.Equal(got, []float64{0, 0, 4}) {
 		t.Errorf("after a reporting step = %v, want [0 0 4]", got)
 	}
@@ -214,9 +204,7 @@ func TestNIXLNotificationsAfterExpiry(t *testing.T) {
 	}
 	e, _ := rec.Engine(0)
 	for range 2 {
-		if err := e.RecordScheduler(t.Context(), &stats.Scheduler{KVTransfer: &stats.KVTransfer{NotificationsAfterExpiry: 3}}); err != nil {
-			t.Fatal(err)
-		}
+		e.RecordScheduler(t.Context(), &stats.Scheduler{KVTransfer: &stats.KVTransfer{NotificationsAfterExpiry: 3}})
 	}
 	if got := r.Value(family, engine0...); got != 6 {
 		t.Errorf("%s = %v, want 6", family, got)

@@ -88,8 +88,9 @@ func WithBackend(name, role string) Option {
 	return optionFunc(func(c *config) { c.backend = Backend{Name: name, Role: role} })
 }
 
-// WithErrorHandler sets where recording errors go; the default is
-// otel.Handle.
+// WithErrorHandler sets where the errors of the transport go (a backend
+// whose handle Engine.Backend refuses); the default is otel.Handle. Input
+// the Recorder refuses goes to its own handler (instrument.WithErrorHandler).
 func WithErrorHandler(f func(error)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {

@@ -39,7 +39,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	info, body, length, rewritten := readBody(r, h.cfg.maxRequestBody, h.cfg.includeUsage)
-	h.report(info.err) // values dropped (ErrDropped)
+	if info.err != nil { // values dropped (ErrDropped)
+		h.cfg.onError(info.err)
+	}
 	e := h.cfg.engineFor(info.model)
 	if e == nil {
 		r.Body = body
@@ -52,7 +54,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rewritten != nil {
 		setLength(r, length)
 	}
-	h.report(e.RequestStarted())
+	e.RequestStarted()
 	rw := &responseWriter{w: w}
 	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
 	rw.obs.init(op, start, false) // the kind of body is known at WriteHeader
@@ -68,7 +70,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // finish records a request as its handler ended.
 func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Request, trace *Trace, info requestInfo, panicked bool) {
-	defer func() { h.report(e.RequestEnded()) }()
+	defer e.RequestEnded()
 	if rw.hijacked {
 		return // the connection left HTTP: nothing more is observable
 	}
@@ -83,15 +85,9 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	o := rw.obs.result(time.Now(), end{status: status, aborted: aborted})
 	o.CachedByKVTransfer = trace.KVTransferred()
 	o.MaxTokens, o.N = info.maxTokens, info.n
-	h.report(e.RecordRequest(r.Context(), &o))
+	e.RecordRequest(r.Context(), &o)
 	if pd, ok := trace.PD(); ok {
-		h.report(e.RecordPDLegs(r.Context(), &pd))
-	}
-}
-
-func (h *handler) report(err error) {
-	if err != nil {
-		h.cfg.onError(err)
+		e.RecordPDLegs(r.Context(), &pd)
 	}
 }
 

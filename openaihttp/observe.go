@@ -13,15 +13,15 @@ import (
 // gapRecorder records inter-chunk times of an operation: an
 // *instrument.Backend (client side), or an engineGaps (server side).
 type gapRecorder interface {
-	RecordChunkGap(ctx context.Context, op stats.Operation, seconds float64) error
+	RecordChunkGap(ctx context.Context, op stats.Operation, seconds float64)
 }
 
 // engineGaps records inter-chunk times on an Engine, whose
 // vllm:inter_token_latency_seconds has no operation.
 type engineGaps struct{ e *instrument.Engine }
 
-func (g engineGaps) RecordChunkGap(ctx context.Context, _ stats.Operation, seconds float64) error {
-	return g.e.RecordChunkGap(ctx, seconds)
+func (g engineGaps) RecordChunkGap(ctx context.Context, _ stats.Operation, seconds float64) {
+	g.e.RecordChunkGap(ctx, seconds)
 }
 
 // observer follows one response as its bytes pass: the content chunks and
@@ -56,10 +56,9 @@ type observer struct {
 	}
 	choices choiceTimes
 
-	gaps   gapRecorder
-	ctx    context.Context
-	onErr  func(error)
-	gapErr bool // a gap error was reported once
+	gaps  gapRecorder
+	ctx   context.Context
+	onErr func(error) // values a response sent beyond the bounds (ErrDropped)
 }
 
 // choiceTimes are the first and last content chunk times of each choice of
@@ -419,10 +418,7 @@ func (o *observer) chunk(at time.Time) {
 	if o.chunks == 0 {
 		o.first = at
 	} else if o.gaps != nil {
-		if err := o.gaps.RecordChunkGap(o.ctx, o.ep.op, at.Sub(o.last).Seconds()); err != nil && !o.gapErr {
-			o.gapErr = true
-			o.onErr(err)
-		}
+		o.gaps.RecordChunkGap(o.ctx, o.ep.op, at.Sub(o.last).Seconds())
 	}
 	o.last = at
 	o.chunks++

@@ -69,12 +69,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	leg := trace.start(b, start)
 	resp, err := t.base.RoundTrip(out)
 	if err != nil {
-		lb := &legBody{backend: backend, trace: trace, leg: leg, onErr: t.cfg.onError, ctx: ctx}
+		lb := &legBody{backend: backend, trace: trace, leg: leg, ctx: ctx}
 		lb.obs.init(op, start, false)
 		lb.end(time.Now(), end{aborted: ctx.Err() != nil})
 		return nil, err
 	}
-	lb := &legBody{ReadCloser: resp.Body, backend: backend, trace: trace, leg: leg, onErr: t.cfg.onError,
+	lb := &legBody{ReadCloser: resp.Body, backend: backend, trace: trace, leg: leg,
 		ctx: ctx, status: resp.StatusCode}
 	lb.obs.init(op, start, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
 	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
@@ -104,7 +104,6 @@ type legBody struct {
 	backend *instrument.Backend
 	trace   *Trace
 	leg     *Leg
-	onErr   func(error)
 	ctx     context.Context
 	status  int
 
@@ -153,8 +152,6 @@ func (b *legBody) end(at time.Time, e end) {
 func (b *legBody) endLocked(at time.Time, e end) {
 	b.ended = true
 	o := b.obs.result(at, e)
-	if err := b.backend.RecordRequest(b.ctx, &o); err != nil {
-		b.onErr(err)
-	}
+	b.backend.RecordRequest(b.ctx, &o)
 	b.trace.finish(b.leg, e.status, &o)
 }

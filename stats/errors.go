@@ -57,16 +57,30 @@ type FieldError struct {
 	Field string
 	Value any
 	Err   error
+	// Hint says what the value must be or which call fixes it: the allowed
+	// range ("want 1 or more"), the field it is compared with ("more than
+	// Queries (1)"). Empty when the sentinel says it all.
+	Hint string
 }
 
+// Error reads "stats: Field = Value: sentinel[: hint]".
 func (e *FieldError) Error() string {
+	if e.Hint != "" {
+		return fmt.Sprintf("stats: %s = %v: %v: %s", e.Field, e.Value, e.Err, e.Hint)
+	}
 	return fmt.Sprintf("stats: %s = %v: %v", e.Field, e.Value, e.Err)
 }
 
+// Unwrap returns the sentinel, for errors.Is.
 func (e *FieldError) Unwrap() error { return e.Err }
 
 func fieldErr(field string, value any, err error) error {
 	return &FieldError{Field: field, Value: value, Err: err}
+}
+
+// hintedErr is fieldErr with a hint (see FieldError.Hint).
+func hintedErr(field string, value any, err error, hint string) error {
+	return &FieldError{Field: field, Value: value, Err: err, Hint: hint}
 }
 
 // prefixed returns err with field names qualified by prefix, so that a
@@ -74,7 +88,7 @@ func fieldErr(field string, value any, err error) error {
 func prefixed(prefix string, err error) error {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		return &FieldError{Field: prefix + "." + fe.Field, Value: fe.Value, Err: fe.Err}
+		return &FieldError{Field: prefix + "." + fe.Field, Value: fe.Value, Err: fe.Err, Hint: fe.Hint}
 	}
 	return err
 }
@@ -94,7 +108,7 @@ func checkSeconds(field string, v float64) error {
 		return fieldErr(field, v, ErrNegative)
 	}
 	if v > MaxSeconds {
-		return fieldErr(field, v, ErrOutOfRange)
+		return hintedErr(field, v, ErrOutOfRange, "want at most MaxSeconds (1e9)")
 	}
 	return nil
 }
@@ -111,7 +125,8 @@ func checkCounts(field string, vs []int64) error {
 func checkSecondsList(field string, vs []float64) error {
 	for i, v := range vs {
 		if err := checkSeconds(field, v); err != nil {
-			return fieldErr(fmt.Sprintf("%s[%d]", field, i), v, errors.Unwrap(err))
+			fe := err.(*FieldError)
+			return hintedErr(fmt.Sprintf("%s[%d]", field, i), v, fe.Err, fe.Hint)
 		}
 	}
 	return nil
@@ -139,8 +154,12 @@ type EventError struct {
 	Previous   string // the previous event, or "Arrival"
 	PreviousAt time.Time
 	Err        error
+	// Hint says which call or time fixes the event ("call Scheduled
+	// first"); empty when the sentinel says it all.
+	Hint string
 }
 
+// Error reads "stats: Event at T <problem> (Previous at T0): sentinel[: hint]".
 func (e *EventError) Error() string {
 	problem := "cannot follow the previous event"
 	switch {
@@ -151,10 +170,15 @@ func (e *EventError) Error() string {
 	case e.At.Before(e.PreviousAt):
 		problem = "is before the previous event"
 	}
-	return fmt.Sprintf("stats: %s at %s %s (%s at %s): %v",
+	msg := fmt.Sprintf("stats: %s at %s %s (%s at %s): %v",
 		e.Event, formatTime(e.At), problem, e.Previous, formatTime(e.PreviousAt), e.Err)
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
 }
 
+// Unwrap returns the sentinel, for errors.Is.
 func (e *EventError) Unwrap() error { return e.Err }
 
 // formatTime writes t in UTC as RFC 3339 with milliseconds, or with micro-

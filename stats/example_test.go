@@ -18,19 +18,13 @@ func Example_decodeNode() {
 	at := func(ms int) time.Time { return arrival.Add(time.Duration(ms) * time.Millisecond) }
 
 	// One Timeline per request; the engine reports events as they happen.
-	tl, err := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: 512})
-	if err != nil {
-		panic(err)
-	}
-	must := func(err error) {
-		if err != nil {
-			panic(err)
-		}
-	}
-	must(tl.Queued(at(2)))
+	// No event returns an error: a refused one is kept in the step's
+	// Refused, which the Recorder's RecordIteration counts and reports.
+	tl := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: 512})
+	tl.Queued(at(2))
 	// Scheduled with 0 tokens from the local prefix cache and all 512 from
 	// the KV connector.
-	must(tl.Scheduled(at(5), 0, 512))
+	tl.Scheduled(at(5), 0, 512)
 
 	// Three engine steps, each emitting one token of this request: one call
 	// per output adds it to the step's Iteration. The first output adds the
@@ -41,7 +35,7 @@ func Example_decodeNode() {
 	var ttft float64
 	for step, ms := range []int{45, 70, 95} {
 		it.Reset()
-		must(it.Output(tl, at(ms), 1))
+		it.Output(tl, at(ms), 1)
 		if step == 0 {
 			ttft = it.TTFT[0]
 		}
@@ -51,7 +45,7 @@ func Example_decodeNode() {
 		}
 		fmt.Printf(" generation=%d tokens_done=%d\n", it.GenerationTokens, it.TokensDone())
 	}
-	must(it.Finish(tl, at(95), stats.FinishStop))
+	it.Finish(tl, at(95), stats.FinishStop)
 
 	f := it.Finished[0]
 	fmt.Printf("finished: reason=%s prompt=%d generation=%d prefill_computed=%d\n",

@@ -2,10 +2,13 @@ package stats
 
 import (
 	"context"
+	"fmt"
 	"unicode/utf8"
 )
 
-// FinishReason says why a request stopped.
+// FinishReason says why a request stopped: FinishStop, FinishLength,
+// FinishAbort, FinishError or FinishRepetition (finished_reason "stop",
+// "length", "abort", "error", "repetition").
 type FinishReason uint8
 
 const (
@@ -138,7 +141,7 @@ func (f FinishedRequest) Validate() error {
 		}
 	}
 	if f.PrefillComputedTokens > f.PromptTokens {
-		return fieldErr("PrefillComputedTokens", f.PrefillComputedTokens, ErrOutOfRange)
+		return hintedErr("PrefillComputedTokens", f.PrefillComputedTokens, ErrOutOfRange, fmt.Sprintf("more than PromptTokens (%d)", f.PromptTokens))
 	}
 	if err := f.checkParent(); err != nil {
 		return err
@@ -168,14 +171,15 @@ func (f FinishedRequest) checkParent() error {
 	switch n := max(f.N, 1); {
 	case f.ParentPending && n == 1:
 		// A request with n = 1 has no other child to report its parent.
-		return fieldErr("N", f.N, ErrOutOfRange)
+		return hintedErr("N", f.N, ErrOutOfRange, "ParentPending needs N of 2 or more")
 	case f.ParentPending && f.MaxGenerationTokens != 0:
 		// Only the last child knows the parent's maximum.
-		return fieldErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange)
+		return hintedErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange, "want 0 with ParentPending: only the last child reports it")
 	case f.ParentPending || f.MaxGenerationTokens == 0:
 		return nil
 	case f.MaxGenerationTokens < f.GenerationTokens, n == 1 && f.MaxGenerationTokens != f.GenerationTokens:
-		return fieldErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange)
+		return hintedErr("MaxGenerationTokens", f.MaxGenerationTokens, ErrOutOfRange,
+			fmt.Sprintf("want at least GenerationTokens (%d), equal with N of 1", f.GenerationTokens))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -126,14 +127,14 @@ func FuzzTimeline(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, prompt uint8, data []byte) {
 		req := stats.Request{Arrival: t0, PromptTokens: int64(prompt)}
-		tl, err := stats.NewTimeline(req)
-		if err != nil {
+		tl := stats.NewTimeline(req)
+		if err := tl.Err(); err != nil {
 			t.Fatal(err)
 		}
 		// ref receives only the calls that succeeded on tl: if a failed call
 		// changed tl, the two diverge.
-		ref, err := stats.NewTimeline(req)
-		if err != nil {
+		ref := stats.NewTimeline(req)
+		if err := ref.Err(); err != nil {
 			t.Fatal(err)
 		}
 
@@ -158,7 +159,7 @@ func FuzzTimeline(f *testing.F) {
 			switch op {
 			case opQueued:
 				call = func(x *stats.Timeline) (stats.Output, stats.FinishedRequest, error) {
-					return stats.Output{}, stats.FinishedRequest{}, x.Queued(now)
+					return stats.Output{}, stats.FinishedRequest{}, eventtest.Err(x.Refused, func() { x.Queued(now) })
 				}
 			case opScheduled, opHugeScheduled:
 				local := a
@@ -166,7 +167,7 @@ func FuzzTimeline(f *testing.F) {
 					local = math.MaxInt64
 				}
 				call = func(x *stats.Timeline) (stats.Output, stats.FinishedRequest, error) {
-					return stats.Output{}, stats.FinishedRequest{}, x.Scheduled(now, local, b)
+					return stats.Output{}, stats.FinishedRequest{}, eventtest.Err(x.Refused, func() { x.Scheduled(now, local, b) })
 				}
 			case opOutput, opOutput2, opHugeOutput:
 				tokens = a

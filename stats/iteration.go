@@ -41,6 +41,41 @@ type Iteration struct {
 	ITLContexts  []context.Context
 	// Finished holds the requests that finished in this step.
 	Finished []FinishedRequest
+
+	// refused counts the events refused in this step and those its
+	// Timelines handed over; recorded marks a step a Recorder recorded.
+	refused  Refusals
+	recorded bool
+}
+
+// Refused returns the events refused by Output, Preempt and Finish in this
+// step, and those refused earlier by the Timelines they drove (Queued,
+// Scheduled, NewTimeline's Request), for RecordIteration to report and
+// count. Reset empties it.
+func (it *Iteration) Refused() Refusals { return it.refused }
+
+// Recorded reports whether a Recorder recorded the step since the last
+// Reset: recording it again would count it twice.
+func (it *Iteration) Recorded() bool { return it.recorded }
+
+// MarkRecorded marks the step recorded, until Reset. A Recorder calls it
+// after recording the step, so that it refuses a second recording.
+func (it *Iteration) MarkRecorded() { it.recorded = true }
+
+// refuse keeps a refused event of kind k on tl, after taking tl's earlier
+// refusals. The event of a refused Request's Timeline is not counted again.
+func (it *Iteration) refuse(tl *Timeline, k EventKind, err error) {
+	it.take(tl)
+	if tl == nil || tl.reqErr == nil {
+		it.refused.add(k, err)
+	}
+}
+
+// take moves tl's refused events into the step.
+func (it *Iteration) take(tl *Timeline) {
+	if tl != nil {
+		it.refused.take(&tl.refused)
+	}
 }
 
 // TokensDone returns the work done in this step: prompt tokens computed here
@@ -104,52 +139,58 @@ func appendWithContext(vs []float64, ctxs []context.Context, v float64, ctx cont
 
 // Output records an output of tokens new tokens (at least one, several with
 // speculative decoding) of tl's request at time at, and adds it to the step:
-// Timeline.Output and AddOutput in one call. On an error neither the
-// Timeline nor the iteration changes.
-func (it *Iteration) Output(tl *Timeline, at time.Time, tokens int64) error {
+// Timeline.Output and AddOutput in one call. A refused output changes
+// neither the Timeline nor the step's counts: it is kept in Refused.
+func (it *Iteration) Output(tl *Timeline, at time.Time, tokens int64) {
 	next, o, err := tl.output(at, tokens)
+	if err == nil {
+		err = it.AddOutput(o)
+	}
 	if err != nil {
-		return err
+		it.refuse(tl, KindOutput, err)
+		return
 	}
-	if err := it.AddOutput(o); err != nil {
-		return err
-	}
+	it.take(tl)
 	*tl = next
-	return nil
 }
 
 // Preempt records that the scheduler preempted tl's running request at time
 // at and counts it in Preemptions: Timeline.Preempted and the count in one
-// call. On an error neither the Timeline nor the iteration changes.
-func (it *Iteration) Preempt(tl *Timeline, at time.Time) error {
+// call. A refused preemption changes neither the Timeline nor the step's
+// counts: it is kept in Refused.
+func (it *Iteration) Preempt(tl *Timeline, at time.Time) {
 	next, err := tl.preempted(at)
-	if err != nil {
-		return err
+	var n int64
+	if err == nil {
+		n, err = addChecked("Preemptions", it.Preemptions, 1)
 	}
-	n, err := addChecked("Preemptions", it.Preemptions, 1)
 	if err != nil {
-		return err
+		it.refuse(tl, KindPreempt, err)
+		return
 	}
+	it.take(tl)
 	*tl = next
 	it.Preemptions = n
-	return nil
 }
 
 // Finish ends tl's request at time at for reason and adds it to Finished:
-// Timeline.Finish and AddFinished in one call. On an error neither the
-// Timeline nor the iteration changes.
-func (it *Iteration) Finish(tl *Timeline, at time.Time, reason FinishReason) error {
+// Timeline.Finish and AddFinished in one call. A refused finish changes
+// neither the Timeline nor the step: it is kept in Refused.
+func (it *Iteration) Finish(tl *Timeline, at time.Time, reason FinishReason) {
 	next, f, err := tl.finish(at, reason)
+	if err == nil {
+		// The parent's part, set by endChild, keeps f valid.
+		if err = f.Validate(); err != nil {
+			err = prefixed("Finished", err)
+		}
+	}
 	if err != nil {
-		return err
+		it.refuse(tl, KindFinish, err)
+		return
 	}
-	// The parent's part, set by endChild, keeps f valid.
-	if err := f.Validate(); err != nil {
-		return prefixed("Finished", err)
-	}
+	it.take(tl)
 	tl.endChild(next, &f)
 	it.Finished = append(it.Finished, f)
-	return nil
 }
 
 // AddFinished adds a request that finished in this step. An invalid request is
@@ -162,9 +203,9 @@ func (it *Iteration) AddFinished(f FinishedRequest) error {
 	return nil
 }
 
-// Reset empties the iteration for the next step, keeping the slices' storage.
-// The contexts it held are cleared, so that the step does not keep finished
-// requests' contexts alive.
+// Reset empties the iteration for the next step, keeping the slices' storage,
+// and clears its refusals and its recorded mark. The contexts it held are
+// cleared, so that the step does not keep finished requests' contexts alive.
 func (it *Iteration) Reset() {
 	clear(it.TTFTContexts)
 	clear(it.ITLContexts)

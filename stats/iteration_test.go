@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -325,8 +326,8 @@ func TestOutputValidate(t *testing.T) {
 // TestIterationFromTimelines: one request's speculative output of 3 tokens
 // adds 3 generation tokens and one ITL sample to its step.
 func TestIterationFromTimelines(t *testing.T) {
-	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 64})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 64})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
 	outs, _ := run(t, tl, []event{queued(0), scheduled(10, 0, 0), output(40, 1), output(100, 3)})
@@ -380,20 +381,20 @@ func TestIterationContexts(t *testing.T) {
 func TestTimelineCarriesContext(t *testing.T) {
 	ctx := context.WithValue(context.Background(), testKey{}, 1)
 	t0 := time.Unix(100, 0)
-	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1, Context: ctx})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1, Context: ctx})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Scheduled(t0, 0, 0); err != nil {
+	if err := eventtest.Err(tl.Refused, func() { tl.Scheduled(t0, 0, 0) }); err != nil {
 		t.Fatal(err)
 	}
 	var it stats.Iteration
 	for i := 1; i <= 2; i++ {
-		if err := it.Output(tl, t0.Add(time.Duration(i)*time.Second), 1); err != nil {
+		if err := eventtest.Err(it.Refused, func() { it.Output(tl, t0.Add(time.Duration(i)*time.Second), 1) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := it.Finish(tl, t0.Add(3*time.Second), stats.FinishStop); err != nil {
+	if err := eventtest.Err(it.Refused, func() { it.Finish(tl, t0.Add(3*time.Second), stats.FinishStop) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(it.TTFTContexts) != 1 || it.TTFTContexts[0] != ctx || len(it.ITLContexts) != 1 || it.ITLContexts[0] != ctx ||

@@ -2,7 +2,8 @@ package stats
 
 // FetchStage is where a waiting request of a KV consumer (the decode node of
 // a P/D deployment) is in loading its KV through the connector: the stage
-// label of vllm:num_requests_kv_fetch_by_stage.
+// label of vllm:num_requests_kv_fetch_by_stage: FetchWaitingToStart,
+// FetchInProgress or FetchCompletedWaiting.
 type FetchStage uint8
 
 const (

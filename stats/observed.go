@@ -86,7 +86,7 @@ func (r ObservedRequest) Validate() error {
 		}
 		if c.name != "MaxTokens" && c.name != "N" && c.name != "DecodeChoices" && !r.UsageKnown && c.v != 0 {
 			// Counts without usage would be invented.
-			return fieldErr(c.name, c.v, ErrOutOfRange)
+			return hintedErr(c.name, c.v, ErrOutOfRange, "want 0 without UsageKnown")
 		}
 	}
 	if r.CachedPromptTokens > r.PromptTokens {
@@ -115,9 +115,9 @@ func (r ObservedRequest) Validate() error {
 	case !r.ServerTimes && (r.PrefillTime != 0 || r.DecodeTime != 0):
 		return fieldErr("PrefillTime", r.PrefillTime+r.DecodeTime, ErrOutOfRange)
 	case !r.FirstToken && r.TimeToFirstToken != 0:
-		return fieldErr("TimeToFirstToken", r.TimeToFirstToken, ErrOutOfRange)
+		return hintedErr("TimeToFirstToken", r.TimeToFirstToken, ErrOutOfRange, "want 0 without FirstToken")
 	case !r.FirstToken && r.TimeToLastToken != 0:
-		return fieldErr("TimeToLastToken", r.TimeToLastToken, ErrOutOfRange)
+		return hintedErr("TimeToLastToken", r.TimeToLastToken, ErrOutOfRange, "want 0 without FirstToken")
 	case r.TimeToLastToken < r.TimeToFirstToken:
 		return fieldErr("TimeToLastToken", r.TimeToLastToken, ErrOutOfOrder)
 	case r.TimeToLastToken > r.E2ELatency:
@@ -212,9 +212,9 @@ func (l PDLegs) Validate() error {
 	}
 	switch {
 	case !l.Handoff && l.HandoffGap != 0:
-		return fieldErr("HandoffGap", l.HandoffGap, ErrOutOfRange)
+		return hintedErr("HandoffGap", l.HandoffGap, ErrOutOfRange, "want 0 without Handoff")
 	case !l.DecodeFirstToken && l.DecodeTimeToFirstToken != 0:
-		return fieldErr("DecodeTimeToFirstToken", l.DecodeTimeToFirstToken, ErrOutOfRange)
+		return hintedErr("DecodeTimeToFirstToken", l.DecodeTimeToFirstToken, ErrOutOfRange, "want 0 without DecodeFirstToken")
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func (c *KVOffloadCPU) Validate() error {
 			return err
 		}
 		if u.v > 1 {
-			return fieldErr(u.field, u.v, ErrOutOfRange)
+			return hintedErr(u.field, u.v, ErrOutOfRange, "want 0 to 1")
 		}
 	}
 	return checkCounts("AllocationChunks", c.AllocationChunks)

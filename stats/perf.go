@@ -33,7 +33,7 @@ func (p *PerfEstimate) Validate() error {
 			return fieldErr(v.name, v.v, ErrNegative)
 		}
 		if v.v > MaxPerfEstimate {
-			return fieldErr(v.name, v.v, ErrOutOfRange)
+			return hintedErr(v.name, v.v, ErrOutOfRange, "want at most MaxPerfEstimate")
 		}
 	}
 	return nil

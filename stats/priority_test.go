@@ -41,13 +41,13 @@ func TestBucketPriority(t *testing.T) {
 // token that priority scheduling observes at the finish.
 func TestTimelinePriorityAndTTFT(t *testing.T) {
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	tl, err := stats.NewTimeline(stats.Request{Arrival: start, PromptTokens: 10, Priority: -3})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: start, PromptTokens: 10, Priority: -3})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
 	must := mustNil(t)
-	must(tl.Queued(start.Add(10 * time.Millisecond)))
-	must(tl.Scheduled(start.Add(20*time.Millisecond), 0, 0))
+	tl.Queued(start.Add(10 * time.Millisecond))
+	tl.Scheduled(start.Add(20*time.Millisecond), 0, 0)
 	o, err := tl.Output(start.Add(250*time.Millisecond), 1)
 	must(err)
 	f, err := tl.Finish(start.Add(400*time.Millisecond), stats.FinishStop)
@@ -58,8 +58,8 @@ func TestTimelinePriorityAndTTFT(t *testing.T) {
 	must(f.Validate())
 
 	// Without an output there is no time to first token.
-	queued, err := stats.NewTimeline(stats.Request{Arrival: start, PromptTokens: 10, Priority: 2})
-	must(err)
+	queued := stats.NewTimeline(stats.Request{Arrival: start, PromptTokens: 10, Priority: 2})
+	must(queued.Err())
 	f, err = queued.Finish(start.Add(time.Second), stats.FinishAbort)
 	must(err)
 	if f.TimeToFirstToken != 0 || f.Priority != 2 {

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// SleepState is the engine's sleep mode (vllm:engine_sleep_state).
+// SleepState is the engine's sleep mode (vllm:engine_sleep_state): Awake,
+// WeightsOffloaded or DiscardAll.
 type SleepState uint8
 
 const (
@@ -58,15 +59,22 @@ func (c CacheQueries) Validate() error {
 		return err
 	}
 	if c.Hits > c.Queries {
-		return fieldErr("Hits", c.Hits, ErrOutOfRange)
+		return hintedErr("Hits", c.Hits, ErrOutOfRange, fmt.Sprintf("more than Queries (%d)", c.Queries))
 	}
 	return nil
 }
 
 // SpecDecoding counts speculative decoding work in one step.
 type SpecDecoding struct {
-	Drafts         int64
-	DraftTokens    int64
+	// Drafts is the number of drafts proposed in the step: one per request
+	// that the drafter proposed tokens for (SpecDecodingStats.num_drafts in
+	// vllm/v1/spec_decode/metrics.py).
+	Drafts int64
+	// DraftTokens is the number of tokens those drafts proposed, up to the
+	// configured speculative tokens per draft.
+	DraftTokens int64
+	// AcceptedTokens is the number of draft tokens the target model
+	// accepted: at most DraftTokens.
 	AcceptedTokens int64
 	// AcceptedPerPosition[i] is the tokens accepted at draft position i: at
 	// most one per draft, summing to AcceptedTokens. Empty when the engine
@@ -88,7 +96,7 @@ func (s *SpecDecoding) Validate() error {
 		}
 	}
 	if s.AcceptedTokens > s.DraftTokens {
-		return fieldErr("AcceptedTokens", s.AcceptedTokens, ErrOutOfRange)
+		return hintedErr("AcceptedTokens", s.AcceptedTokens, ErrOutOfRange, fmt.Sprintf("more than DraftTokens (%d)", s.DraftTokens))
 	}
 	if err := checkCounts("AcceptedPerPosition", s.AcceptedPerPosition); err != nil {
 		return err
@@ -99,7 +107,7 @@ func (s *SpecDecoding) Validate() error {
 	var sum int64
 	for i, v := range s.AcceptedPerPosition {
 		if v > s.Drafts {
-			return fieldErr(fmt.Sprintf("AcceptedPerPosition[%d]", i), v, ErrOutOfRange)
+			return hintedErr(fmt.Sprintf("AcceptedPerPosition[%d]", i), v, ErrOutOfRange, fmt.Sprintf("more than Drafts (%d)", s.Drafts))
 		}
 		var err error
 		if sum, err = addChecked("AcceptedPerPosition", sum, v); err != nil {
@@ -107,7 +115,7 @@ func (s *SpecDecoding) Validate() error {
 		}
 	}
 	if sum != s.AcceptedTokens {
-		return fieldErr("AcceptedPerPosition sum", sum, ErrOutOfRange)
+		return hintedErr("AcceptedPerPosition sum", sum, ErrOutOfRange, fmt.Sprintf("want AcceptedTokens (%d)", s.AcceptedTokens))
 	}
 	return nil
 }
@@ -195,14 +203,14 @@ func (e *KVEviction) Validate() error {
 		return err
 	}
 	if e.IdleBeforeEvict > e.Lifetime {
-		return fieldErr("IdleBeforeEvict", e.IdleBeforeEvict, ErrOutOfRange)
+		return hintedErr("IdleBeforeEvict", e.IdleBeforeEvict, ErrOutOfRange, fmt.Sprintf("more than Lifetime (%v)", e.Lifetime))
 	}
 	if err := checkSecondsList("ReuseGaps", e.ReuseGaps); err != nil {
 		return err
 	}
 	for i, g := range e.ReuseGaps {
 		if g > e.Lifetime {
-			return fieldErr(fmt.Sprintf("ReuseGaps[%d]", i), g, ErrOutOfRange)
+			return hintedErr(fmt.Sprintf("ReuseGaps[%d]", i), g, ErrOutOfRange, fmt.Sprintf("more than Lifetime (%v)", e.Lifetime))
 		}
 	}
 	return nil
@@ -305,7 +313,7 @@ func (s *Scheduler) Validate() error {
 		return err
 	}
 	if s.KVCacheUsage > 1 {
-		return fieldErr("KVCacheUsage", s.KVCacheUsage, ErrOutOfRange)
+		return hintedErr("KVCacheUsage", s.KVCacheUsage, ErrOutOfRange, "want 0 to 1")
 	}
 	if err := s.PrefixCache.Validate(); err != nil {
 		return prefixed("PrefixCache", err)

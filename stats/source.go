@@ -1,7 +1,8 @@
 package stats
 
 // Source is where the KV of a prompt token came from. Every prompt token has
-// exactly one source, so counts by source always sum to the prompt length.
+// exactly one source, so counts by source always sum to the prompt length:
+// LocalCompute, LocalCacheHit or ExternalKVTransfer.
 type Source uint8
 
 const (

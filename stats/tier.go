@@ -9,6 +9,7 @@ package stats
 // Local prefix cache hits are always TierDevice. A host or disk hit comes
 // through vLLM's offloading KV connector, so in vllm:prompt_tokens_by_source
 // it is external_kv_transfer, like KV received from another instance (p2p).
+// The tiers: TierDevice, TierHost, TierP2P, TierDisk, TierExternalUnspecified.
 type Tier uint8
 
 const (

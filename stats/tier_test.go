@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -140,29 +141,37 @@ func TestTimelineScheduledWithTiers(t *testing.T) {
 		schedule func(tl *stats.Timeline) error
 		want     []int64
 	}{
-		{"Scheduled", func(tl *stats.Timeline) error { return tl.Scheduled(ms(10), 64, 900) },
+		{"Scheduled", func(tl *stats.Timeline) error {
+			return eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(10), 64, 900) })
+		},
 			[]int64{64, 0, 0, 0, 900}},
 		{"ScheduledWith", func(tl *stats.Timeline) error {
-			return tl.ScheduledWith(ms(10), stats.Cached{Local: 64, External: 900,
-				ExternalTiers: stats.ExternalTiers{Host: 100, P2P: 700}})
+			return eventtest.Err(tl.Refused, func() {
+				tl.ScheduledWith(ms(10), stats.Cached{Local: 64, External: 900,
+					ExternalTiers: stats.ExternalTiers{Host: 100, P2P: 700}})
+			})
 		}, []int64{64, 100, 700, 0, 100}},
 		{"preempted before the first output", func(tl *stats.Timeline) error {
-			if err := tl.ScheduledWith(ms(10), stats.Cached{External: 900, ExternalTiers: stats.ExternalTiers{P2P: 900}}); err != nil {
+			if err := eventtest.Err(tl.Refused, func() {
+				tl.ScheduledWith(ms(10), stats.Cached{External: 900, ExternalTiers: stats.ExternalTiers{P2P: 900}})
+			}); err != nil {
 				return err
 			}
 			if err := tl.Preempted(ms(20)); err != nil {
 				return err
 			}
-			return tl.ScheduledWith(ms(30), stats.Cached{Local: 512, External: 200, ExternalTiers: stats.ExternalTiers{Disk: 200}})
+			return eventtest.Err(tl.Refused, func() {
+				tl.ScheduledWith(ms(30), stats.Cached{Local: 512, External: 200, ExternalTiers: stats.ExternalTiers{Disk: 200}})
+			})
 		}, []int64{0, 0, 900, 0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1000})
-			if err != nil {
+			tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1000})
+			if err := tl.Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := tl.Queued(ms(1)); err != nil {
+			if err := eventtest.Err(tl.Refused, func() { tl.Queued(ms(1)) }); err != nil {
 				t.Fatal(err)
 			}
 			if err := tt.schedule(tl); err != nil {
@@ -184,20 +193,24 @@ func TestTimelineScheduledWithTiers(t *testing.T) {
 }
 
 func TestTimelineScheduledWithBadTiers(t *testing.T) {
-	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 100})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 100})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tl.Queued(ms(1)); err != nil {
+	if err := eventtest.Err(tl.Refused, func() { tl.Queued(ms(1)) }); err != nil {
 		t.Fatal(err)
 	}
-	err = tl.ScheduledWith(ms(2), stats.Cached{External: 10, ExternalTiers: stats.ExternalTiers{P2P: 11}})
+	err := eventtest.Err(tl.Refused, func() {
+		tl.ScheduledWith(ms(2), stats.Cached{External: 10, ExternalTiers: stats.ExternalTiers{P2P: 11}})
+	})
 	wantErr(t, err, stats.ErrTiersExceedExternal)
 	// The Timeline is unchanged: it is still queued and takes a good scheduling.
 	if _, err := tl.Output(ms(3), 1); !errors.Is(err, stats.ErrOutOfOrder) {
 		t.Errorf("Output after a refused scheduling = %v, want ErrOutOfOrder", err)
 	}
-	if err := tl.ScheduledWith(ms(2), stats.Cached{External: 10, ExternalTiers: stats.ExternalTiers{P2P: 10}}); err != nil {
+	if err := eventtest.Err(tl.Refused, func() {
+		tl.ScheduledWith(ms(2), stats.Cached{External: 10, ExternalTiers: stats.ExternalTiers{P2P: 10}})
+	}); err != nil {
 		t.Errorf("good scheduling after a refused one: %v", err)
 	}
 }
@@ -218,8 +231,8 @@ func TestTimelinePreemptionCount(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
-			if err != nil {
+			tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 10})
+			if err := tl.Err(); err != nil {
 				t.Fatal(err)
 			}
 			_, f := run(t, tl, tt.events)

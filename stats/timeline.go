@@ -2,6 +2,7 @@ package stats
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -33,7 +34,7 @@ type Request struct {
 // with a non-positive value.
 func (r Request) Validate() error {
 	if r.Arrival.IsZero() {
-		return fieldErr("Arrival", r.Arrival, ErrOutOfRange)
+		return hintedErr("Arrival", r.Arrival, ErrOutOfRange, "set Request.Arrival")
 	}
 	if err := checkCount("PromptTokens", r.PromptTokens); err != nil {
 		return err
@@ -72,10 +73,12 @@ const maxAge = time.Duration(MaxSeconds * float64(time.Second))
 // Timeline follows one request through the engine, event by event, and turns
 // the timestamps into the per-step contributions (Output) and the
 // FinishedRequest exactly as vLLM defines them. Events must come in time
-// order; an event the request's state does not allow, or a bad argument,
-// returns an error and leaves the Timeline unchanged. Make it with
-// NewTimeline or NewTimelines: every event of a zero or nil Timeline returns
-// ErrOutOfOrder.
+// order; an event the request's state does not allow, or a bad argument, is
+// refused: it leaves the Timeline unchanged and is kept (see Refusals) until
+// the next Iteration event of the request hands it to the step, whose
+// RecordIteration reports it to the Recorder's error handler and counts it.
+// Err returns what is kept. Make it with NewTimeline or NewTimelines: every
+// event of a zero or nil Timeline is refused (ErrOutOfOrder).
 //
 // The usual calls are Queued (optional) and Scheduled on the Timeline, and
 // Iteration.Output, Iteration.Preempt and Iteration.Finish, which drive the
@@ -102,6 +105,12 @@ type Timeline struct {
 	preemptions int64 // Preempted events so far
 
 	parent *parent
+
+	// refused holds the refused events not yet handed to a step; reqErr is
+	// the error of a refused Request, whose events are ignored (the
+	// Request's refusal counts for them).
+	refused Refusals
+	reqErr  error
 }
 
 // parent tracks the n children of one request so that the child finishing
@@ -113,33 +122,78 @@ type parent struct {
 	maxGen    int64
 }
 
-// NewTimeline starts the timeline of a request with N <= 1.
-func NewTimeline(r Request) (*Timeline, error) {
-	if err := r.Validate(); err != nil {
-		return nil, err
+// maxChildren bounds the sampling parameter N of NewTimelines.
+const maxChildren = 1 << 16
+
+// NewTimeline starts the timeline of a request with N <= 1. It never
+// returns nil: the Timeline of an invalid Request (see Request.Validate)
+// refuses the Request on its first event, as that event's step reports
+// refusals, and ignores every event after; Err returns the Request's error
+// until then.
+func NewTimeline(r Request) *Timeline {
+	err := r.Validate()
+	if err == nil && r.N > 1 {
+		err = hintedErr("N", r.N, ErrOutOfRange, "want 0 or 1: use NewTimelines for n > 1")
 	}
-	if r.N > 1 {
-		return nil, fieldErr("N", r.N, ErrOutOfRange)
+	if err != nil {
+		return refusedTimeline(r, err)
 	}
-	return newChild(r, &parent{n: 1, remaining: 1}), nil
+	return newChild(r, &parent{n: 1, remaining: 1})
 }
 
 // NewTimelines starts one timeline per child of a request with sampling
-// parameter N (at least one).
-func NewTimelines(r Request) ([]*Timeline, error) {
-	if err := r.Validate(); err != nil {
-		return nil, err
+// parameter N (at least one, at most 65536). For an invalid Request it
+// returns one refused Timeline, as NewTimeline does.
+func NewTimelines(r Request) []*Timeline {
+	err := r.Validate()
+	if err == nil && r.N > maxChildren {
+		err = hintedErr("N", r.N, ErrOutOfRange, fmt.Sprintf("want at most %d", maxChildren))
+	}
+	if err != nil {
+		return []*Timeline{refusedTimeline(r, err)}
 	}
 	n := max(r.N, 1)
-	if n > 1<<16 {
-		return nil, fieldErr("N", r.N, ErrOutOfRange)
-	}
 	p := &parent{n: n, remaining: n}
 	children := make([]*Timeline, n)
 	for i := range children {
 		children[i] = newChild(r, p)
 	}
-	return children, nil
+	return children
+}
+
+// refusedTimeline is the Timeline of a Request refused with err.
+func refusedTimeline(r Request, err error) *Timeline {
+	t := &Timeline{req: r, phase: arrived, event: evArrival, reqErr: err, parent: &parent{n: 1, remaining: 1}}
+	t.refused.add(KindRequest, err)
+	return t
+}
+
+// Err returns the error of the first refused event of the Timeline that no
+// step has taken yet (Iteration.Output, Preempt and Finish take them), or of
+// its refused Request; nil when there is none. Events refused by the
+// Iteration methods are the step's: see Iteration.Refused.
+func (t *Timeline) Err() error {
+	if t == nil {
+		return nil
+	}
+	return t.refused.Err()
+}
+
+// Refused returns the refused events of the Timeline that no step has taken
+// yet, and its refused Request.
+func (t *Timeline) Refused() Refusals {
+	if t == nil {
+		return Refusals{}
+	}
+	return t.refused
+}
+
+// refuse keeps a refused event of kind k, unless the Timeline's Request was
+// refused: its refusal stands for all its events.
+func (t *Timeline) refuse(k EventKind, err error) {
+	if t != nil && t.reqErr == nil {
+		t.refused.add(k, err)
+	}
 }
 
 // newChild starts a child as queued at its arrival: Queued is optional.
@@ -153,21 +207,39 @@ func newChild(r Request, p *parent) *Timeline {
 // request and allows no event.
 func (t *Timeline) check(event string, at time.Time, allowed ...phase) error {
 	if t == nil || t.parent == nil {
-		return fieldErr(event, "a Timeline not made by NewTimeline", ErrOutOfOrder)
+		return hintedErr(event, "a Timeline not made by NewTimeline", ErrOutOfOrder, "use NewTimeline or NewTimelines")
+	}
+	if t.reqErr != nil {
+		return t.reqErr
 	}
 	if t.phase == finished {
-		return &EventError{event, at, t.event, t.last, ErrFinished}
+		return &EventError{event, at, t.event, t.last, ErrFinished, "a new request needs its own Timeline (NewTimeline)"}
 	}
 	if at.Before(t.last) {
-		return &EventError{event, at, t.event, t.last, ErrOutOfOrder}
+		return &EventError{event, at, t.event, t.last, ErrOutOfOrder,
+			"events come in time order: pass a time no earlier than " + formatTime(t.last)}
 	}
 	if at.Sub(t.req.Arrival) > maxAge {
-		return &EventError{event, at, evArrival, t.req.Arrival, ErrOutOfRange}
+		return &EventError{event, at, evArrival, t.req.Arrival, ErrOutOfRange,
+			"every event comes at most MaxSeconds (1e9 s) after Request.Arrival"}
 	}
 	if len(allowed) == 0 || slices.Contains(allowed, t.phase) {
 		return nil
 	}
-	return &EventError{event, at, t.event, t.last, ErrOutOfOrder}
+	return &EventError{event, at, t.event, t.last, ErrOutOfOrder, orderHint(event)}
+}
+
+// orderHint says what an event that cannot follow the previous one needs.
+func orderHint(event string) string {
+	switch event {
+	case evQueued:
+		return "Queued comes at most once, before the first Scheduled"
+	case evScheduled:
+		return "the request is running: Preempt it before scheduling it again"
+	case evPreempted:
+		return "only a running request can be preempted: call Scheduled first"
+	}
+	return "call Scheduled first" // Output
 }
 
 // Queued records that the engine queued the request. It is optional: an
@@ -175,12 +247,14 @@ func (t *Timeline) check(event string, at time.Time, allowed ...phase) error {
 // calls Scheduled directly, and the queue time then runs from the arrival.
 // vLLM's runs from the engine core's QUEUED event, which follows the arrival
 // by the front end's processing (tokenization, transfer to the engine core).
-func (t *Timeline) Queued(at time.Time) error {
+//
+// A refused Queued is kept: see Timeline.
+func (t *Timeline) Queued(at time.Time) {
 	if err := t.check(evQueued, at, arrived); err != nil {
-		return err
+		t.refuse(KindQueued, err)
+		return
 	}
 	t.phase, t.last, t.event, t.queued = queued, at, evQueued, at
-	return nil
 }
 
 // Scheduled records that the scheduler took the request from waiting, with
@@ -198,15 +272,24 @@ func (t *Timeline) Queued(at time.Time) error {
 // engine found it; vLLM caps a local hit at the prompt length minus one, so
 // that the last token is recomputed for its logits: an engine that does the
 // same reports prompt-1 local cached tokens, and one computed token counts.
-func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) error {
-	return t.ScheduledWith(at, Cached{Local: localCached, External: externalCached})
+//
+// A refused Scheduled is kept: see Timeline.
+func (t *Timeline) Scheduled(at time.Time, localCached, externalCached int64) {
+	t.ScheduledWith(at, Cached{Local: localCached, External: externalCached})
 }
 
 // ScheduledWith is Scheduled with the external tokens split by the tier they
 // came from (host, p2p, disk; the rest external_unspecified). The snapshot's
 // tiers reach the step of the first output with its prompt split
 // (Output.PromptTokens), where vllm:prompt_tokens_cached_by_source counts them.
-func (t *Timeline) ScheduledWith(at time.Time, c Cached) error {
+func (t *Timeline) ScheduledWith(at time.Time, c Cached) {
+	if err := t.schedule(at, c); err != nil {
+		t.refuse(KindScheduled, err)
+	}
+}
+
+// schedule is ScheduledWith, returning its refusal.
+func (t *Timeline) schedule(at time.Time, c Cached) error {
 	if err := t.check(evScheduled, at, arrived, queued, preempted); err != nil {
 		return err
 	}
@@ -249,7 +332,7 @@ func (t *Timeline) output(at time.Time, tokens int64) (Timeline, Output, error) 
 		return Timeline{}, Output{}, err
 	}
 	if tokens < 1 {
-		return Timeline{}, Output{}, fieldErr("tokens", tokens, ErrOutOfRange)
+		return Timeline{}, Output{}, hintedErr("tokens", tokens, ErrOutOfRange, "want 1 or more")
 	}
 	generated, err := addChecked("tokens", t.generated, tokens)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -70,9 +71,9 @@ func (e event) String() string {
 func apply(tl *stats.Timeline, e event) (stats.Output, stats.FinishedRequest, error) {
 	switch e.kind {
 	case evQueued:
-		return stats.Output{}, stats.FinishedRequest{}, tl.Queued(e.at)
+		return stats.Output{}, stats.FinishedRequest{}, eventtest.Err(tl.Refused, func() { tl.Queued(e.at) })
 	case evScheduled:
-		return stats.Output{}, stats.FinishedRequest{}, tl.Scheduled(e.at, e.a, e.b)
+		return stats.Output{}, stats.FinishedRequest{}, eventtest.Err(tl.Refused, func() { tl.Scheduled(e.at, e.a, e.b) })
 	case evOutput:
 		o, err := tl.Output(e.at, e.a)
 		return o, stats.FinishedRequest{}, err
@@ -333,8 +334,8 @@ func TestTimelineScenarios(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tl, err := stats.NewTimeline(tt.req)
-			if err != nil {
+			tl := stats.NewTimeline(tt.req)
+			if err := tl.Err(); err != nil {
 				t.Fatal(err)
 			}
 			outs, fin := run(t, tl, tt.events)
@@ -353,8 +354,8 @@ func TestTimelineScenarios(t *testing.T) {
 // TestTimelineExactSeconds checks that millisecond timestamps give the
 // float64 seconds literal exactly (no accumulated rounding).
 func TestTimelineExactSeconds(t *testing.T) {
-	tl, err := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1000})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1000})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
 	outs, fin := run(t, tl, []event{
@@ -373,13 +374,13 @@ func TestTimelineExactSeconds(t *testing.T) {
 func TestTimelineZeroTimeIsAValue(t *testing.T) {
 	var zero time.Time
 	at := func(n int64) time.Time { return zero.Add(time.Duration(n) * time.Millisecond) }
-	tl, err := stats.NewTimeline(stats.Request{Arrival: at(-2000), PromptTokens: 10})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: at(-2000), PromptTokens: 10})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
 	must := mustNil(t)
-	must(tl.Queued(at(-1500)))
-	must(tl.Scheduled(at(0), 4, 0))
+	tl.Queued(at(-1500))
+	tl.Scheduled(at(0), 4, 0)
 	o1, err := tl.Output(at(0), 1)
 	must(err)
 	o2, err := tl.Output(at(500), 1)
@@ -398,8 +399,8 @@ func TestTimelineZeroTimeIsAValue(t *testing.T) {
 }
 
 func TestTimelinesN2(t *testing.T) {
-	children, err := stats.NewTimelines(stats.Request{Arrival: t0, PromptTokens: 50, N: 2})
-	if err != nil {
+	children := stats.NewTimelines(stats.Request{Arrival: t0, PromptTokens: 50, N: 2})
+	if err := children[0].Err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(children) != 2 {
@@ -456,8 +457,8 @@ func TestTimelinesN2(t *testing.T) {
 // goroutines (run with -race): exactly one finish reports the maximum, 4
 // tokens; the others are marked ParentPending.
 func TestTimelinesConcurrentChildren(t *testing.T) {
-	children, err := stats.NewTimelines(stats.Request{Arrival: t0, PromptTokens: 8, N: 4})
-	if err != nil {
+	children := stats.NewTimelines(stats.Request{Arrival: t0, PromptTokens: 8, N: 4})
+	if err := children[0].Err(); err != nil {
 		t.Fatal(err)
 	}
 	fins := make([]stats.FinishedRequest, len(children))
@@ -505,14 +506,15 @@ func TestNewTimelinesN(t *testing.T) {
 		{n: 1, wantChildren: 1, wantN: 1},
 		{n: 3, wantChildren: 3, wantN: 3},
 	} {
-		children, err := stats.NewTimelines(stats.Request{Arrival: t0, PromptTokens: 1, N: tt.n})
-		if err != nil {
+		children := stats.NewTimelines(stats.Request{Arrival: t0, PromptTokens: 1, N: tt.n})
+		if err := children[0].Err(); err != nil {
 			t.Fatalf("N=%d: %v", tt.n, err)
 		}
 		if int64(len(children)) != tt.wantChildren {
 			t.Fatalf("N=%d: %d children, want %d", tt.n, len(children), tt.wantChildren)
 		}
 		var last stats.FinishedRequest
+		var err error
 		for _, c := range children {
 			if last, err = c.Finish(ms(1), stats.FinishAbort); err != nil {
 				t.Fatal(err)
@@ -523,8 +525,8 @@ func TestNewTimelinesN(t *testing.T) {
 		}
 	}
 	// NewTimeline treats N = 0 as 1 too.
-	tl, err := stats.NewTimeline(stats.Request{Arrival: t0})
-	if err != nil {
+	tl := stats.NewTimeline(stats.Request{Arrival: t0})
+	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := tl.Finish(t0, stats.FinishAbort); err != nil || f.N != 1 {
@@ -549,12 +551,20 @@ func TestNewTimelineErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tl, err := stats.NewTimeline(tt.req)
-			wantErr(t, err, tt.sentinel, tt.mention)
-			if tl != nil {
-				t.Error("NewTimeline returned a timeline with an error")
+			tl := stats.NewTimeline(tt.req)
+			wantErr(t, tl.Err(), tt.sentinel, tt.mention)
+			// The refused Request's Timeline refuses its events without
+			// counting them: the step counts the Request once.
+			var it stats.Iteration
+			tl.Scheduled(t0, 0, 0)
+			it.Output(tl, t0, 1)
+			it.Finish(tl, t0, stats.FinishStop)
+			if r := it.Refused(); r.Total() != 1 || r.Count(stats.KindRequest) != 1 || it.GenerationTokens != 0 || len(it.Finished) != 0 {
+				t.Errorf("a refused Request's events: %d refused (%d requests), %d tokens, %d finished; want 1 request refused, nothing else",
+					r.Total(), r.Count(stats.KindRequest), it.GenerationTokens, len(it.Finished))
 			}
-			children, err := stats.NewTimelines(tt.req)
+			children := stats.NewTimelines(tt.req)
+			err := children[0].Err()
 			if tt.single {
 				if err != nil || len(children) != 2 {
 					t.Errorf("NewTimelines: %d children, %v; want 2, nil", len(children), err)
@@ -562,8 +572,8 @@ func TestNewTimelineErrors(t *testing.T) {
 				return
 			}
 			wantErr(t, err, tt.sentinel, tt.mention)
-			if children != nil {
-				t.Error("NewTimelines returned children with an error")
+			if len(children) != 1 {
+				t.Errorf("NewTimelines returned %d children for a refused Request, want 1", len(children))
 			}
 		})
 	}
@@ -585,8 +595,8 @@ func TestTimelineErrorsLeaveStateUnchanged(t *testing.T) {
 	}
 
 	// The scenario without a bad call, checked by hand once.
-	ref, err := stats.NewTimeline(req)
-	if err != nil {
+	ref := stats.NewTimeline(req)
+	if err := ref.Err(); err != nil {
 		t.Fatal(err)
 	}
 	refOuts, refFin := run(t, ref, base)
@@ -637,8 +647,8 @@ func TestTimelineErrorsLeaveStateUnchanged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tl, err := stats.NewTimeline(req)
-			if err != nil {
+			tl := stats.NewTimeline(req)
+			if err := tl.Err(); err != nil {
 				t.Fatal(err)
 			}
 			outs, fin := run(t, tl, base[:tt.before])

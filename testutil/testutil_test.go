@@ -31,16 +31,10 @@ func newRecorder(t *testing.T, r *testutil.Reader, opts ...instrument.Option) *i
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rec.RecordIteration(ctx, 0, &stats.Iteration{PromptTokens: split, GenerationTokens: 5}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.RecordFinished(ctx, 0, &stats.FinishedRequest{Reason: stats.FinishStop, PromptTokens: 10,
-		GenerationTokens: 5, E2ELatency: 4.5}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.RecordScheduler(ctx, 0, &stats.Scheduler{Running: 3, KVCacheUsage: 0.25}); err != nil {
-		t.Fatal(err)
-	}
+	rec.RecordIteration(ctx, 0, &stats.Iteration{PromptTokens: split, GenerationTokens: 5})
+	rec.RecordFinished(ctx, 0, &stats.FinishedRequest{Reason: stats.FinishStop, PromptTokens: 10,
+		GenerationTokens: 5, E2ELatency: 4.5})
+	rec.RecordScheduler(ctx, 0, &stats.Scheduler{Running: 3, KVCacheUsage: 0.25})
 	return rec
 }
 

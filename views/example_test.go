@@ -72,9 +72,7 @@ func ExampleVLLM() {
 		panic(err)
 	}
 	step := stats.Iteration{PromptTokens: split, GenerationTokens: 1}
-	if err := rec.RecordIteration(context.Background(), 0, &step); err != nil {
-		panic(err)
-	}
+	rec.RecordIteration(context.Background(), 0, &step)
 
 	printLines(srv, "vllm:iteration_tokens_total_sum", "vllm:prompt_tokens_by_source_total")
 	// Output:
@@ -90,9 +88,7 @@ func ExampleWithBuckets() {
 	defer stop()
 
 	finished := stats.FinishedRequest{Reason: stats.FinishStop, PromptTokens: 10, GenerationTokens: 5, E2ELatency: 4.5}
-	if err := rec.RecordFinished(context.Background(), 0, &finished); err != nil {
-		panic(err)
-	}
+	rec.RecordFinished(context.Background(), 0, &finished)
 
 	printLines(srv, "vllm:e2e_request_latency_seconds_bucket")
 	// Output:
@@ -111,9 +107,7 @@ func ExampleWithAttributes() {
 	defer stop()
 
 	for rank, tokens := range []int64{7, 5} {
-		if err := rec.RecordIteration(context.Background(), rank, &stats.Iteration{GenerationTokens: tokens}); err != nil {
-			panic(err)
-		}
+		rec.RecordIteration(context.Background(), rank, &stats.Iteration{GenerationTokens: tokens})
 	}
 
 	printLines(srv, "vllm:generation_tokens_total")
@@ -151,9 +145,7 @@ func ExampleSemconv() {
 	step := stats.Iteration{GenerationTokens: 1, TTFT: []float64{0.3}, Finished: []stats.FinishedRequest{{
 		Reason: stats.FinishStop, PromptTokens: 10, GenerationTokens: 5,
 		E2ELatency: 1.5, DecodeTime: 1.2, TimePerOutputToken: 0.3}}}
-	if err := rec.RecordIteration(context.Background(), 0, &step); err != nil {
-		panic(err)
-	}
+	rec.RecordIteration(context.Background(), 0, &step)
 
 	printLines(srv, "gen_ai_server_request_duration_seconds_sum", "gen_ai_server_time_to_first_token_seconds_sum",
 		"gen_ai_server_time_per_output_token_seconds_sum")

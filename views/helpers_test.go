@@ -7,6 +7,8 @@ package views_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -48,7 +50,7 @@ func newExported(t testing.TB, vs []sdkmetric.View, opts ...instrument.Option) *
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithView(vs...))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	base := []instrument.Option{instrument.WithMeterProvider(mp), instrument.WithModelName(modelName)}
+	base := []instrument.Option{instrument.WithMeterProvider(mp), instrument.WithModelName(modelName), scenarioErrors(t)}
 	rec, err := instrument.NewRecorder(append(base, opts...)...)
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)
@@ -101,6 +103,15 @@ var scenarioOptions = []instrument.Option{
 	instrument.WithCacheConfig(stats.CacheConfig{"block_size": "16", "num_gpu_blocks": "2048",
 		"cache_dtype": "auto", "enable_prefix_caching": "True"}),
 	instrument.WithKVOffloadCPU(),
+	// The scenario's corrupted requests and evictions come without their
+	// options, which the Recorder reports once per engine (and counts: the
+	// golden files show infermetrics_invalid_events_total); any other
+	// refusal is a broken scenario.
+	instrument.WithErrorHandler(func(err error) {
+		if !errors.Is(err, instrument.ErrFeatureNotConfigured) {
+			panic(fmt.Sprintf("the scenario's input was refused: %v", err))
+		}
+	}),
 }
 
 // recordScenario drives a fixed set of request timelines and scheduler steps
@@ -119,11 +130,12 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 	}
 	// newRequest returns the n timelines of a request queued at queuedMs.
 	newRequest := func(prompt, maxTokens, n int64, queuedMs int) []*stats.Timeline {
-		tls, err := stats.NewTimelines(stats.Request{Arrival: start, PromptTokens: prompt, MaxTokens: maxTokens, N: n,
+		tls := stats.NewTimelines(stats.Request{Arrival: start, PromptTokens: prompt, MaxTokens: maxTokens, N: n,
 			Priority: scenarioPriority[prompt]})
+		err := tls[0].Err()
 		must(err)
 		for _, tl := range tls {
-			must(tl.Queued(at(queuedMs)))
+			tl.Queued(at(queuedMs))
 		}
 		return tls
 	}
@@ -152,7 +164,7 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 					must(s.it.AddFinished(f))
 				}
 			}
-			must(rec.RecordIteration(ctx, rank, &s.it))
+			rec.RecordIteration(ctx, rank, &s.it)
 		}
 	}
 
@@ -164,14 +176,14 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 	b := newRequest(40, 8, 2, 20)
 	c := newRequest(20, 16, 1, 5)[0]
 	d := newRequest(10, 0, 1, 20)[0]
-	must(a.ScheduledWith(at(50), stats.Cached{Local: 256, External: 512, ExternalTiers: stats.ExternalTiers{Host: 384}}))
-	must(b[0].Scheduled(at(50), 0, 0))
-	must(b[1].Scheduled(at(50), 0, 0))
-	must(d.Scheduled(at(50), 0, 0))
+	a.ScheduledWith(at(50), stats.Cached{Local: 256, External: 512, ExternalTiers: stats.ExternalTiers{Host: 384}})
+	b[0].Scheduled(at(50), 0, 0)
+	b[1].Scheduled(at(50), 0, 0)
+	d.Scheduled(at(50), 0, 0)
 	// Engine 1: e, a P/D decode request whose 3000 prompt tokens all arrive
 	// through the KV connector, from the prefill node (p2p).
 	e := newRequest(3000, 0, 1, 50)[0]
-	must(e.ScheduledWith(at(100), stats.Cached{External: 3000, ExternalTiers: stats.ExternalTiers{P2P: 3000}}))
+	e.ScheduledWith(at(100), stats.Cached{External: 3000, ExternalTiers: stats.ExternalTiers{P2P: 3000}})
 	order = []*stats.Timeline{a, b[0], b[1], c, d, e}
 
 	record(0,
@@ -181,7 +193,7 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 			done: map[*stats.Timeline]stats.FinishReason{d: stats.FinishError}, it: stats.Iteration{Preemptions: 1}},
 	)
 	must(b[1].Preempted(at(330)))
-	must(b[1].Scheduled(at(360), 41, 0))
+	b[1].Scheduled(at(360), 41, 0)
 	record(0,
 		iteration{ms: 400, outs: map[*stats.Timeline]int64{a: 1, b[0]: 1, b[1]: 1},
 			done: map[*stats.Timeline]stats.FinishReason{b[0]: stats.FinishStop}},
@@ -195,7 +207,7 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 			done: map[*stats.Timeline]stats.FinishReason{e: stats.FinishRepetition}},
 	)
 
-	must(rec.RecordScheduler(ctx, 0, &stats.Scheduler{
+	rec.RecordScheduler(ctx, 0, &stats.Scheduler{
 		Running: 3, WaitingCapacity: 2, WaitingDeferred: 1, KVCacheUsage: 0.25,
 		PrefixCache:          stats.CacheQueries{Queries: 1090, Hits: 297},
 		MultimodalCache:      stats.CacheQueries{Queries: 4, Hits: 1},
@@ -208,24 +220,24 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 		Evictions: []stats.KVEviction{{Lifetime: 12.5, IdleBeforeEvict: 3, ReuseGaps: []float64{0.5, 1.5}}},
 		KVOffload: scenarioOffload(),
 		Perf:      &stats.PerfEstimate{FLOPs: 1.6e13, ReadBytes: 1.6e10, WriteBytes: 1.25e8},
-	}))
-	must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{
+	})
+	rec.RecordScheduler(ctx, 1, &stats.Scheduler{
 		Running: 1, WaitingDeferred: 2, KVCacheUsage: 0.75,
 		PrefixCache:          stats.CacheQueries{Queries: 3000},
 		ConnectorPrefixCache: &stats.CacheQueries{Queries: 3000, Hits: 3000},
 		KVTransfer:           &stats.KVTransfer{XferTime: []float64{0.08}, BytesTransferred: []int64{1 << 30}, NumDescriptors: []int64{40000}, FailedNotifications: 1},
 		KVFetch:              &stats.KVFetch{WaitingToStart: 1, InProgress: 1},
 		Perf:                 &stats.PerfEstimate{FLOPs: 4.8e10, ReadBytes: 1.7e10},
-	}))
-	must(rec.RecordScheduler(ctx, 1, &stats.Scheduler{SleepState: stats.WeightsOffloaded,
-		Evictions: []stats.KVEviction{{Lifetime: 600, IdleBeforeEvict: 0.004}}}))
+	})
+	rec.RecordScheduler(ctx, 1, &stats.Scheduler{SleepState: stats.WeightsOffloaded,
+		Evictions: []stats.KVEviction{{Lifetime: 600, IdleBeforeEvict: 0.004}}})
 
 	// The P/D router families, as a router's front end records them (on a
 	// step-fed engine here only to cover every family in one scenario).
 	e0, err := rec.Engine(0)
 	must(err)
-	must(e0.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.25, Handoff: true, HandoffGap: 0.004,
-		DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05}))
+	e0.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.25, Handoff: true, HandoffGap: 0.004,
+		DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05})
 }
 
 // scenarioFamilies records the scenario through views.VLLM() and returns the
@@ -247,10 +259,22 @@ func scenarioReader(t *testing.T, opts ...views.Option) *testutil.Reader {
 	t.Helper()
 	r := testutil.New(t, opts...)
 	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(r.Provider()),
-		instrument.WithModelName(modelName)}, scenarioOptions...)...)
+		instrument.WithModelName(modelName), scenarioErrors(t)}, scenarioOptions...)...)
 	if err != nil {
 		t.Fatalf("NewRecorder: %v", err)
 	}
 	recordScenario(t, rec)
 	return r
+}
+
+// scenarioErrors fails the test on a refusal of the Recorder; the
+// scenario's corrupted requests come without WithCorruptionDetection, which
+// the Recorder reports once per engine (and counts: the golden files show
+// infermetrics_invalid_events_total).
+func scenarioErrors(t testing.TB) instrument.Option {
+	return instrument.WithErrorHandler(func(err error) {
+		if !errors.Is(err, instrument.ErrFeatureNotConfigured) {
+			t.Errorf("refused: %v", err)
+		}
+	})
 }

@@ -54,30 +54,18 @@ func run(w io.Writer) error {
 		return err
 	}
 
+	defer recorder.Close()
+
 	// The engine drives one timeline per request and records each step. Here
-	// a 512-token prompt arrives with its KV computed by a prefill node.
+	// a 512-token prompt arrives with its KV computed by a prefill node. No
+	// call returns an error: the Recorder counts and reports what it refuses.
 	arrival := time.Now()
-	req, err := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: 512})
-	if err != nil {
-		return err
-	}
-	if err := req.Queued(arrival); err != nil {
-		return err
-	}
-	if err := req.Scheduled(arrival.Add(time.Millisecond), 0, 512); err != nil {
-		return err
-	}
-	out, err := req.Output(arrival.Add(20*time.Millisecond), 1)
-	if err != nil {
-		return err
-	}
+	req := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: 512})
+	req.Queued(arrival)
+	req.Scheduled(arrival.Add(time.Millisecond), 0, 512)
 	var step stats.Iteration
-	if err := step.AddOutput(out); err != nil {
-		return err
-	}
-	if err := recorder.RecordIteration(ctx, 0, &step); err != nil {
-		return err
-	}
+	step.Output(req, arrival.Add(20*time.Millisecond), 1)
+	recorder.RecordIteration(ctx, 0, &step)
 
 	srv := httptest.NewUnstartedServer(promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	srv.Config.ReadHeaderTimeout = 10 * time.Second // never wait forever for a client's headers

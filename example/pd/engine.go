@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -93,9 +92,9 @@ func (e *engine) submit(r request, maxTokens int64, transfer bool) error {
 
 // submitStream is submit for an API request whose outputs go to s.
 func (e *engine) submitStream(r request, maxTokens int64, transfer bool, s *stream) error {
-	tl, err := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens,
+	tl := stats.NewTimeline(stats.Request{Arrival: r.arrival, PromptTokens: r.prompt, MaxTokens: maxTokens,
 		Priority: requestPriority(r.id), Context: r.ctx})
-	if err != nil {
+	if err := tl.Err(); err != nil { // an API request the metrics would refuse
 		return err
 	}
 	e.load.Add(1)
@@ -174,10 +173,7 @@ func (e *engine) admit(now time.Time, kv *stats.KVTransfer) {
 	for {
 		select {
 		case j := <-e.inbox:
-			if err := j.tl.Queued(now); err != nil {
-				slog.Error("queue", "err", err)
-				continue
-			}
+			j.tl.Queued(now)
 			if j.transfer {
 				bytes := (j.prompt - e.localHit(j)) * kvBytesPerToken
 				j.fetchAt = now.Add(2 * time.Millisecond)
@@ -255,12 +251,7 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 			cached.ExternalTiers = stats.ExternalTiers{Host: max(host, 0), P2P: cached.External - max(host, 0)}
 		}
 		external := cached.External
-		if err := j.tl.ScheduledWith(now, cached); err != nil {
-			slog.Error("schedule", "err", err)
-			e.drop(j)
-			e.waiting = e.waiting[1:]
-			continue
-		}
+		j.tl.ScheduledWith(now, cached)
 		j.stream.scheduled(local + external)
 		if !j.preempted {
 			sched.PrefixCache.Queries += j.prompt
@@ -342,13 +333,7 @@ func (e *engine) emit(now time.Time, it *stats.Iteration) {
 			continue
 		}
 		tokens := e.spec.tokens(j)
-		out, err := j.tl.Output(now, tokens)
-		if err == nil {
-			err = it.AddOutput(out)
-		}
-		if err != nil {
-			slog.Error("output", "err", err)
-		}
+		it.Output(j.tl, now, tokens)
 		j.kvTokens += tokens
 		e.kvUsed += tokens
 		j.stream.emit(tokens)
@@ -381,13 +366,7 @@ func (e *engine) finishReason(j *job) (stats.FinishReason, bool) {
 }
 
 func (e *engine) finish(now time.Time, j *job, reason stats.FinishReason, it *stats.Iteration) {
-	f, err := j.tl.Finish(now, reason)
-	if err == nil {
-		err = it.AddFinished(f)
-	}
-	if err != nil {
-		slog.Error("finish", "err", err)
-	}
+	it.Finish(j.tl, now, reason)
 	e.drop(j)
 	j.stream.finish(reason, j.tl.Generated())
 	if e.role == prefillRole && reason == stats.FinishLength && j.handsOff(e) {
@@ -419,10 +398,7 @@ func (e *engine) preemptIfFull(now time.Time, it *stats.Iteration) {
 	for e.kvUsed > e.kvCapacity && len(e.running) > 1 {
 		j := e.running[len(e.running)-1]
 		e.running = e.running[:len(e.running)-1]
-		if err := j.tl.Preempted(now); err != nil {
-			slog.Error("preempt", "err", err)
-		}
-		it.Preemptions++
+		it.Preempt(j.tl, now)
 		e.kvUsed -= j.kvTokens
 		j.kvTokens, j.preempted = 0, true
 		e.waiting = append([]*job{j}, e.waiting...)
@@ -437,16 +413,11 @@ func (e *engine) report(ctx context.Context, it *stats.Iteration, sched *stats.S
 	e.expired, e.lateNotifs = 0, 0
 	sched.KVTransfer = kv
 	sched.KVOffload = e.offload.take()
-	if err := e.rec.RecordScheduler(ctx, sched); err != nil {
-		slog.Error("record scheduler", "err", err)
-	}
+	e.rec.RecordScheduler(ctx, sched)
 	if it.GenerationTokens == 0 && it.Preemptions == 0 && len(it.Finished) == 0 {
 		return
 	}
-	if err := e.rec.RecordIteration(ctx, it); err != nil {
-		slog.Error("record iteration", "err", err)
-		return
-	}
+	e.rec.RecordIteration(ctx, it)
 	e.observed.add(e.role, e.priority, it)
 }
 

@@ -220,6 +220,8 @@ func feature(f instrument.Feature) string {
 		return "KV consumer (`WithKVConsumer`, or KV fetch stages in a step)"
 	case instrument.PDRouting:
 		return "a request routed to prefill and decode backends (`openaihttp`)"
+	case instrument.InvalidInput:
+		return "the first refusal of its kind (the Recorder's own counter)"
 	}
 	return "-"
 }

@@ -1,0 +1,93 @@
+package instrument
+
+import (
+	"context"
+	"time"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// The Record methods with the refusal returned rather than counted and
+// reported, for the tests of package instrument that check its error. The
+// public path (count, report) has tests of its own (refusal_test.go,
+// badinput_test.go).
+
+func RecordIterationErr(e *Engine, ctx context.Context, it *stats.Iteration) error {
+	return e.recordIteration(ctx, it)
+}
+
+func RecordFinishedErr(e *Engine, ctx context.Context, f *stats.FinishedRequest) error {
+	return e.recordFinishedRequest(ctx, f)
+}
+
+func RecordSchedulerErr(e *Engine, ctx context.Context, s *stats.Scheduler) error {
+	return e.recordSchedulerStep(ctx, s)
+}
+
+func RecordChunkGapErr(e *Engine, ctx context.Context, seconds float64) error {
+	return e.recordChunkGap(ctx, seconds)
+}
+
+func RecordPDLegsErr(e *Engine, ctx context.Context, l *stats.PDLegs) error {
+	return e.recordPDLegs(ctx, l)
+}
+
+// RecordRequestErr is Engine.RecordRequest or Backend.RecordRequest.
+func RecordRequestErr(x any, ctx context.Context, r *stats.ObservedRequest) error {
+	if b, ok := x.(*Backend); ok {
+		return b.recordRequest(ctx, r)
+	}
+	return x.(*Engine).recordObserved(ctx, r)
+}
+
+func BackendRecordChunkGapErr(b *Backend, ctx context.Context, op stats.Operation, seconds float64) error {
+	return b.recordChunkGap(ctx, op, seconds)
+}
+
+func RequestStartedErr(e *Engine) error {
+	if err := e.usable(false); err != nil {
+		return err
+	}
+	e.RequestStarted()
+	return nil
+}
+
+func RequestEndedErr(e *Engine) error {
+	if err := e.usable(false); err != nil {
+		return err
+	}
+	e.RequestEnded()
+	return nil
+}
+
+// The Recorder's Record methods by rank.
+
+func RecorderRecordIterationErr(r *Recorder, ctx context.Context, rank int, it *stats.Iteration) error {
+	e, err := r.Engine(rank)
+	if err != nil {
+		return err
+	}
+	return e.recordIteration(ctx, it)
+}
+
+func RecorderRecordFinishedErr(r *Recorder, ctx context.Context, rank int, f *stats.FinishedRequest) error {
+	e, err := r.Engine(rank)
+	if err != nil {
+		return err
+	}
+	return e.recordFinishedRequest(ctx, f)
+}
+
+func RecorderRecordSchedulerErr(r *Recorder, ctx context.Context, rank int, s *stats.Scheduler) error {
+	e, err := r.Engine(rank)
+	if err != nil {
+		return err
+	}
+	return e.recordSchedulerStep(ctx, s)
+}
+
+// RateLimitedAt is RateLimited with a clock.
+func RateLimitedAt(h func(error), now func() time.Time) func(error) {
+	l := &limiter{handle: h, now: now}
+	return l.report
+}

@@ -1,0 +1,233 @@
+package instrument
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// Refused input. The Record methods return nothing: a metrics call must not
+// change an engine's control flow. Input they refuse records nothing, is
+// counted on NameInvalidEvents by kind, and is reported to the Recorder's
+// error handler (WithErrorHandler; default otel.Handle, rate-limited by
+// RateLimited).
+
+// NameInvalidEvents is the Recorder's own counter of refused input, by kind
+// (KeyKind) and engine: a data-quality signal for a dashboard.
+const NameInvalidEvents = "infermetrics.invalid_events"
+
+// KeyKind is the attribute of NameInvalidEvents that says what was refused.
+const KeyKind = "kind"
+
+// InvalidInput says the invalid events series of a kind appear with the
+// first refusal of that kind.
+const InvalidInput Feature = PDRouting + 1
+
+// ErrorReportInterval is the least time between two errors that RateLimited
+// passes on: at most one report per second per Recorder reaches the default
+// handler, however many events a broken engine sends; the counter counts
+// every one.
+const ErrorReportInterval = time.Second
+
+var (
+	// ErrRecordedTwice reports a stats.Iteration given to RecordIteration a
+	// second time without Reset: recording it would count it twice.
+	ErrRecordedTwice = errors.New("instrument: iteration recorded twice")
+	// ErrFeatureNotConfigured reports feature data (speculative decoding, KV
+	// transfers, ...) on a Recorder built without the feature's option: the
+	// data is recorded, but the feature's series are missing until then.
+	ErrFeatureNotConfigured = errors.New("instrument: feature not configured")
+)
+
+// refusal is the kind of a refused input, the KeyKind value.
+type refusal uint8
+
+// The kinds beyond stats.EventKinds: the steps and requests of the Record
+// methods, and the mistakes the Recorder catches.
+const (
+	refusedIteration refusal = iota + refusal(len(eventKinds))
+	refusedScheduler
+	refusedFinished
+	refusedRequest
+	refusedChunkGap
+	refusedPDLegs
+	refusedClientRequest
+	refusedClientChunkGap
+	refusedTwice
+	refusedFeature
+
+	numRefusals = iota + len(eventKinds)
+)
+
+// eventKinds are the stats events, the first kinds.
+var eventKinds = [...]stats.EventKind{stats.KindRequest, stats.KindQueued, stats.KindScheduled,
+	stats.KindOutput, stats.KindPreempt, stats.KindFinish}
+
+// refusalLabels are the KeyKind values of the kinds past the stats events.
+var refusalLabels = [numRefusals - len(eventKinds)]string{"iteration", "scheduler", "finished_request",
+	"observed_request", "chunk_gap", "pd_legs", "client_request", "client_chunk_gap",
+	"recorded_twice", "feature_not_configured"}
+
+// String returns the KeyKind value.
+func (k refusal) String() string {
+	if int(k) < len(eventKinds) {
+		return eventKinds[k].String()
+	}
+	return refusalLabels[int(k)-len(eventKinds)]
+}
+
+// refusalKinds lists every KeyKind value, for the catalog.
+func refusalKinds() string {
+	labels := make([]string, numRefusals)
+	for k := range labels {
+		labels[k] = refusal(k).String()
+	}
+	return strings.Join(labels, ", ")
+}
+
+// WithErrorHandler sets the function that gets every refused input's error
+// (see NameInvalidEvents), synchronously, on the recording goroutine: it
+// must be fast and safe for concurrent use. The default is
+// RateLimited(otel.Handle). Tests use testutil.StrictErrors.
+func WithErrorHandler(h func(error)) Option {
+	return optionFunc(func(c *config) { c.errorHandler = h })
+}
+
+// RateLimited returns a handler that passes to h at most one error per
+// ErrorReportInterval and drops the others, saying in the next error it
+// passes how many it dropped. It is safe for concurrent use.
+func RateLimited(h func(error)) func(error) {
+	l := &limiter{handle: h, now: time.Now}
+	return l.report
+}
+
+// limiter is RateLimited's state.
+type limiter struct {
+	handle  func(error)
+	now     func() time.Time // time.Now; tests set it
+	mu      sync.Mutex
+	next    time.Time // the earliest time of the next report
+	dropped int64
+}
+
+func (l *limiter) report(err error) {
+	l.mu.Lock()
+	now := l.now()
+	if now.Before(l.next) {
+		l.dropped++
+		l.mu.Unlock()
+		return
+	}
+	l.next = now.Add(ErrorReportInterval)
+	dropped := l.dropped
+	l.dropped = 0
+	l.mu.Unlock()
+	if dropped > 0 {
+		err = fmt.Errorf("%w (and %d more refused since the previous report, not shown: at most one report per %v)",
+			err, dropped, ErrorReportInterval)
+	}
+	l.handle(err)
+}
+
+// unbound reports the refusals of a nil or zero Engine or Backend, which
+// have no Recorder: to otel.Handle, rate-limited.
+var unbound = RateLimited(func(err error) { otel.Handle(err) })
+
+// refuse counts and reports a refused input of kind k, with the engine and
+// the method that refused it. Input to a closed Recorder is reported only:
+// its counters are no longer exported.
+func (e *Engine) refuse(k refusal, method string, err error) {
+	if e == nil || e.engineState == nil || e.life == nil {
+		unbound(fmt.Errorf("instrument: %s refused: %w", method, err))
+		return
+	}
+	if !errors.Is(err, ErrClosed) {
+		e.c.invalid[k].Add(1)
+	}
+	if k == refusedFeature {
+		e.life.report(fmt.Errorf("instrument: engine %d: %w", e.rank, err))
+		return
+	}
+	e.life.report(fmt.Errorf("instrument: engine %d: %s refused: %w", e.rank, method, err))
+}
+
+// refuseEvents counts and reports the events a step's Timelines and
+// Iteration refused (stats.Iteration.Refused), once for the step.
+func (e *Engine) refuseEvents(r stats.Refusals) {
+	var by []string
+	for k, ek := range eventKinds {
+		if n := r.Count(ek); n > 0 {
+			e.c.invalid[k].Add(n)
+			by = append(by, fmt.Sprintf("%s %d", ek, n))
+		}
+	}
+	e.life.report(fmt.Errorf("instrument: engine %d: %d events refused in the step (%s), the first: %w",
+		e.rank, r.Total(), strings.Join(by, ", "), r.Err()))
+}
+
+// features are the optional data of a step the Recorder reports once when
+// its option is missing (see checkFeatures).
+const (
+	featSpecDecoding = iota
+	featKVConnector
+	featKVConsumer
+	featKVResidency
+	featKVOffload
+	featKVOffloadCPU
+	featCorruption
+	numFeatures
+)
+
+// featureOptions are, by feature, the field that carries its data and the
+// option that declares it.
+var featureOptions = [numFeatures][2]string{
+	{"Scheduler.SpecDecoding", "WithSpecDecoding(k)"},
+	{"Scheduler.KVTransfer", "WithKVConnector()"},
+	{"Scheduler.KVFetch", "WithKVConsumer()"},
+	{"Scheduler.Evictions", "WithKVResidency()"},
+	{"Scheduler.KVOffload", "WithKVOffload()"},
+	{"Scheduler.KVOffload.CPU", "WithKVOffloadCPU()"},
+	{"Iteration.CorruptedRequests", "WithCorruptionDetection()"},
+}
+
+// unconfigured reports, once per engine and feature, data of a feature the
+// Recorder was not told about: its series then appear with the first
+// non-zero value instead of at zero from start-up, and a dashboard's rate
+// misses that first value. The data itself is recorded.
+func (e *Engine) unconfigured(f int) {
+	if !e.warned[f].CompareAndSwap(false, true) {
+		return
+	}
+	field, option := featureOptions[f][0], featureOptions[f][1]
+	e.refuse(refusedFeature, "", fmt.Errorf("%w: %s is set, but NewRecorder was not given %s: "+
+		"add %s so that its series exist at zero from start-up (the data is recorded)", ErrFeatureNotConfigured,
+		field, option, option))
+}
+
+// checkFeatures reports a step's feature data without its option.
+func (e *Engine) checkFeatures(s *stats.Scheduler) {
+	if s.SpecDecoding != nil && e.specPositions == 0 {
+		e.unconfigured(featSpecDecoding)
+	}
+	if s.KVTransfer != nil && !e.kvConnector {
+		e.unconfigured(featKVConnector)
+	}
+	if s.KVFetch != nil && !e.kvConsumer {
+		e.unconfigured(featKVConsumer)
+	}
+	if len(s.Evictions) > 0 && !e.kvResidency {
+		e.unconfigured(featKVResidency)
+	}
+	if s.KVOffload != nil && !e.off.on {
+		e.unconfigured(featKVOffload)
+	}
+	if s.KVOffload != nil && s.KVOffload.CPU != nil && !e.off.cpu {
+		e.unconfigured(featKVOffloadCPU)
+	}
+}

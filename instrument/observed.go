@@ -69,14 +69,21 @@ func (e *Engine) RecordChunkGap(ctx context.Context, seconds float64) error {
 // usage and more than one output token), with gen_ai.operation.name from
 // r.Operation. Without usage no token family is
 // recorded. An invalid request is returned as an error and
-// nothing is recorded.
-func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) error {
-	if err := e.usable(r == nil); err != nil {
+// nothing is recorded. Counts above stats.MaxRequestTokens (a client's
+// max_tokens or n, an upstream's usage) are dropped for this request alone
+// (stats.ObservedRequest.Bounded): the rest is recorded and the error
+// returned, matching stats.ErrOutOfRange, says what was dropped. No one
+// request can so bring a total near its limit and make later ones
+// unrecordable.
+func (e *Engine) RecordRequest(ctx context.Context, req *stats.ObservedRequest) error {
+	if err := e.usable(req == nil); err != nil {
 		return err
 	}
-	if err := r.Validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return err
 	}
+	bounded, dropped := req.Bounded()
+	r := &bounded
 	var inc increments
 	inc.observed(r)
 	if err := e.reserve(&inc); err != nil {
@@ -100,7 +107,7 @@ func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) er
 	}
 	in.paramsN.Record(ctx, max(r.N, 1), e.plain.rec...)
 	if !r.UsageKnown {
-		return nil
+		return dropped
 	}
 	e.c.addPrompt(r.Prompt())
 	addPositive(&e.c.generation, r.GenerationTokens)
@@ -109,7 +116,7 @@ func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) er
 	if max(r.N, 1) == 1 { // with n > 1 usage sums the choices: their maximum is unknown
 		in.maxGeneration.Record(ctx, r.GenerationTokens, e.plain.rec...)
 	}
-	return nil
+	return dropped
 }
 
 // observed adds what RecordRequest adds to the totals.

@@ -9,6 +9,7 @@ go vet ./...
 # -count=2: a test that leaves global state behind (a claim on the global
 # MeterProvider, an error handler) fails its second run.
 go test -race -count=2 ./...
+(cd openaihttp/internal/stacktest && go vet ./... && go test -race -count=2 -timeout 5m ./...) # net/http, ReverseProxy, gin, echo, HTTP/2
 
 ./scripts/e2e-deps.sh
 cd e2e

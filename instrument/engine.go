@@ -77,7 +77,8 @@ type Engine struct {
 	totalsMu sync.Mutex
 	totals   [numTotals]int64 // see total
 
-	backends backends // the client metrics' handles, see Backend
+	backends backends   // the client metrics' handles, see Backend
+	http     httpSeries // the HTTP server families' attribute sets, see RecordHTTPRequest
 
 	// provider keeps the MeterProvider, whose address identifies the
 	// engine's series claims, from being freed and reused while they hold.

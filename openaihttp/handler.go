@@ -36,6 +36,19 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.http != nil {
+		h.serveHTTPMetrics(w, r, h.serve)
+		return
+	}
+	h.serve(w, r, nil)
+}
+
+// serve serves one request, observing it when it is a completions request;
+// passed, when not nil, is set to the request passed on to next.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, passed **http.Request) {
+	if passed != nil {
+		*passed = r
+	}
 	op, ok := instrumented(r)
 	if !ok || h.cfg.engine == nil {
 		h.next.ServeHTTP(w, r)
@@ -52,6 +65,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, trace := NewTrace(r.Context())
 	r = r.WithContext(ctx)
 	r.Body = body
+	if passed != nil {
+		*passed = r
+	}
 	if rewritten != nil {
 		setLength(r, length)
 	}
@@ -118,38 +134,51 @@ type responseWriter struct {
 }
 
 func (rw *responseWriter) wrap() http.ResponseWriter {
-	return httpsnoop.Wrap(rw.w, httpsnoop.Hooks{
+	return snoop(rw.w, rw.commit, rw.wrote, func() { rw.hijacked = true })
+}
+
+// snoop wraps w with httpsnoop: commit gets the status the response is
+// sent with, at WriteHeader or at the first Write, Flush or ReadFrom (200);
+// wrote, when not nil, the bytes sent and the write's error; hijacked is
+// called when the connection is taken over.
+func snoop(w http.ResponseWriter, commit func(int), wrote func([]byte, error), hijacked func()) http.ResponseWriter {
+	return httpsnoop.Wrap(w, httpsnoop.Hooks{
 		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
 			return func(code int) {
-				rw.commit(code)
+				commit(code)
 				next(code)
 			}
 		},
 		Write: func(next httpsnoop.WriteFunc) httpsnoop.WriteFunc {
 			return func(p []byte) (int, error) {
-				rw.commit(http.StatusOK)
+				commit(http.StatusOK)
 				n, err := next(p)
-				rw.wrote(p[:n], err)
+				if wrote != nil {
+					wrote(p[:n], err)
+				}
 				return n, err
 			}
 		},
 		Flush: func(next httpsnoop.FlushFunc) httpsnoop.FlushFunc {
 			return func() {
-				rw.commit(http.StatusOK) // a Flush before any Write sends the header
+				commit(http.StatusOK) // a Flush before any Write sends the header
 				next()
 			}
 		},
 		ReadFrom: func(next httpsnoop.ReadFromFunc) httpsnoop.ReadFromFunc {
 			return func(src io.Reader) (int64, error) {
-				rw.commit(http.StatusOK)
-				return next(&observedReader{r: src, rw: rw})
+				commit(http.StatusOK)
+				if wrote != nil {
+					src = &observedReader{r: src, wrote: wrote}
+				}
+				return next(src)
 			}
 		},
 		Hijack: func(next httpsnoop.HijackFunc) httpsnoop.HijackFunc {
 			return func() (net.Conn, *bufio.ReadWriter, error) {
 				c, b, err := next()
 				if err == nil {
-					rw.hijacked = true
+					hijacked()
 				}
 				return c, b, err
 			}
@@ -186,12 +215,12 @@ func (rw *responseWriter) decodeEnd() { rw.body.close() }
 // observedReader observes what io.ReaderFrom (io.Copy to the
 // ResponseWriter) reads to send.
 type observedReader struct {
-	r  io.Reader
-	rw *responseWriter
+	r     io.Reader
+	wrote func([]byte, error)
 }
 
 func (o *observedReader) Read(p []byte) (int, error) {
 	n, err := o.r.Read(p)
-	o.rw.wrote(p[:n], nil)
+	o.wrote(p[:n], nil)
 	return n, err
 }

@@ -313,3 +313,30 @@ func TestDecompressionBomb(t *testing.T) {
 	}
 	c.want("stop", 1, 2, 0)
 }
+
+// A Trace keeps at most MaxLegs legs, however many a router sends for one
+// request; the transport still records every leg.
+func TestTraceLegsBounded(t *testing.T) {
+	c := newRec(t)
+	up := httptest.NewServer(jsonHandler(200, nonStreamResponse))
+	t.Cleanup(up.Close)
+	ctx, trace := openaihttp.NewTrace(t.Context())
+	rt := openaihttp.NewTransport(nil, openaihttp.WithEngine(c.e), openaihttp.WithBackend("up", ""),
+		openaihttp.WithErrorHandler(func(err error) { t.Errorf("recording: %v", err) }))
+	const sent = openaihttp.MaxLegs + 36
+	for range sent {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, up.URL+"/v1/chat/completions", strings.NewReader(chatBody))
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	if n := len(trace.Legs()); n != openaihttp.MaxLegs {
+		t.Errorf("the trace kept %d legs of %d, want %d", n, sent, openaihttp.MaxLegs)
+	}
+	if n := c.clientHist("gen_ai.client.operation.duration", clientLabels("up", "")...); n != sent {
+		t.Errorf("%d legs recorded, want %d", n, sent)
+	}
+}

@@ -3,6 +3,7 @@ module github.com/infermetrics/infermetrics
 go 1.26.0
 
 require (
+	github.com/felixge/httpsnoop v1.1.0
 	github.com/go-logr/logr v1.4.4
 	github.com/go-logr/stdr v1.2.2
 	github.com/prometheus/client_golang v1.25.0

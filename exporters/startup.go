@@ -86,24 +86,10 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 		}
 		return gathered[i]
 	}
-	// What the gathered series of each histogram family show of its views.
-	type family struct {
-		mf *dto.MetricFamily
-		// observed: the family has gathered series; then bounds are those
-		// of its first (views.WithBuckets overrides show there), and
-		// model_name or engine are kept only if one of them has it
-		// (views.WithAttributes may drop them).
-		observed              bool
-		bounds                []float64
-		keepModel, keepEngine bool
-		// schema is set for a native histogram family: from its first
-		// gathered series, or from its view (native).
-		schema *int32
-	}
-	fams := make([]family, len(histograms))
+	fams := make([]startupFamily, len(histograms))
 	for i, f := range histograms {
 		mf := find(f.Name)
-		fams[i] = family{mf: mf, keepModel: true, keepEngine: true}
+		fams[i] = startupFamily{mf: mf, keepModel: true, keepEngine: true}
 		if s, ok := native[f.Name]; ok {
 			fams[i].schema = &s
 		}
@@ -111,14 +97,18 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 			continue
 		}
 		h := mf.Metric[0].GetHistogram()
-		fams[i] = family{mf: mf, observed: true, bounds: bucketBounds(h), schema: h.Schema,
+		fams[i] = startupFamily{mf: mf, observed: true, bounds: bucketBounds(h), schema: h.Schema,
 			keepModel: hasLabel(mf, instrument.KeyModelName), keepEngine: hasLabel(mf, instrument.KeyEngine)}
 	}
+	anchorIdx := make([]*anchorIndex, len(anchors))
 	added := false
 	for _, e := range engines {
 		var template []*dto.LabelPair
-		for _, name := range anchors {
-			if template = engineSeries(find(name), e.Labels); template != nil {
+		for i, name := range anchors {
+			if anchorIdx[i] == nil {
+				anchorIdx[i] = newAnchorIndex(find(name))
+			}
+			if template = anchorIdx[i].engineSeries(e.Labels); template != nil {
 				break
 			}
 		}
@@ -138,7 +128,7 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 				})
 			}
 			for _, labels := range withPriorities(labels, e.Has(instrument.PriorityScheduling) && f.Instrument.Priority) {
-				if fam.mf != nil && hasSeries(fam.mf, labels) {
+				if fam.mf != nil && fam.has(labels) {
 					continue
 				}
 				bounds := fam.bounds
@@ -154,6 +144,7 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 				} else {
 					fam.mf.Metric = append(fam.mf.Metric, zeroHistogram(labels, bounds))
 				}
+				fam.add(labels)
 				added = true
 			}
 		}
@@ -162,6 +153,59 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 		slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	}
 	return mfs
+}
+
+// startupFamily is what the gathered series of a histogram family show of
+// its views, and the series it has.
+type startupFamily struct {
+	mf *dto.MetricFamily
+	// observed: the family has gathered series; then bounds are those
+	// of its first (views.WithBuckets overrides show there), and
+	// model_name or engine are kept only if one of them has it
+	// (views.WithAttributes may drop them).
+	observed              bool
+	bounds                []float64
+	keepModel, keepEngine bool
+	// schema is set for a native histogram family: from its first
+	// gathered series, or from its view (native).
+	schema *int32
+	// series holds the label keys of mf's series (seriesKey), built
+	// on first use: one lookup per engine keeps the completion linear
+	// in the engines.
+	series map[string]struct{}
+}
+
+// has reports whether the family has a series with exactly these labels.
+func (f *startupFamily) has(labels []*dto.LabelPair) bool {
+	if f.series == nil {
+		f.series = make(map[string]struct{}, len(f.mf.Metric))
+		for _, m := range f.mf.Metric {
+			f.series[seriesKey(m.Label)] = struct{}{}
+		}
+	}
+	_, ok := f.series[seriesKey(labels)]
+	return ok
+}
+
+// add notes a series added with these labels.
+func (f *startupFamily) add(labels []*dto.LabelPair) {
+	if f.series != nil {
+		f.series[seriesKey(labels)] = struct{}{}
+	}
+}
+
+// seriesKey is a series' labels as one string, names and values separated
+// by bytes no valid UTF-8 label holds.
+func seriesKey(labels []*dto.LabelPair) string {
+	n := 0
+	for _, l := range labels {
+		n += len(l.GetName()) + len(l.GetValue()) + 2
+	}
+	b := make([]byte, 0, n)
+	for _, l := range labels {
+		b = append(append(append(append(b, l.GetName()...), 0xfe), l.GetValue()...), 0xff)
+	}
+	return string(b)
 }
 
 // withPriorities returns the label sets of an engine's series of a family:
@@ -188,14 +232,40 @@ func hasLabel(mf *dto.MetricFamily, name string) bool {
 	})
 }
 
-// engineSeries returns the labels of the series of mf that belongs to the
-// engine with labels want: the series holding the most of want's labels, with
-// their values, and then the fewest others (an engine with one more constant
-// attribute than another has its own series). nil when none matches.
-func engineSeries(mf *dto.MetricFamily, want []instrument.Label) []*dto.LabelPair {
+// anchorIndex holds an anchor family's series by their engine label, so
+// that finding each engine's series reads only the series that can be its
+// own: linear, not quadratic, in the engines.
+type anchorIndex struct {
+	mf       *dto.MetricFamily
+	byEngine map[string][]int // indices of the series with an engine label, by its value
+	noEngine []int            // indices of the series without one (dropped by a filter)
+}
+
+func newAnchorIndex(mf *dto.MetricFamily) *anchorIndex {
+	x := &anchorIndex{mf: mf, byEngine: map[string][]int{}}
+	for i, m := range mf.GetMetric() {
+		j := slices.IndexFunc(m.Label, func(p *dto.LabelPair) bool { return p.GetName() == instrument.KeyEngine })
+		if j < 0 {
+			x.noEngine = append(x.noEngine, i)
+		} else {
+			v := m.Label[j].GetValue()
+			x.byEngine[v] = append(x.byEngine[v], i)
+		}
+	}
+	return x
+}
+
+// engineSeries returns the labels of the series of the anchor that belongs
+// to the engine with labels want: the series holding the most of want's
+// labels, with their values, and then the fewest others (an engine with one
+// more constant attribute than another has its own series), the first of
+// equals. nil when none matches. A series with another engine label value
+// cannot match, so only those with want's value or none are read.
+func (x *anchorIndex) engineSeries(want []instrument.Label) []*dto.LabelPair {
+	metrics := x.mf.GetMetric()
 	var best []*dto.LabelPair
 	bestHeld := -1
-	for _, m := range mf.GetMetric() {
+	consider := func(m *dto.Metric) {
 		held, ok := 0, true
 		for _, l := range want {
 			i := slices.IndexFunc(m.Label, func(p *dto.LabelPair) bool { return p.GetName() == l.Name })
@@ -212,16 +282,25 @@ func engineSeries(mf *dto.MetricFamily, want []instrument.Label) []*dto.LabelPai
 			best, bestHeld = m.Label, held
 		}
 	}
+	k := slices.IndexFunc(want, func(l instrument.Label) bool { return l.Name == instrument.KeyEngine })
+	if k < 0 {
+		for _, m := range metrics {
+			consider(m)
+		}
+		return best
+	}
+	// Both lists are in gather order: merge them to keep "the first of equals".
+	a, b := x.byEngine[want[k].Value], x.noEngine
+	for len(a) > 0 || len(b) > 0 {
+		if len(b) == 0 || len(a) > 0 && a[0] < b[0] {
+			consider(metrics[a[0]])
+			a = a[1:]
+		} else {
+			consider(metrics[b[0]])
+			b = b[1:]
+		}
+	}
 	return best
-}
-
-// hasSeries reports whether mf has a series with exactly these labels.
-func hasSeries(mf *dto.MetricFamily, labels []*dto.LabelPair) bool {
-	return slices.ContainsFunc(mf.Metric, func(m *dto.Metric) bool {
-		return slices.EqualFunc(m.Label, labels, func(a, b *dto.LabelPair) bool {
-			return a.GetName() == b.GetName() && a.GetValue() == b.GetValue()
-		})
-	})
 }
 
 // bucketBounds returns the upper bounds of a histogram's buckets.

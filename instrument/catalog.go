@@ -376,10 +376,10 @@ var catalog = []Descriptor{
 
 	// The Recorder's own counter of refused input (refusal.go).
 	{Name: NameInvalidEvents, Kind: Counter, Integer: true, Unit: "{event}", Feature: InvalidInput,
-		Recorded:   "each refused event, request or step, and once per engine and feature for feature data without its option",
+		Recorded:   "each refused event, request or step, each request recorded without a value beyond its bound, and once per engine and feature for feature data without its option",
 		Attributes: []string{KeyKind},
 		Description: "Input the Recorder refused as invalid, so recorded nothing of, by kind: " + refusalKinds() +
-			"; feature_not_configured counts a feature's data reported without its option (that data is recorded)."},
+			"; feature_not_configured counts a feature's data reported without its option (that data is recorded), value_dropped a request recorded without a count beyond stats.MaxRequestTokens."},
 }
 
 // Descriptors returns every instrument the Recorder creates, in a stable order.
@@ -399,7 +399,7 @@ func copyDescriptors(catalog []Descriptor) []Descriptor {
 
 // lookup returns the descriptor of an instrument name.
 func lookup(name string) (Descriptor, bool) {
-	for _, d := range slices.Concat(catalog, clientCatalog, serverCatalog) {
+	for _, d := range slices.Concat(catalog, clientCatalog, serverCatalog, httpCatalog) {
 		if d.Name == name {
 			d.Priority = slices.Contains(priorityLabelled, d.Name)
 			return d, true

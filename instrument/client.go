@@ -103,18 +103,28 @@ type backendKey struct{ name, role string }
 
 // backends are an engine's Backend handles by name and role.
 type backends struct {
-	mu sync.RWMutex
-	m  map[backendKey]*Backend
+	mu       sync.RWMutex
+	m        map[backendKey]*Backend
+	overflow map[backendKey]*Backend // BackendOther's handles, at most 4
 }
 
 // maxBackends bounds the backends of one engine, so that a gateway taking
 // the backend from untrusted input cannot grow the series without limit.
 const maxBackends = 1024
 
+// BackendOther is the backend (and role) that legs past the engine's first
+// 1,024 backends, or with a name or role longer than MaxModelNameLen bytes,
+// are recorded under: a gateway that takes backends from untrusted input
+// (a header, a URL) keeps a bounded number of series.
+const BackendOther = "_OTHER"
+
 // Backend returns the handle of one backend (name or host:port) and role
 // (RolePrefill, RoleDecode, or any other label; "" for none), built on first
 // use. It returns an error matching stats.ErrInvalidLabel for an empty or
-// non-UTF-8 name or a non-UTF-8 role, and ErrConfig past 1024 backends.
+// non-UTF-8 name or a non-UTF-8 role. Past 1,024 backends of the engine, a
+// new backend gets the handle of BackendOther (with its role when that is
+// "", RolePrefill or RoleDecode, else BackendOther): the series stay
+// bounded.
 func (e *Engine) Backend(name, role string) (*Backend, error) {
 	if err := e.usable(false); err != nil {
 		return nil, err
@@ -134,8 +144,20 @@ func (e *Engine) Backend(name, role string) (*Backend, error) {
 	if b := e.backends.m[key]; b != nil {
 		return b, nil
 	}
-	if len(e.backends.m) >= maxBackends {
-		return nil, fmt.Errorf("%w: engine %d: more than %d backends", ErrConfig, e.rank, maxBackends)
+	if len(name) > MaxModelNameLen || len(role) > MaxModelNameLen || len(e.backends.m) >= maxBackends {
+		key = backendKey{BackendOther, role}
+		if role != "" && role != RolePrefill && role != RoleDecode {
+			key.role = BackendOther
+		}
+		if b := e.backends.overflow[key]; b != nil {
+			return b, nil
+		}
+		if e.backends.overflow == nil {
+			e.backends.overflow = map[backendKey]*Backend{}
+		}
+		b = e.newBackend(key.name, key.role)
+		e.backends.overflow[key] = b
+		return b, nil
 	}
 	if e.backends.m == nil {
 		e.backends.m = map[backendKey]*Backend{}
@@ -222,31 +244,38 @@ func (b *Backend) recordChunkGap(ctx context.Context, op stats.Operation, second
 // gen_ai.operation.name from r.Operation. Times are from sending the
 // request to the backend. An invalid leg is refused: nothing of it is
 // recorded, and the refusal is counted and reported (see
-// Engine.RecordIteration).
+// Engine.RecordIteration). Usage above stats.MaxRequestTokens is dropped
+// for this leg alone, as in Engine.RecordRequest: the rest is recorded.
 func (b *Backend) RecordRequest(ctx context.Context, r *stats.ObservedRequest) {
-	if err := b.recordRequest(ctx, r); err != nil {
+	dropped, err := b.recordRequest(ctx, r)
+	if err != nil {
 		b.engine().refuse(refusedClientRequest, "Backend.RecordRequest", err)
+	} else if dropped != nil {
+		b.engine().refuse(refusedValue, "Backend.RecordRequest", dropped)
 	}
 }
 
-// recordRequest is RecordRequest, returning its refusal.
-func (b *Backend) recordRequest(ctx context.Context, r *stats.ObservedRequest) error {
+// recordRequest is RecordRequest, returning what it dropped and its
+// refusal.
+func (b *Backend) recordRequest(ctx context.Context, req *stats.ObservedRequest) (dropped, refused error) {
 	if b == nil {
-		return fmt.Errorf("%w: a nil Backend (get one from Engine.Backend)", ErrUnknownEngine)
+		return nil, fmt.Errorf("%w: a nil Backend (get one from Engine.Backend)", ErrUnknownEngine)
 	}
-	if err := b.e.usable(r == nil); err != nil {
-		return err
+	if err := b.e.usable(req == nil); err != nil {
+		return nil, err
 	}
-	if err := r.Validate(); err != nil {
-		return err
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
+	bounded, dropped := req.Bounded()
+	r := &bounded
 	var inc increments
 	if r.UsageKnown {
 		inc.add(totClientTokens, r.PromptTokens)
 		inc.add(totClientTokens, r.GenerationTokens)
 	}
 	if err := b.e.reserve(&inc); err != nil {
-		return err
+		return nil, err
 	}
 	in, m := b.e.inst, &b.ops[r.Operation]
 	in.clientDuration.Record(ctx, r.E2ELatency, m.duration[r.Reason].rec...)
@@ -257,5 +286,5 @@ func (b *Backend) recordRequest(ctx context.Context, r *stats.ObservedRequest) e
 		in.clientTokens.Record(ctx, r.PromptTokens, m.input.rec...)
 		in.clientTokens.Record(ctx, r.GenerationTokens, m.output.rec...)
 	}
-	return nil
+	return dropped, nil
 }

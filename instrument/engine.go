@@ -81,7 +81,8 @@ type Engine struct {
 	totalsMu sync.Mutex
 	totals   [numTotals]int64 // see total
 
-	backends backends // the client metrics' handles, see Backend
+	backends backends   // the client metrics' handles, see Backend
+	http     httpSeries // the HTTP server families' attribute sets, see RecordHTTPRequest
 
 	warned [numFeatures]atomic.Bool // feature data reported without its option, see unconfigured
 

@@ -32,12 +32,24 @@ func RecordPDLegsErr(e *Engine, ctx context.Context, l *stats.PDLegs) error {
 	return e.recordPDLegs(ctx, l)
 }
 
-// RecordRequestErr is Engine.RecordRequest or Backend.RecordRequest.
+// RecordRequestErr is Engine.RecordRequest or Backend.RecordRequest,
+// returning the refusal, or else what was dropped (nil for neither).
 func RecordRequestErr(x any, ctx context.Context, r *stats.ObservedRequest) error {
+	var dropped, refused error
 	if b, ok := x.(*Backend); ok {
-		return b.recordRequest(ctx, r)
+		dropped, refused = b.recordRequest(ctx, r)
+	} else {
+		dropped, refused = x.(*Engine).recordObserved(ctx, r)
 	}
-	return x.(*Engine).recordObserved(ctx, r)
+	if refused != nil {
+		return refused
+	}
+	return dropped
+}
+
+// RecordHTTPRequestErr is Engine.RecordHTTPRequest, returning its refusal.
+func RecordHTTPRequestErr(e *Engine, ctx context.Context, handler, method string, status int, seconds float64) error {
+	return e.recordHTTPRequest(ctx, handler, method, status, seconds)
 }
 
 func BackendRecordChunkGapErr(b *Backend, ctx context.Context, op stats.Operation, seconds float64) error {

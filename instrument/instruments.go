@@ -60,6 +60,9 @@ type instruments struct {
 	pdPrefillLeg, pdDecodeFirstChunk, pdHandoff metric.Float64Histogram
 	// The Recorder's own counter of refused input (refusal.go).
 	invalidEvents metric.Int64ObservableCounter
+	// The HTTP server families (httpserver.go).
+	httpRequests                   metric.Int64Counter
+	httpDuration, httpDurationHigh metric.Float64Histogram
 
 	observed []metric.Observable // every observable instrument above
 	meter    metric.Meter        // kept reachable: its address identifies claims (see scopeMeter)
@@ -124,6 +127,13 @@ func (b *builder) float64ObservableGauge(name string) metric.Float64ObservableGa
 	b.note(err)
 	b.observed = append(b.observed, g)
 	return g
+}
+
+func (b *builder) int64Counter(name string) metric.Int64Counter {
+	d, _ := b.describe(name)
+	c, err := b.meter.Int64Counter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	return c
 }
 
 func (b *builder) int64Gauge(name string) metric.Int64Gauge {
@@ -238,6 +248,9 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		pdPrefillLeg:          b.float64Histogram(NamePDPrefillLegDuration),
 		pdDecodeFirstChunk:    b.float64Histogram(NamePDDecodeLegTimeToFirstChunk),
 		pdHandoff:             b.float64Histogram(NamePDHandoffDuration),
+		httpRequests:          b.int64Counter(NameHTTPRequests),
+		httpDuration:          b.float64Histogram(NameHTTPRequestDuration),
+		httpDurationHigh:      b.float64Histogram(NameHTTPRequestDurationHigh),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)

@@ -81,25 +81,35 @@ func (e *Engine) recordChunkGap(ctx context.Context, seconds float64) error {
 // usage and more than one output token), with gen_ai.operation.name from
 // r.Operation. Without usage no token family is recorded. An invalid
 // request is refused: nothing of it is recorded, and the refusal is counted
-// and reported (see RecordIteration).
+// and reported (see RecordIteration). Counts above stats.MaxRequestTokens
+// (a client's max_tokens or n, an upstream's usage) are dropped for this
+// request alone (stats.ObservedRequest.Bounded): the rest is recorded, and
+// the drop is counted (kind value_dropped) and reported, so no one request
+// can bring a total near its limit and make later ones unrecordable.
 func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) {
-	if err := e.recordObserved(ctx, r); err != nil {
+	dropped, err := e.recordObserved(ctx, r)
+	if err != nil {
 		e.refuse(refusedRequest, "RecordRequest", err)
+	} else if dropped != nil {
+		e.refuse(refusedValue, "RecordRequest", dropped)
 	}
 }
 
-// recordObserved is RecordRequest, returning its refusal.
-func (e *Engine) recordObserved(ctx context.Context, r *stats.ObservedRequest) error {
-	if err := e.usable(r == nil); err != nil {
-		return err
+// recordObserved is RecordRequest, returning what it dropped and its
+// refusal.
+func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest) (dropped, refused error) {
+	if err := e.usable(req == nil); err != nil {
+		return nil, err
 	}
-	if err := r.Validate(); err != nil {
-		return err
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
+	bounded, dropped := req.Bounded()
+	r := &bounded
 	var inc increments
 	inc.observed(r)
 	if err := e.reserve(&inc); err != nil {
-		return err
+		return nil, err
 	}
 	fm := e.finishedAt(r.Priority)
 	in, rec := e.inst, fm.plain.rec
@@ -123,7 +133,7 @@ func (e *Engine) recordObserved(ctx context.Context, r *stats.ObservedRequest) e
 	}
 	in.paramsN.Record(ctx, max(r.N, 1), e.plain.rec...)
 	if !r.UsageKnown {
-		return nil
+		return dropped, nil
 	}
 	e.c.addPrompt(r.Prompt())
 	addPositive(&e.c.generation, r.GenerationTokens)
@@ -132,7 +142,7 @@ func (e *Engine) recordObserved(ctx context.Context, r *stats.ObservedRequest) e
 	if max(r.N, 1) == 1 { // with n > 1 usage sums the choices: their maximum is unknown
 		in.maxGeneration.Record(ctx, r.GenerationTokens, e.plain.rec...)
 	}
-	return nil
+	return dropped, nil
 }
 
 // observed adds what RecordRequest adds to the totals.

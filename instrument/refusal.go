@@ -27,7 +27,7 @@ const KeyKind = "kind"
 
 // InvalidInput says the invalid events series of a kind appear with the
 // first refusal of that kind.
-const InvalidInput Feature = PDRouting + 1
+const InvalidInput Feature = HTTPServer + 1
 
 // ErrorReportInterval is the least time between two errors that RateLimited
 // passes on: at most one report per second per Recorder reaches the default
@@ -59,8 +59,10 @@ const (
 	refusedPDLegs
 	refusedClientRequest
 	refusedClientChunkGap
+	refusedHTTPRequest
 	refusedTwice
 	refusedFeature
+	refusedValue // a value beyond its bound, dropped from a request recorded without it
 
 	numRefusals = iota + len(eventKinds)
 )
@@ -72,7 +74,7 @@ var eventKinds = [...]stats.EventKind{stats.KindRequest, stats.KindQueued, stats
 // refusalLabels are the KeyKind values of the kinds past the stats events.
 var refusalLabels = [numRefusals - len(eventKinds)]string{"iteration", "scheduler", "finished_request",
 	"observed_request", "chunk_gap", "pd_legs", "client_request", "client_chunk_gap",
-	"recorded_twice", "feature_not_configured"}
+	"http_request", "recorded_twice", "feature_not_configured", "value_dropped"}
 
 // String returns the KeyKind value.
 func (k refusal) String() string {
@@ -150,8 +152,8 @@ func (e *Engine) refuse(k refusal, method string, err error) {
 	if !errors.Is(err, ErrClosed) {
 		e.c.invalid[k].Add(1)
 	}
-	if k == refusedFeature {
-		e.life.report(fmt.Errorf("instrument: engine %d: %w", e.rank, err))
+	if k == refusedFeature || k == refusedValue { // the rest was recorded
+		e.life.report(fmt.Errorf("instrument: engine %d: %s: %w", e.rank, method, err))
 		return
 	}
 	e.life.report(fmt.Errorf("instrument: engine %d: %s refused: %w", e.rank, method, err))

@@ -16,6 +16,7 @@ type config struct {
 	maxRequestBody int
 	backend        Backend
 	onError        func(error)
+	http           *httpMetrics // WithHTTPMetrics; the handler only
 }
 
 func newConfig(opts []Option) config {

@@ -92,7 +92,7 @@
 // max_tokens as pydantic's lax int (100, 100.0, "100"; not 100.5), stream
 // as pydantic's lax bool (true, 1, "true", "1", "yes", "on", "t", "y" and
 // their false counterparts, case-insensitive). A model longer than 256
-// bytes is "" (WithEngineFor). A count or parameter above 2^31-1, in a
+// bytes is "" (WithEngineFor). A count or parameter above stats.MaxRequestTokens (2^27), in a
 // request or a response, is dropped for that request alone and reported
 // through the error handler (ErrDropped); the request is recorded without
 // it and nothing a client sends makes later requests unrecordable.
@@ -138,6 +138,49 @@
 // the legs' pairing (Trace.PD, instrument.Engine.RecordPDLegs):
 // router.pd.prefill_leg.duration, router.pd.handoff.duration and
 // router.pd.decode_leg.time_to_first_chunk.
+//
+// # HTTP stacks
+//
+// The handler wraps any http.Handler: net/http's ServeMux, an
+// httputil.ReverseProxy, gin, echo, over HTTP/1.1 and HTTP/2 (each proven
+// in openaihttp/internal/stacktest, a module of its own). The
+// ResponseWriter it passes on is wrapped with github.com/felixge/httpsnoop,
+// as otelhttp's is: it has exactly the optional interfaces of the one it
+// got (http.Flusher, http.Hijacker, http.CloseNotifier, which gin's
+// Context.Stream asserts, io.ReaderFrom, http.Pusher) and Unwrap, for
+// http.ResponseController. A Flush before the first Write sends the
+// header once. A panic of the inner handler is re-raised after the
+// request is recorded: http.ErrAbortHandler, which a ReverseProxy raises
+// when its client hangs up, as the response stood (an abort when the
+// client went away), any other as an HTTP 500 error.
+//
+// WithHTTPMetrics adds the HTTP families vLLM's API server exports through
+// prometheus-fastapi-instrumentator (http_requests_total,
+// http_request_duration_seconds, http_request_duration_highr_seconds), for
+// every request the handler serves; see views.HTTPFamilies.
+//
+// # Content encodings
+//
+// A response body in Content-Encoding gzip, x-gzip or deflate (zlib or
+// raw) is observed decoded, on both sides, while the client gets the bytes
+// exactly as the server sent them: a decoder beside the response decodes
+// into one fixed buffer as the bytes pass, so a decompression bomb costs
+// CPU, not memory. Other encodings (br, zstd: no library beyond the
+// standard one is taken for them) are not observed: the request is
+// recorded with its status and latency, tokens unknown, as stop (error for
+// a status of 400 or above, abort when the client went away), never an
+// error. A transport whose base transport decompressed the body itself
+// (http.Response.Uncompressed) observes the decoded body it passes on.
+//
+// # Bounds
+//
+// Nothing a client sends makes later requests unrecordable or grows series
+// or memory without bound. Counts above stats.MaxRequestTokens (max_tokens,
+// n, usage) are dropped for their request alone and reported through the
+// error handler. Backends past 1,024 per Engine are recorded as
+// instrument.BackendOther; the HTTP families keep 256 handler values per
+// Engine, then "none". The model a request names reaches WithEngineFor,
+// whose function must map it to a bounded set of Engines.
 //
 // # Cost
 //

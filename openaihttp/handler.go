@@ -2,10 +2,13 @@ package openaihttp
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/felixge/httpsnoop"
 
 	"github.com/infermetrics/infermetrics/instrument"
 )
@@ -20,8 +23,9 @@ import (
 // WithMaxRequestBody bytes and passes it on unchanged; it parses the
 // response as next writes it, holding none of it, and writes it on first:
 // the client sees each byte when it would without the middleware. The
-// ResponseWriter it passes keeps Flush, Hijack and Unwrap (for
-// http.ResponseController).
+// ResponseWriter it passes keeps exactly the optional interfaces of the one
+// it gets (http.Flusher, http.Hijacker, http.CloseNotifier, io.ReaderFrom,
+// http.Pusher) and Unwrap, for http.ResponseController.
 func NewHandler(next http.Handler, opts ...Option) http.Handler {
 	return &handler{next: next, cfg: newConfig(opts)}
 }
@@ -32,6 +36,19 @@ type handler struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.http != nil {
+		h.serveHTTPMetrics(w, r, h.serve)
+		return
+	}
+	h.serve(w, r, nil)
+}
+
+// serve serves one request, observing it when it is a completions request;
+// passed, when not nil, is set to the request passed on to next.
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, passed **http.Request) {
+	if passed != nil {
+		*passed = r
+	}
 	op, ok := instrumented(r)
 	if !ok || h.cfg.engine == nil {
 		h.next.ServeHTTP(w, r)
@@ -51,6 +68,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, trace := NewTrace(r.Context())
 	r = r.WithContext(ctx)
 	r.Body = body
+	if passed != nil {
+		*passed = r
+	}
 	if rewritten != nil {
 		setLength(r, length)
 	}
@@ -60,17 +80,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw.obs.init(op, start, false) // the kind of body is known at WriteHeader
 	defer func() {
 		v := recover()
-		h.finish(e, rw, r, trace, info, v != nil)
+		h.finish(e, rw, r, trace, info, v)
 		if v != nil {
-			panic(v)
+			panic(v) // net/http logs it, or (http.ErrAbortHandler) quietly drops the connection
 		}
 	}()
-	h.next.ServeHTTP(rw, r)
+	h.next.ServeHTTP(rw.wrap(), r)
 }
 
-// finish records a request as its handler ended.
-func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Request, trace *Trace, info requestInfo, panicked bool) {
+// finish records a request as its handler ended, with the value it
+// panicked with, if any: http.ErrAbortHandler (an httputil.ReverseProxy
+// whose client went away, or whose upstream failed mid-body) ends the
+// response where it stood; any other panic makes it a 500.
+func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Request, trace *Trace, info requestInfo, panicked any) {
 	defer e.RequestEnded()
+	rw.decodeEnd()
 	if rw.hijacked {
 		return // the connection left HTTP: nothing more is observable
 	}
@@ -78,11 +102,12 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	if status == 0 {
 		status = http.StatusOK // net/http sends 200 when nothing was written
 	}
-	if panicked {
+	if panicked != nil && panicked != http.ErrAbortHandler {
 		status = http.StatusInternalServerError
 	}
-	aborted := r.Context().Err() != nil || rw.writeErr
-	o := rw.obs.result(time.Now(), end{status: status, aborted: aborted})
+	ended := end{status: status, aborted: r.Context().Err() != nil || rw.writeErr}
+	o := rw.obs.result(time.Now(), ended)
+	rw.body.settle(&o, ended)
 	o.CachedByKVTransfer = trace.KVTransferred()
 	o.MaxTokens, o.N = info.maxTokens, info.n
 	e.RecordRequest(r.Context(), &o)
@@ -91,56 +116,108 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	}
 }
 
-// responseWriter observes what the handler writes, after writing it.
+// responseWriter observes what the handler writes, after writing it. The
+// handler gets it wrapped by httpsnoop (wrap), which keeps exactly the
+// optional interfaces of the underlying ResponseWriter (http.Flusher,
+// http.Hijacker, http.CloseNotifier, io.ReaderFrom, http.Pusher, ...) and
+// Unwrap, for http.ResponseController.
 type responseWriter struct {
 	w        http.ResponseWriter
 	obs      observer
+	body     bodyCoding
 	status   int
-	wrote    int64
 	writeErr bool
 	hijacked bool
 }
 
-func (rw *responseWriter) Header() http.Header { return rw.w.Header() }
-
-func (rw *responseWriter) WriteHeader(code int) {
-	if rw.status == 0 && code >= 200 {
-		rw.status = code
-		rw.obs.streaming = strings.HasPrefix(rw.w.Header().Get("Content-Type"), "text/event-stream")
-	}
-	rw.w.WriteHeader(code)
+func (rw *responseWriter) wrap() http.ResponseWriter {
+	return snoop(rw.w, rw.commit, rw.wrote, func() { rw.hijacked = true })
 }
 
-func (rw *responseWriter) Write(p []byte) (int, error) {
-	if rw.status == 0 {
-		rw.WriteHeader(http.StatusOK)
+// snoop wraps w with httpsnoop: commit gets the status the response is
+// sent with, at WriteHeader or at the first Write, Flush or ReadFrom (200);
+// wrote, when not nil, the bytes sent and the write's error; hijacked is
+// called when the connection is taken over.
+func snoop(w http.ResponseWriter, commit func(int), wrote func([]byte, error), hijacked func()) http.ResponseWriter {
+	return httpsnoop.Wrap(w, httpsnoop.Hooks{
+		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
+			return func(code int) {
+				commit(code)
+				next(code)
+			}
+		},
+		Write: func(next httpsnoop.WriteFunc) httpsnoop.WriteFunc {
+			return func(p []byte) (int, error) {
+				commit(http.StatusOK)
+				n, err := next(p)
+				if wrote != nil {
+					wrote(p[:n], err)
+				}
+				return n, err
+			}
+		},
+		Flush: func(next httpsnoop.FlushFunc) httpsnoop.FlushFunc {
+			return func() {
+				commit(http.StatusOK) // a Flush before any Write sends the header
+				next()
+			}
+		},
+		ReadFrom: func(next httpsnoop.ReadFromFunc) httpsnoop.ReadFromFunc {
+			return func(src io.Reader) (int64, error) {
+				commit(http.StatusOK)
+				if wrote != nil {
+					src = &observedReader{r: src, wrote: wrote}
+				}
+				return next(src)
+			}
+		},
+		Hijack: func(next httpsnoop.HijackFunc) httpsnoop.HijackFunc {
+			return func() (net.Conn, *bufio.ReadWriter, error) {
+				c, b, err := next()
+				if err == nil {
+					hijacked()
+				}
+				return c, b, err
+			}
+		},
+	})
+}
+
+// commit notes the status the response is sent with, the first time one
+// is (1xx informational headers are not): what the body is (SSE or not) and
+// how it is encoded are known then.
+func (rw *responseWriter) commit(code int) {
+	if rw.status != 0 || code < 200 {
+		return
 	}
-	n, err := rw.w.Write(p)
-	rw.wrote += int64(n)
+	rw.status = code
+	h := rw.w.Header()
+	rw.obs.streaming = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+	rw.body.start(h.Get("Content-Encoding"), rw.obs.write)
+}
+
+// wrote observes bytes the client was sent.
+func (rw *responseWriter) wrote(p []byte, err error) {
 	if err != nil {
 		rw.writeErr = true
 	}
 	if rw.status < 400 {
-		rw.obs.write(p[:n])
+		rw.body.write(p, rw.obs.write)
 	}
+}
+
+// decodeEnd waits for a decoded body's last bytes to be observed.
+func (rw *responseWriter) decodeEnd() { rw.body.close() }
+
+// observedReader observes what io.ReaderFrom (io.Copy to the
+// ResponseWriter) reads to send.
+type observedReader struct {
+	r     io.Reader
+	wrote func([]byte, error)
+}
+
+func (o *observedReader) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	o.wrote(p[:n], nil)
 	return n, err
 }
-
-// Flush sends what was written to the client (http.Flusher).
-func (rw *responseWriter) Flush() {
-	_ = http.NewResponseController(rw.w).Flush()
-}
-
-// Hijack takes over the connection (http.Hijacker), when the underlying
-// ResponseWriter can; the request is then not recorded beyond its end in
-// flight.
-func (rw *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, b, err := http.NewResponseController(rw.w).Hijack()
-	if err == nil {
-		rw.hijacked = true
-	}
-	return c, b, err
-}
-
-// Unwrap returns the underlying ResponseWriter, for http.ResponseController.
-func (rw *responseWriter) Unwrap() http.ResponseWriter { return rw.w }

@@ -3,7 +3,6 @@ package openaihttp
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,10 +22,10 @@ type requestInfo struct {
 }
 
 // ErrDropped reports a value a client or server sent beyond what any server
-// accepts (a count or parameter above 2^31-1): it is dropped for its
-// request alone, which is recorded without it, and later requests are not
-// affected.
-var ErrDropped = errors.New("openaihttp: value beyond any server's bound dropped")
+// accepts (a count or parameter above stats.MaxRequestTokens, 2^27): it is
+// dropped for its request alone, which is recorded without it, and later
+// requests are not affected. It matches stats.ErrOutOfRange.
+var ErrDropped = fmt.Errorf("openaihttp: value beyond any server's bound dropped: %w", stats.ErrOutOfRange)
 
 // Dialects: the request and response formats of the APIs observed.
 const (

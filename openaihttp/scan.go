@@ -53,11 +53,11 @@ const (
 	arrayBit = 0x80
 
 	// maxCount bounds every token count and request parameter (n,
-	// max_tokens) read: 2^31-1, above any model's context length and the
-	// largest value llama.cpp's 32-bit n_predict holds. A value beyond is
-	// dropped for its request and reported (ErrDropped): recorded, it
-	// could overflow the engine's running totals.
-	maxCount = math.MaxInt32
+	// max_tokens) read: stats.MaxRequestTokens (2^27), above any model's
+	// context length. A value beyond is dropped for its request and
+	// reported (ErrDropped): recorded, it could overflow the engine's
+	// running totals.
+	maxCount = stats.MaxRequestTokens
 	// maxChoices is how many choices of an n > 1 stream are timed one by
 	// one, for the time per output token of each (see choiceTimes).
 	maxChoices = 16

@@ -102,15 +102,24 @@ func (t *Trace) KVTransferred() bool {
 	return slices.ContainsFunc(t.legs, func(l *Leg) bool { return l.Backend.Role == instrument.RoleDecode })
 }
 
-// start adds a leg.
+// MaxLegs bounds the legs a Trace keeps: a request whose router retries
+// without end keeps its first 64, so its memory stays bounded; legs past
+// them are still recorded per backend by the transport, but not kept:
+// Legs, PD and KVTransferred read the first 64.
+const MaxLegs = 64
+
+// start adds a leg, nil past MaxLegs.
 func (t *Trace) start(b Backend, at time.Time) *Leg {
 	if t == nil {
 		return nil
 	}
 	l := &Leg{Backend: b, Start: at}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.legs) >= MaxLegs {
+		return nil
+	}
 	t.legs = append(t.legs, l)
-	t.mu.Unlock()
 	return l
 }
 

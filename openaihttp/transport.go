@@ -78,6 +78,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ctx: ctx, status: resp.StatusCode}
 	lb.obs.init(op, start, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
 	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
+	if !resp.Uncompressed { // else the base transport decoded it and removed Content-Encoding
+		lb.body.start(resp.Header.Get("Content-Encoding"), lb.obs.write)
+	}
 	if resp.Body == nil || resp.Body == http.NoBody {
 		lb.end(time.Now(), end{status: resp.StatusCode})
 		return resp, nil
@@ -101,6 +104,7 @@ func (t *transport) backendOf(r *http.Request) Backend {
 type legBody struct {
 	io.ReadCloser
 	obs     observer
+	body    bodyCoding
 	backend *instrument.Backend
 	trace   *Trace
 	leg     *Leg
@@ -119,7 +123,7 @@ func (b *legBody) Read(p []byte) (int, error) {
 		return n, err
 	}
 	if b.status < 400 {
-		b.obs.write(p[:n])
+		b.body.write(p[:n], b.obs.write)
 	}
 	switch {
 	case err == io.EOF:
@@ -137,8 +141,10 @@ func (b *legBody) Close() error {
 	defer b.mu.Unlock()
 	if !b.ended {
 		// Closed before EOF: complete if the response said all it had to
-		// (a caller decoding JSON stops at its end), else an abort.
-		b.endLocked(time.Now(), end{status: b.status, aborted: !b.obs.complete()})
+		// (a caller decoding JSON stops at its end), else an abort. An
+		// opaque body cannot tell: it is taken as complete.
+		b.body.close()
+		b.endLocked(time.Now(), end{status: b.status, aborted: !b.obs.complete() && !b.body.opaque})
 	}
 	return err
 }
@@ -151,7 +157,9 @@ func (b *legBody) end(at time.Time, e end) {
 
 func (b *legBody) endLocked(at time.Time, e end) {
 	b.ended = true
+	b.body.close()
 	o := b.obs.result(at, e)
+	b.body.settle(&o, e)
 	b.backend.RecordRequest(b.ctx, &o)
 	b.trace.finish(b.leg, e.status, &o)
 }

@@ -30,6 +30,8 @@ phase "unit tests (-race -count=2)"
 # -count=2: a test that leaves global state behind (a claim on the global
 # MeterProvider, an error handler) fails its second run.
 go test -race -count=2 -timeout 20m ./...
+# A module of its own (gin, echo): net/http, ReverseProxy, gin, echo, HTTP/2.
+(cd openaihttp/internal/stacktest && go vet ./... && staticcheck ./... && go test -race -count=2 -timeout 10m ./...)
 elapsed "unit tests"
 
 phase "end-to-end dependencies"

@@ -1,5 +1,7 @@
 package stats
 
+import "errors"
+
 // ObservedRequest is what a front end observes of one finished request: an
 // OpenAI-compatible server, a gateway or a router, which sees the HTTP
 // request, the streamed chunks and the usage object but no engine step.
@@ -124,6 +126,42 @@ func (r ObservedRequest) Validate() error {
 		return fieldErr("E2ELatency", r.E2ELatency, ErrOutOfOrder)
 	}
 	return nil
+}
+
+// MaxRequestTokens bounds every count of one observed request (its usage,
+// max_tokens and n), far above the longest context any model serves. A
+// front end's counts come from clients and upstreams it does not control:
+// with each request's counts at most this, the int64 totals of
+// instrument's families need over 2^36 requests at the bound to overflow,
+// where a single request of max_tokens 2^63-1 would otherwise make every
+// later one unrecordable.
+const MaxRequestTokens = 1 << 27
+
+// Bounded returns r with its absurd counts dropped, for this request
+// alone: MaxTokens or N above MaxRequestTokens as not set (0), usage with
+// a count above it as unknown. err says what was dropped (matching
+// ErrOutOfRange); it is nil when nothing was.
+func (r ObservedRequest) Bounded() (ObservedRequest, error) {
+	var errs []error
+	if r.MaxTokens > MaxRequestTokens {
+		errs = append(errs, fieldErr("MaxTokens", r.MaxTokens, ErrOutOfRange))
+		r.MaxTokens = 0
+	}
+	if r.N > MaxRequestTokens {
+		errs = append(errs, fieldErr("N", r.N, ErrOutOfRange))
+		r.N = 0
+	}
+	usage := len(errs)
+	if r.PromptTokens > MaxRequestTokens {
+		errs = append(errs, fieldErr("PromptTokens", r.PromptTokens, ErrOutOfRange))
+	}
+	if r.GenerationTokens > MaxRequestTokens {
+		errs = append(errs, fieldErr("GenerationTokens", r.GenerationTokens, ErrOutOfRange))
+	}
+	if len(errs) > usage {
+		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = false, 0, 0, 0
+	}
+	return r, errors.Join(errs...)
 }
 
 // Prompt returns the usage's prompt tokens by source: the cached ones as

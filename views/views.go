@@ -86,6 +86,7 @@ var unsuffixed = []string{instrument.NameKVOffloadLoadTime, instrument.NameKVOff
 // vllm.iteration_tokens keep vLLM's own names, and the KV offloading
 // transfer families have no unit suffix (unsuffixed). A scrape shows
 // counters with "_total" (Families), and options name families that way.
+// The HTTP server families take the instrumentator's names (HTTPFamilies).
 // An instrument outside the vllm namespace (the P/D router families, which
 // vLLM does not define) keeps its OpenTelemetry name.
 func VLLMName(d instrument.Descriptor) string {
@@ -94,6 +95,9 @@ func VLLMName(d instrument.Descriptor) string {
 		return kvCacheUsage
 	case instrument.NameIterationTokens:
 		return iterationTokens
+	}
+	if name, ok := httpNames[d.Name]; ok {
+		return name
 	}
 	if !strings.HasPrefix(d.Name, "vllm.") {
 		return d.Name
@@ -447,6 +451,9 @@ func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 				c.stream(d, family, nil))
 			continue
 		}
+		views = append(views, c.stream(d, VLLMName(d), nil))
+	}
+	for _, d := range instrument.HTTPDescriptors() {
 		views = append(views, c.stream(d, VLLMName(d), nil))
 	}
 	return views, nil

@@ -146,6 +146,8 @@ TTFT buckets, being parts of the client's time to first token.
 	genAITable(&b, views.ServerFamilies())
 	b.WriteString(clientIntro)
 	genAITable(&b, views.ClientFamilies())
+	b.WriteString(httpIntro)
+	genAITable(&b, views.HTTPFamilies())
 	return b.Bytes()
 }
 
@@ -222,6 +224,8 @@ func feature(f instrument.Feature) string {
 		return "a request routed to prefill and decode backends (`openaihttp`)"
 	case instrument.InvalidInput:
 		return "the first refusal of its kind (the Recorder's own counter)"
+	case instrument.HTTPServer:
+		return "an HTTP request served (`openaihttp.WithHTTPMetrics`)"
 	}
 	return "-"
 }
@@ -266,6 +270,25 @@ A series appears with its backend's first leg. ` + "`gen_ai.operation.name`" + `
 ` + "`/score`" + ` and ` + "`/rerank`" + `; ` + "`pooling`" + ` is not a conventions value, they define none for these). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
 ` + "`backend`" + ` is the backend's name or host:port and ` + "`backend.role`" + ` its role (` + "`prefill`, `decode`" + `,
 or empty).
+
+| family | type | labels | buckets | unit | recorded | description |
+|---|---|---|---|---|---|---|
+`
+
+// httpIntro heads the table of the HTTP server families.
+const httpIntro = `
+## HTTP server metrics
+
+vLLM's API server exports prometheus-fastapi-instrumentator's default metrics (attached in
+` + "`vllm/entrypoints/serve/instrumentator/metrics.py`" + ` @02a69ad2710b79425c217f79dd4ad8e4ea671ee1; the
+families in trallnag/prometheus-fastapi-instrumentator ` + "`src/prometheus_fastapi_instrumentator/metrics.py`" + `,
+` + "`default()`" + `), and vLLM's overview dashboard reads two of them. ` + "`openaihttp.NewHandler`" + ` records them with
+` + "`openaihttp.WithHTTPMetrics`" + ` (through ` + "`instrument.Engine.RecordHTTPRequest`" + `) for every request it
+serves, and ` + "`views.VLLM()`" + ` exports them under the instrumentator's names, labels and default buckets,
+without ` + "`model_name`, `engine`" + ` or constant attributes, as vLLM has them. ` + "`handler`" + ` is the route
+template (` + "`none`" + ` without one, or past 256 handlers), ` + "`method`" + ` one of net/http's nine (` + "`_OTHER`" + `
+else) and ` + "`status`" + ` the class (` + "`2xx`" + `). The instrumentator's two Summary families
+(` + "`http_request_size_bytes`, `http_response_size_bytes`" + `) have no OpenTelemetry counterpart and are absent.
 
 | family | type | labels | buckets | unit | recorded | description |
 |---|---|---|---|---|---|---|

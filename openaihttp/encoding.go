@@ -1,0 +1,131 @@
+package openaihttp
+
+import (
+	"bufio"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"io"
+	"strings"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// bodyCoding decodes a response body's Content-Encoding for the observer
+// as its bytes pass, while the client gets them exactly as sent: gzip (and
+// x-gzip) and deflate (zlib-wrapped as RFC 9110 says, or raw, as some
+// servers send it), with the standard library. The decoder runs on its own
+// goroutine behind an io.Pipe, decoding into one fixed buffer that it
+// hands to the observer and reuses: a decompression bomb costs CPU, never
+// memory. Any other encoding (br, zstd, several codings) is opaque: the
+// body is not observed, and the request is recorded with its status and
+// latency and its tokens unknown (settle).
+type bodyCoding struct {
+	opaque bool // an encoding not decoded
+	failed bool // the decoder stopped on data it could not decode
+	pw     *io.PipeWriter
+	done   chan struct{}
+}
+
+// decodeBuffer is the size of the buffer a decoder hands decoded bytes in.
+const decodeBuffer = 16 << 10
+
+// start prepares for a body of an encoding (a Content-Encoding value),
+// whose decoded bytes go to sink.
+func (c *bodyCoding) start(encoding string, sink func([]byte)) {
+	enc := strings.ToLower(strings.TrimSpace(encoding))
+	switch enc {
+	case "", "identity":
+		return
+	case "gzip", "x-gzip", "deflate":
+	default:
+		c.opaque = true
+		return
+	}
+	pr, pw := io.Pipe()
+	c.pw, c.done = pw, make(chan struct{})
+	go c.decode(enc, pr, sink)
+}
+
+func (c *bodyCoding) decode(enc string, pr *io.PipeReader, sink func([]byte)) {
+	defer close(c.done)
+	// Once decoding stops, writes return at once: nothing waits on a
+	// decoder that is gone.
+	defer pr.Close()
+	br := bufio.NewReader(pr)
+	var r io.Reader
+	if enc == "deflate" {
+		if h, err := br.Peek(2); err == nil && h[0]&0x0f == 8 && (uint16(h[0])<<8|uint16(h[1]))%31 == 0 {
+			zr, err := zlib.NewReader(br)
+			if err != nil {
+				c.failed = true
+				return
+			}
+			r = zr
+		} else {
+			r = flate.NewReader(br)
+		}
+	} else {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			c.failed = err != io.EOF || br.Buffered() > 0
+			return
+		}
+		r = zr
+	}
+	buf := make([]byte, decodeBuffer)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			sink(buf[:n])
+		}
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			c.failed = err != io.ErrUnexpectedEOF && err != io.ErrClosedPipe
+			return
+		}
+	}
+}
+
+// write passes the next bytes of the body as they were sent: to the
+// decoder, or to sink when the body is not encoded.
+func (c *bodyCoding) write(p []byte, sink func([]byte)) {
+	switch {
+	case c.pw != nil:
+		_, _ = c.pw.Write(p) // an error: the decoder stopped
+	case !c.opaque:
+		sink(p)
+	}
+}
+
+// close ends the body: it returns when the decoder observed its last
+// bytes.
+func (c *bodyCoding) close() {
+	if c.pw == nil {
+		return
+	}
+	_ = c.pw.Close()
+	<-c.done
+	c.pw = nil
+}
+
+// settle makes the observed request of a body that was not observed
+// (opaque, or that failed to decode) what its HTTP exchange shows: its
+// status and latency, tokens and chunk times unknown. A status of 400 or
+// above is an error, a client that went away an abort, and any other
+// response ended normally (stop): the server answered, and nothing in the
+// body can be read to say otherwise.
+func (c *bodyCoding) settle(o *stats.ObservedRequest, e end) {
+	if !c.opaque && !c.failed {
+		return
+	}
+	*o = stats.ObservedRequest{Operation: o.Operation, E2ELatency: o.E2ELatency, Reason: stats.FinishStop}
+	switch {
+	case e.status >= 400:
+		o.Reason = stats.FinishError
+	case e.aborted:
+		o.Reason = stats.FinishAbort
+	}
+}

@@ -1,0 +1,92 @@
+package openaihttp
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// httpMetrics is the configuration of WithHTTPMetrics.
+type httpMetrics struct {
+	engine *instrument.Engine
+	route  func(*http.Request) string
+}
+
+// WithHTTPMetrics records every request the handler serves, on every path
+// and method (not only the completions endpoints), in the HTTP families of
+// vLLM's API server (prometheus-fastapi-instrumentator's, which vLLM's
+// overview dashboard reads; see instrument.RecordHTTPRequest and
+// views.HTTPFamilies): http_requests_total{handler,method,status},
+// http_request_duration_seconds{handler,method} and
+// http_request_duration_highr_seconds, from the request's arrival to the
+// end of its handler, streamed bodies included. They carry no model_name
+// or engine; e is the Engine (of any Recorder) they are recorded on. route
+// returns a request's handler label, its route template, after the wrapped
+// handler ran; nil takes the path of the http.ServeMux pattern that served
+// it (Request.Pattern, "/v1/chat/completions"), "none" when there is none
+// (a router other than ServeMux: give route). Handler values are bounded
+// (see instrument.HTTPHandlerNone), so a client cannot grow the series. A
+// nil e records none of them.
+func WithHTTPMetrics(e *instrument.Engine, route func(*http.Request) string) Option {
+	return optionFunc(func(c *config) {
+		if e == nil {
+			c.http = nil
+			return
+		}
+		if route == nil {
+			route = patternPath
+		}
+		c.http = &httpMetrics{engine: e, route: route}
+	})
+}
+
+// patternPath returns the path of the ServeMux pattern that served r:
+// "POST /v1/chat/completions" and "host/v1/x" give their path; "" when no
+// pattern matched.
+func patternPath(r *http.Request) string {
+	p := r.Pattern
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[i:]
+	}
+	return ""
+}
+
+// serveHTTPMetrics serves r through serve, recording it in the HTTP
+// families. serve reports the request it passed on, whose Pattern a
+// ServeMux set.
+func (h *handler) serveHTTPMetrics(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request, **http.Request)) {
+	start := time.Now()
+	sw := &statusWriter{}
+	passed := r
+	defer func() {
+		v := recover()
+		status := sw.status
+		switch {
+		case v != nil && v != http.ErrAbortHandler:
+			status = http.StatusInternalServerError
+		case status == 0:
+			status = http.StatusOK
+		}
+		m := h.cfg.http
+		m.engine.RecordHTTPRequest(r.Context(), m.route(passed), r.Method, status, time.Since(start).Seconds())
+		if v != nil {
+			panic(v)
+		}
+	}()
+	serve(sw.wrap(w), r, &passed)
+}
+
+// statusWriter notes the status a response is sent with.
+type statusWriter struct{ status int }
+
+func (s *statusWriter) commit(code int) {
+	if s.status == 0 && code >= 200 {
+		s.status = code
+	}
+}
+
+func (s *statusWriter) wrap(w http.ResponseWriter) http.ResponseWriter {
+	return snoop(w, s.commit, nil, func() { s.commit(http.StatusSwitchingProtocols) })
+}

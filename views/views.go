@@ -111,6 +111,7 @@ type config struct {
 	exponential []string // families with the exponential aggregation
 	expLatency  bool     // every latency family too (WithExponentialLatency)
 	resolution  *sdkmetric.AggregationBase2ExponentialHistogram
+	sdkExemplar bool // the SDK's reservoirs on the latency families too (WithSDKExemplarReservoirs)
 }
 
 type bucketsOption struct {
@@ -206,6 +207,16 @@ func WithExponentialResolution(maxSize, maxScale int32) Option {
 	return optionFunc(func(c *config) {
 		c.resolution = &sdkmetric.AggregationBase2ExponentialHistogram{MaxSize: maxSize, MaxScale: maxScale}
 	})
+}
+
+// WithSDKExemplarReservoirs gives the latency histograms the SDK's default
+// exemplar reservoirs (random samples: one per bucket, or 20 per interval
+// for the exponential aggregation) instead of SlowestExemplars, which keeps
+// the slowest measurement of each bucket or doubling of every collection
+// interval. Streams that drop attributes still keep IDs only
+// (IDOnlyExemplars).
+func WithSDKExemplarReservoirs() Option {
+	return optionFunc(func(c *config) { c.sdkExemplar = true })
 }
 
 // exponentialOf returns the aggregation of a family exported exponentially:
@@ -414,7 +425,10 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 	if a, ok := c.exponentialOf(exposed, d); ok {
 		s.Aggregation = a
 	}
-	if s.AttributeFilter != nil {
+	switch {
+	case d.Kind == instrument.Histogram && d.Unit == latencyUnit && !c.sdkExemplar:
+		s.ExemplarReservoirProviderSelector = SlowestExemplars
+	case s.AttributeFilter != nil:
 		s.ExemplarReservoirProviderSelector = IDOnlyExemplars
 	}
 	if d.Unit == "1" && d.Kind == instrument.Gauge {
@@ -431,6 +445,9 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 
 // VLLM returns the views that export every instrument under vLLM's family
 // name, label set and buckets; constant attributes of the Recorder are kept.
+// The latency histograms keep the slowest measurement of each bucket (or
+// doubling, when exponential) of every collection interval as exemplars
+// (SlowestExemplars; WithSDKExemplarReservoirs for the SDK's).
 // The GenAI server and client metrics are Semconv's.
 func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)

@@ -74,11 +74,17 @@ const ratioUnit = "{fraction}"
 
 // unsuffixed are the instruments with a unit whose vLLM names carry no unit
 // suffix: vLLM's KV offloading transfer families (vllm:kv_offload_load_time
-// counts seconds, vllm:kv_offload_load_size observes bytes). VLLMName adds
-// no "_seconds" to them and their streams take the unit as an annotation
-// ("{s}", "{By}"), which the Prometheus exporter does not turn into a suffix.
+// counts seconds, vllm:kv_offload_load_size observes bytes), and the byte
+// families whose names hold "bytes" before their end
+// (vllm:nixl_bytes_transferred, vllm:estimated_read_bytes_per_gpu). VLLMName
+// adds no "_seconds" to them and their streams take the unit as an
+// annotation ("{s}", "{By}"), which neither the Prometheus exporter nor an
+// OTLP translation with suffixes (Prometheus 3's OTLP receiver with
+// NoUTF8EscapingWithSuffixes, which appends "_bytes" to a name that does not
+// end in it) turns into a suffix.
 var unsuffixed = []string{instrument.NameKVOffloadLoadTime, instrument.NameKVOffloadStoreTime,
-	instrument.NameKVOffloadLoadSize, instrument.NameKVOffloadStoreSize}
+	instrument.NameKVOffloadLoadSize, instrument.NameKVOffloadStoreSize,
+	instrument.NameNIXLBytesTransferred, instrument.NameEstimatedReadBytesPerGPU, instrument.NameEstimatedWriteBytesPerGPU}
 
 // VLLMName returns the vLLM stream name of an instrument of package
 // instrument, as OTLP carries it: "vllm:" and the name after "vllm.", with

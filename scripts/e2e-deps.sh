@@ -73,7 +73,7 @@ prom3_hash=$(
 if current "$prom3" "$prom3_hash"; then
 	echo "e2e-deps: $prom3 is up to date"
 else
-	echo "e2e-deps: building $prom3 (Prometheus $prom_version) from the Go module proxy (cold: about eight minutes; with a warm Go build cache: under a minute)"
+	echo "e2e-deps: building $prom3 (Prometheus $prom_version) from the Go module proxy (cold: 8 to 32 minutes on 2 cores; with a warm Go build cache: about a minute)"
 	start=$SECONDS
 	mkdir -p "$(dirname "$prom3")"
 	rm -f "$prom3_stamp"

@@ -66,8 +66,8 @@ func (e *env) slowTrace(t *testing.T) string {
 // checkSlowExemplar polls query_exemplars of query from start until an
 // exemplar names the slow request's trace, and checks it: its value is at
 // least slowDelay, it carries trace_id and span_id only, and, for a classic
-// histogram's bucket series, it lies in its bucket.
-func (e *env) checkSlowExemplar(t *testing.T, what, query, trace string, start time.Time, classic bool) {
+// histogram's bucket series, it lies in its bucket. It returns the exemplar.
+func (e *env) checkSlowExemplar(t *testing.T, what, query, trace string, start time.Time, classic bool) exemplarHit {
 	t.Helper()
 	var found exemplarHit
 	poll(t, slowDelay+60*time.Second, what+": a TTFT exemplar naming the slow request's trace", func() (bool, string) {
@@ -103,13 +103,14 @@ func (e *env) checkSlowExemplar(t *testing.T, what, query, trace string, start t
 	if len(found.labels) != 2 {
 		t.Errorf("%s: exemplar labels %v, want trace_id and span_id only", what, found.labels)
 	}
+	return found
 }
 
 // exemplarHit is one exemplar of /api/v1/query_exemplars, with its series' le.
 type exemplarHit struct {
 	le, traceID, spanID string
-	value               float64
-	labels              map[string]string
+	value, ts           float64 // ts in seconds
+	labels, series      map[string]string
 }
 
 // exemplars runs a query_exemplars over [start, end].
@@ -121,8 +122,9 @@ func (p promAPI) exemplars(query string, start, end time.Time) ([]exemplarHit, e
 		Data   []struct {
 			SeriesLabels map[string]string `json:"seriesLabels"`
 			Exemplars    []struct {
-				Labels map[string]string `json:"labels"`
-				Value  string            `json:"value"`
+				Labels    map[string]string `json:"labels"`
+				Value     string            `json:"value"`
+				Timestamp float64           `json:"timestamp"`
 			} `json:"exemplars"`
 		} `json:"data"`
 	}
@@ -140,7 +142,7 @@ func (p promAPI) exemplars(query string, start, end time.Time) ([]exemplarHit, e
 				return nil, fmt.Errorf("query_exemplars %q: value %q: %w", query, ex.Value, err)
 			}
 			out = append(out, exemplarHit{le: s.SeriesLabels["le"], traceID: ex.Labels["trace_id"],
-				spanID: ex.Labels["span_id"], value: v, labels: ex.Labels})
+				spanID: ex.Labels["span_id"], value: v, ts: ex.Timestamp, labels: ex.Labels, series: s.SeriesLabels})
 		}
 	}
 	return out, nil

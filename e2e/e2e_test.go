@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -57,6 +56,16 @@ type env struct {
 	observations string
 	// promArgs are extra Prometheus flags (feature flags).
 	promArgs []string
+	// promBin, when set, is the Prometheus binary instead of
+	// tools.prometheus (Prometheus 3: prom3_test.go); promConfig is YAML
+	// added at the top level of its configuration and scrapeConfig lines
+	// added to its scrape job.
+	promBin, promConfig, scrapeConfig string
+	// exampleEnv is added to the example's environment.
+	exampleEnv []string
+	// pathNotApplicable are more notApplicable entries (vllm_dashboards_test.go)
+	// for a deployment whose only path is one that cannot carry them.
+	pathNotApplicable []struct{ family, reason string }
 }
 
 // exponentialOTLP makes the example's OTLP reader export every histogram
@@ -174,18 +183,8 @@ func TestEndToEnd(t *testing.T) {
 	direct := e.cumulativeSeries(t, "direct", evalAt, final)
 
 	// SIGINT: the example shuts its MeterProviders down, flushing OTLP.
-	if err := e.example.signal(syscall.SIGINT); err != nil {
-		t.Fatalf("SIGINT to the example: %v", err)
-	}
-	err, ok := e.example.wait(30 * time.Second)
-	if !ok {
-		t.Fatal("the example did not exit within 30s of SIGINT")
-	}
-	if err != nil {
-		t.Fatalf("the example exited with %v after SIGINT, want exit status 0", err)
-	}
+	e.stopExample(t)
 	mark("example flushed OTLP and exited 0")
-	e.reportExportWarnings(t)
 
 	t.Run("otlp path agrees with direct", func(t *testing.T) { e.checkOTLPAgrees(t, direct, final) })
 	mark("otlp path agrees")
@@ -250,14 +249,18 @@ scrape_configs:
       - targets: [%[2]s]
         labels:
           path: direct
-`, scrapeInterval, strings.Join(quoted, ", "))
+%[3]s%[4]s`, scrapeInterval, strings.Join(quoted, ", "), e.scrapeConfig, e.promConfig)
 	cfgFile := filepath.Join(e.work, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	storage := filepath.Join(e.work, "prometheus-data")
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	p := startProc(t, e.work, "prometheus", childEnv(), append([]string{e.tools.prometheus,
+	bin := e.tools.prometheus
+	if e.promBin != "" {
+		bin = e.promBin
+	}
+	p := startProc(t, e.work, "prometheus", childEnv(), append([]string{bin,
 		"--config.file=" + cfgFile,
 		"--storage.tsdb.path=" + storage,
 		"--web.listen-address=" + listen,
@@ -324,7 +327,7 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 	// The OTLP reader aggregates every histogram exponentially, the scrape
 	// keeps vLLM's buckets: the same observations reach Prometheus as
 	// native histograms (path=otlp) and classic ones (path=direct).
-	env, args := childEnv(), []string{bin}
+	env, args := append(childEnv(), e.exampleEnv...), []string{bin}
 	if e.nativeOTLP {
 		env = append(env, exponentialOTLP)
 		e.observations = filepath.Join(e.work, "observations.json")

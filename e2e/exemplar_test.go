@@ -38,6 +38,17 @@ func TestExemplars(t *testing.T) {
 		"-trace", "-slow-request", "3", "-slow-delay", slowDelay.String(),
 		"-rate", "10", "-duration", "4s", "-idle", "1s")
 
+	trace := e.slowTrace(t)
+	for _, path := range []string{"direct", "otlp"} {
+		query := fmt.Sprintf(`vllm:time_to_first_token_seconds_bucket{path=%q,role="prefill"}`, path)
+		e.checkSlowExemplar(t, path, query, trace, start, true)
+	}
+}
+
+// slowTrace waits for the example to print its slow request's trace ID
+// (-slow-request) and returns it.
+func (e *env) slowTrace(t *testing.T) string {
+	t.Helper()
 	var trace string
 	poll(t, 30*time.Second, "the example printing the slow request's trace ID", func() (bool, string) {
 		e.example.alive(t)
@@ -49,42 +60,57 @@ func TestExemplars(t *testing.T) {
 		return false, fmt.Sprintf("stdout so far: %q", b)
 	})
 	t.Logf("slow request: trace_id=%s", trace)
+	return trace
+}
 
-	for _, path := range []string{"direct", "otlp"} {
-		query := fmt.Sprintf(`vllm:time_to_first_token_seconds_bucket{path=%q,role="prefill"}`, path)
-		var found exemplarHit
-		poll(t, slowDelay+60*time.Second, path+": a TTFT exemplar naming the slow request's trace", func() (bool, string) {
+// checkSlowExemplar polls query_exemplars of query from start until an
+// exemplar names the slow request's trace, and checks it: its value is at
+// least slowDelay, it carries trace_id and span_id only, and, for a classic
+// histogram's bucket series, it lies in its bucket. It returns the exemplar.
+func (e *env) checkSlowExemplar(t *testing.T, what, query, trace string, start time.Time, classic bool) exemplarHit {
+	t.Helper()
+	var found exemplarHit
+	poll(t, slowDelay+60*time.Second, what+": a TTFT exemplar naming the slow request's trace", func() (bool, string) {
+		if !e.example.exited() {
 			e.example.alive(t)
-			hits, err := e.prom.exemplars(query, start, time.Now())
-			if err != nil {
-				return false, err.Error()
+		}
+		hits, err := e.prom.exemplars(query, start, time.Now())
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, h := range hits {
+			if h.traceID == trace {
+				found = h
+				return true, ""
 			}
-			for _, h := range hits {
-				if h.traceID == trace {
-					found = h
-					return true, ""
-				}
+		}
+		slowest := exemplarHit{value: -1}
+		for _, h := range hits {
+			if h.value > slowest.value {
+				slowest = h
 			}
-			return false, fmt.Sprintf("%d exemplars, none with trace_id %s", len(hits), trace)
-		})
-		t.Logf("%s: exemplar %s=%g on le=%s (span_id %s)", path, trace, found.value, found.le, found.spanID)
-		if found.value < slowDelay.Seconds() {
-			t.Errorf("%s: the slow request's TTFT exemplar is %gs, want at least its %s delay", path, found.value, slowDelay)
 		}
-		if le, err := strconv.ParseFloat(found.le, 64); err != nil || le < found.value {
-			t.Errorf("%s: exemplar %g on bucket le=%q: not the bucket of its value", path, found.value, found.le)
-		}
-		if len(found.labels) != 2 {
-			t.Errorf("%s: exemplar labels %v, want trace_id and span_id only", path, found.labels)
-		}
+		return false, fmt.Sprintf("%d exemplars of %s, none with trace_id %s; the slowest %g (trace_id %s)",
+			len(hits), query, trace, slowest.value, slowest.traceID)
+	})
+	t.Logf("%s: exemplar %s=%g on le=%q (span_id %s)", what, trace, found.value, found.le, found.spanID)
+	if found.value < slowDelay.Seconds() {
+		t.Errorf("%s: the slow request's TTFT exemplar is %gs, want at least its %s delay", what, found.value, slowDelay)
 	}
+	if le, err := strconv.ParseFloat(found.le, 64); classic && (err != nil || le < found.value) {
+		t.Errorf("%s: exemplar %g on bucket le=%q: not the bucket of its value", what, found.value, found.le)
+	}
+	if len(found.labels) != 2 {
+		t.Errorf("%s: exemplar labels %v, want trace_id and span_id only", what, found.labels)
+	}
+	return found
 }
 
 // exemplarHit is one exemplar of /api/v1/query_exemplars, with its series' le.
 type exemplarHit struct {
 	le, traceID, spanID string
-	value               float64
-	labels              map[string]string
+	value, ts           float64 // ts in seconds
+	labels, series      map[string]string
 }
 
 // exemplars runs a query_exemplars over [start, end].
@@ -96,8 +122,9 @@ func (p promAPI) exemplars(query string, start, end time.Time) ([]exemplarHit, e
 		Data   []struct {
 			SeriesLabels map[string]string `json:"seriesLabels"`
 			Exemplars    []struct {
-				Labels map[string]string `json:"labels"`
-				Value  string            `json:"value"`
+				Labels    map[string]string `json:"labels"`
+				Value     string            `json:"value"`
+				Timestamp float64           `json:"timestamp"`
 			} `json:"exemplars"`
 		} `json:"data"`
 	}
@@ -115,7 +142,7 @@ func (p promAPI) exemplars(query string, start, end time.Time) ([]exemplarHit, e
 				return nil, fmt.Errorf("query_exemplars %q: value %q: %w", query, ex.Value, err)
 			}
 			out = append(out, exemplarHit{le: s.SeriesLabels["le"], traceID: ex.Labels["trace_id"],
-				spanID: ex.Labels["span_id"], value: v, labels: ex.Labels})
+				spanID: ex.Labels["span_id"], value: v, ts: ex.Timestamp, labels: ex.Labels, series: s.SeriesLabels})
 		}
 	}
 	return out, nil

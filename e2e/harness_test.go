@@ -49,19 +49,27 @@ func findTools() (tools, []string) {
 		}
 		*b.dst = p
 	}
-	col := os.Getenv("E2E_OTELCOL")
-	if col == "" {
-		col = filepath.Join("bin", "otelcol")
-	}
-	if abs, err := filepath.Abs(col); err == nil {
-		col = abs
-	}
-	if st, err := os.Stat(col); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+	col, ok := builtBinary("E2E_OTELCOL", "otelcol")
+	if !ok {
 		missing = append(missing, "collector binary "+col)
 	} else {
 		tl.otelcol = col
 	}
 	return tl, missing
+}
+
+// builtBinary returns the absolute path of a binary scripts/e2e-deps.sh
+// builds, $envVar or bin/<name>, and whether it is an executable file.
+func builtBinary(envVar, name string) (string, bool) {
+	bin := os.Getenv(envVar)
+	if bin == "" {
+		bin = filepath.Join("bin", name)
+	}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+	st, err := os.Stat(bin)
+	return bin, err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
 // needTools returns the tools, or skips the test (fails it under

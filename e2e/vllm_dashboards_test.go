@@ -118,6 +118,11 @@ func (e *env) checkVLLMDashboards(t *testing.T, at time.Time, windowSeconds int)
 		c := perFile[x.file]
 		c[0]++
 		reason, na := notApplicableReason(x.expr)
+		for _, p := range e.pathNotApplicable {
+			if !na && strings.Contains(x.expr, p.family) {
+				reason, na = p.reason, true
+			}
+		}
 		switch {
 		case na && n == 0:
 			skipped++

@@ -34,7 +34,13 @@ const benchRank = 0
 // ManualReader, plus extra provider options.
 func benchProvider(tb testing.TB, extra ...sdkmetric.Option) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
 	tb.Helper()
-	vs, err := views.VLLM()
+	return benchProviderViews(tb, nil, extra...)
+}
+
+// benchProviderViews is benchProvider with options of views.VLLM.
+func benchProviderViews(tb testing.TB, vopts []views.Option, extra ...sdkmetric.Option) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
+	tb.Helper()
+	vs, err := views.VLLM(vopts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -58,7 +64,13 @@ func benchErrors(tb testing.TB) instrument.Option {
 
 func benchOurs(tb testing.TB, extra ...sdkmetric.Option) (*instrument.Engine, *sdkmetric.ManualReader) {
 	tb.Helper()
-	mp, reader := benchProvider(tb, extra...)
+	return benchOursViews(tb, nil, extra...)
+}
+
+// benchOursViews is benchOurs with options of views.VLLM.
+func benchOursViews(tb testing.TB, vopts []views.Option, extra ...sdkmetric.Option) (*instrument.Engine, *sdkmetric.ManualReader) {
+	tb.Helper()
+	mp, reader := benchProviderViews(tb, vopts, extra...)
 	rec, err := instrument.NewRecorder(append(benchvariants.RecorderOptions(mp, benchRank), benchErrors(tb))...)
 	if err != nil {
 		tb.Fatal(err)
@@ -452,18 +464,7 @@ func TestBenchmarkVariantsAgree(t *testing.T) {
 // request (stats.Iteration.TTFTContexts and ITLContexts,
 // FinishedRequest.Context).
 func BenchmarkExemplars(b *testing.B) {
-	traced := benchvariants.DecodeStep()
-	traced.TTFTContexts = make([]context.Context, len(traced.TTFT))
-	for i := range traced.TTFTContexts {
-		traced.TTFTContexts[i] = sampledContext(byte(i))
-	}
-	traced.ITLContexts = make([]context.Context, len(traced.ITL))
-	for i := range traced.ITLContexts {
-		traced.ITLContexts[i] = sampledContext(byte(i))
-	}
-	for i := range traced.Finished {
-		traced.Finished[i].Context = sampledContext(byte(i))
-	}
+	traced := tracedDecodeStep()
 	plain := benchvariants.DecodeStep()
 	for _, c := range []struct {
 		name    string

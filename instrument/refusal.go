@@ -152,7 +152,11 @@ func (e *Engine) refuse(k refusal, method string, err error) {
 	if !errors.Is(err, ErrClosed) {
 		e.c.invalid[k].Add(1)
 	}
-	if k == refusedFeature || k == refusedValue { // the rest was recorded
+	if k == refusedFeature {
+		e.life.report(fmt.Errorf("instrument: engine %d: %w", e.rank, err))
+		return
+	}
+	if k == refusedValue { // the rest was recorded
 		e.life.report(fmt.Errorf("instrument: engine %d: %s: %w", e.rank, method, err))
 		return
 	}

@@ -5,7 +5,11 @@
 #    e2e/bin/otelcol, when the binary is missing or stale: the stamp next to
 #    it holds a hash of the collector's go.mod, go.sum, Go sources and the Go
 #    version, so a change to any of them rebuilds it, and an unchanged tree
-#    reuses the binary cached from an earlier run on the same machine.
+#    reuses the binary cached from an earlier run on the same machine;
+#  - Prometheus 3 into e2e/bin/prometheus3, built from the Go module proxy at
+#    the pinned module version below and cached the same way (its stamp holds
+#    the module version and the Go version), so the suite runs both Debian's
+#    2.x and a current 3.x.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +24,11 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
 fi
 prometheus --version 2>&1 | head -n 1
 
+# current BIN HASH: whether BIN exists and its stamp (BIN.stamp) holds HASH.
+current() {
+	[ -x "$1" ] && [ -f "$1.stamp" ] && [ "$(cat "$1.stamp")" = "$2" ]
+}
+
 collector=e2e/collector
 bin=e2e/bin/otelcol
 stamp=$bin.stamp
@@ -32,15 +41,50 @@ hash=$(
 		find . -name '*.go' -type f | LC_ALL=C sort | xargs cat
 	} | sha256sum | cut -d' ' -f1
 )
-if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ]; then
+if current "$bin" "$hash"; then
 	echo "e2e-deps: $bin is up to date"
-	exit 0
+else
+	echo "e2e-deps: building $bin from $collector (cold Go caches: minutes; see README, Test)"
+	start=$SECONDS
+	mkdir -p "$(dirname "$bin")"
+	rm -f "$stamp"
+	(cd "$collector" && go build -trimpath -o ../bin/otelcol.tmp .)
+	mv -f "$bin.tmp" "$bin"
+	echo "$hash" >"$stamp"
+	echo "e2e-deps: $bin built in $((SECONDS - start))s"
 fi
-echo "e2e-deps: building $bin from $collector (cold Go caches: minutes; see README, Test)"
-start=$SECONDS
-mkdir -p "$(dirname "$bin")"
-rm -f "$stamp"
-(cd "$collector" && go build -trimpath -o ../bin/otelcol.tmp .)
-mv -f "$bin.tmp" "$bin"
-echo "$hash" >"$stamp"
-echo "e2e-deps: $bin built in $((SECONDS - start))s"
+
+# Prometheus 3: module github.com/prometheus/prometheus v0.3MM.P is
+# Prometheus 3.MM.P; the version is set through ldflags so that --version
+# reports it (a plain go install leaves it empty).
+prom_module=v0.316.0
+minor=${prom_module#v0.3}
+minor=${minor%%.*}
+prom_version=3.$((10#$minor)).${prom_module##*.}
+prom3=e2e/bin/prometheus3
+prom3_stamp=$prom3.stamp
+prom3_hash=$(
+	{
+		echo "github.com/prometheus/prometheus $prom_module"
+		go version
+		go env GOOS GOARCH CGO_ENABLED
+	} | sha256sum | cut -d' ' -f1
+)
+if current "$prom3" "$prom3_hash"; then
+	echo "e2e-deps: $prom3 is up to date"
+else
+	echo "e2e-deps: building $prom3 (Prometheus $prom_version) from the Go module proxy (cold Go caches: minutes; see README, Test)"
+	start=$SECONDS
+	mkdir -p "$(dirname "$prom3")"
+	rm -f "$prom3_stamp"
+	tmp=$(mktemp -d "$(dirname "$prom3")/prometheus3.XXXXXX")
+	v=github.com/prometheus/common/version
+	GOBIN="$PWD/$tmp" go install -trimpath \
+		-ldflags "-X $v.Version=$prom_version -X $v.Revision=$prom_module -X $v.Branch=module-proxy -X $v.BuildUser=e2e-deps" \
+		"github.com/prometheus/prometheus/cmd/prometheus@$prom_module"
+	mv -f "$tmp/prometheus" "$prom3"
+	rmdir "$tmp"
+	echo "$prom3_hash" >"$prom3_stamp"
+	echo "e2e-deps: $prom3 built in $((SECONDS - start))s"
+fi
+"$prom3" --version 2>&1 | head -n 1

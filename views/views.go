@@ -74,11 +74,17 @@ const ratioUnit = "{fraction}"
 
 // unsuffixed are the instruments with a unit whose vLLM names carry no unit
 // suffix: vLLM's KV offloading transfer families (vllm:kv_offload_load_time
-// counts seconds, vllm:kv_offload_load_size observes bytes). VLLMName adds
-// no "_seconds" to them and their streams take the unit as an annotation
-// ("{s}", "{By}"), which the Prometheus exporter does not turn into a suffix.
+// counts seconds, vllm:kv_offload_load_size observes bytes), and the byte
+// families whose names hold "bytes" before their end
+// (vllm:nixl_bytes_transferred, vllm:estimated_read_bytes_per_gpu). VLLMName
+// adds no "_seconds" to them and their streams take the unit as an
+// annotation ("{s}", "{By}"), which neither the Prometheus exporter nor an
+// OTLP translation with suffixes (Prometheus 3's OTLP receiver with
+// NoUTF8EscapingWithSuffixes, which appends "_bytes" to a name that does not
+// end in it) turns into a suffix.
 var unsuffixed = []string{instrument.NameKVOffloadLoadTime, instrument.NameKVOffloadStoreTime,
-	instrument.NameKVOffloadLoadSize, instrument.NameKVOffloadStoreSize}
+	instrument.NameKVOffloadLoadSize, instrument.NameKVOffloadStoreSize,
+	instrument.NameNIXLBytesTransferred, instrument.NameEstimatedReadBytesPerGPU, instrument.NameEstimatedWriteBytesPerGPU}
 
 // VLLMName returns the vLLM stream name of an instrument of package
 // instrument, as OTLP carries it: "vllm:" and the name after "vllm.", with
@@ -115,6 +121,7 @@ type config struct {
 	exponential []string // families with the exponential aggregation
 	expLatency  bool     // every latency family too (WithExponentialLatency)
 	resolution  *sdkmetric.AggregationBase2ExponentialHistogram
+	sdkExemplar bool // the SDK's reservoirs on the latency families too (WithSDKExemplarReservoirs)
 }
 
 type bucketsOption struct {
@@ -210,6 +217,16 @@ func WithExponentialResolution(maxSize, maxScale int32) Option {
 	return optionFunc(func(c *config) {
 		c.resolution = &sdkmetric.AggregationBase2ExponentialHistogram{MaxSize: maxSize, MaxScale: maxScale}
 	})
+}
+
+// WithSDKExemplarReservoirs gives the latency histograms the SDK's default
+// exemplar reservoirs (random samples: one per bucket, or 20 per interval
+// for the exponential aggregation) instead of SlowestExemplars, which keeps
+// the slowest measurement of each bucket or doubling of every collection
+// interval. Streams that drop attributes still keep IDs only
+// (IDOnlyExemplars).
+func WithSDKExemplarReservoirs() Option {
+	return optionFunc(func(c *config) { c.sdkExemplar = true })
 }
 
 // exponentialOf returns the aggregation of a family exported exponentially:
@@ -418,7 +435,10 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 	if a, ok := c.exponentialOf(exposed, d); ok {
 		s.Aggregation = a
 	}
-	if s.AttributeFilter != nil {
+	switch {
+	case d.Kind == instrument.Histogram && d.Unit == latencyUnit && !c.sdkExemplar:
+		s.ExemplarReservoirProviderSelector = SlowestExemplars
+	case s.AttributeFilter != nil:
 		s.ExemplarReservoirProviderSelector = IDOnlyExemplars
 	}
 	if d.Unit == "1" && d.Kind == instrument.Gauge {
@@ -435,6 +455,9 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 
 // VLLM returns the views that export every instrument under vLLM's family
 // name, label set and buckets; constant attributes of the Recorder are kept.
+// The latency histograms keep the slowest measurement of each bucket (or
+// doubling, when exponential) of every collection interval as exemplars
+// (SlowestExemplars; WithSDKExemplarReservoirs for the SDK's).
 // The GenAI server and client metrics are Semconv's.
 func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/infermetrics/infermetrics/exporters"
+	"github.com/infermetrics/infermetrics/views"
 )
 
 const maxModelLen = 8192
@@ -77,6 +78,7 @@ func run() error {
 	flag.BoolVar(&tr.on, "trace", false, "give each request a sampled span context and turn exemplars on (OpenMetrics scrape, OTLP): exemplars of a request's latencies name its trace")
 	flag.IntVar(&tr.slowID, "slow-request", 0, "with -trace, the number of the request (1 is the first) that waits -slow-delay before reaching the prefill instance; its trace ID is printed; 0: none")
 	flag.DurationVar(&tr.delay, "slow-delay", 15*time.Second, "how long the -slow-request request waits")
+	exponential := flag.Bool("exponential-latency", false, "export the latency histograms with the exponential aggregation (views.WithExponentialLatency): native histograms on the protobuf scrape, exponential ones over OTLP")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
 		return errors.New("-rate must be positive, -decode-engines at least 1 and -idle not negative")
@@ -90,6 +92,10 @@ func run() error {
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
+	latencyViews, err := views.VLLM(views.WithExponentialLatency())
+	if err != nil {
+		return err
+	}
 	setup := func(r role) []exporters.Option {
 		opts := []exporters.Option{
 			exporters.WithStatsLog(logger.With("instance", string(r)), exporters.WithStatsInterval(*logInterval)),
@@ -97,6 +103,9 @@ func run() error {
 		}
 		if tr.on {
 			opts = append(opts, exporters.WithExemplars(), exporters.WithPrometheus(exporters.WithOpenMetrics()))
+		}
+		if *exponential {
+			opts = append(opts, exporters.WithViews(latencyViews...))
 		}
 		var otlp []exporters.OTLPOption
 		if *otlpEndpoint != "" {

@@ -1,8 +1,10 @@
 package benchvariants
 
 import (
+	"errors"
 	"maps"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -37,9 +39,16 @@ func CacheConfig() stats.CacheConfig { return maps.Clone(cacheConfig) }
 // RecorderOptions returns the options of the infermetrics Recorder the
 // variants are compared with: the model, the engines, the max model length,
 // a KV connector, speculative decoding and a cache configuration, so that
-// every family exists.
+// every family exists. The fixture's corrupted requests come without
+// WithCorruptionDetection, as in the variants: the Recorder's report of
+// that is dropped, every other refusal goes on to otel.Handle.
 func RecorderOptions(mp metric.MeterProvider, ranks ...int) []instrument.Option {
 	return []instrument.Option{
+		instrument.WithErrorHandler(func(err error) {
+			if !errors.Is(err, instrument.ErrFeatureNotConfigured) {
+				otel.Handle(err)
+			}
+		}),
 		instrument.WithMeterProvider(mp),
 		instrument.WithModelName(Model),
 		instrument.WithEngines(ranks...),

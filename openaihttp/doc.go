@@ -21,7 +21,7 @@
 // tokens, the request token histograms and the time per output token;
 // without usage none of them (streaming chat and completion clients get
 // usage with stream_options.include_usage, which WithIncludeUsage adds to
-// requests). Without a cached count the cached tokens are unknown and the
+// requests; the other APIs' streams carry it unasked). Without a cached count the cached tokens are unknown and the
 // prompt counts as computed. Requests in flight are
 // vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
 // also records the GenAI server histograms (views.Semconv) by the

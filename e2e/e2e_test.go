@@ -135,6 +135,7 @@ func TestEndToEnd(t *testing.T) {
 		return len(up) == 2, fmt.Sprintf("%d of 2 targets up", len(up))
 	})
 	mark("first scrape of both instances in prometheus")
+	e.sendAPICalls(t) // the HTTP families vLLM's overview dashboard reads
 
 	// Load ends after loadDuration; then both instances drain. Over is
 	// when several consecutive direct scrapes show nothing running or

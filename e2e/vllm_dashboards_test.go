@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -20,10 +22,6 @@ const vllmDashboardsFile = "testdata/vllm_dashboards.txt"
 // without a PromQL error); one that returns data anyway is reported, so that
 // the list stays true.
 var notApplicable = []struct{ family, reason string }{
-	// prometheus-fastapi-instrumentator in vLLM's Python API server counts
-	// HTTP requests; infermetrics instruments engines, not an HTTP front end.
-	{"http_requests_total", "HTTP metrics of vLLM's Python API server"},
-	{"http_request_duration_seconds", "HTTP metrics of vLLM's Python API server"},
 	// Timed by the API server's /sleep, /wake_up and weight-update
 	// endpoints around the engine calls; the engine-side state is
 	// vllm:engine_sleep_state, which the library exports.
@@ -91,11 +89,91 @@ func notApplicableReason(expr string) (string, bool) {
 	return "", false
 }
 
+// apiCalls are the HTTP requests sendAPICalls sends each instance's API,
+// with the status class and handler label (the route template, "none"
+// for a request no route took) each is recorded with in the HTTP families
+// of vLLM's API server, which the example serves as vLLM does (its overview
+// dashboard reads them). They move no vllm: family: the generated load
+// runs on the engines without HTTP.
+var apiCalls = []struct{ method, path, body, handler, status string }{
+	{"GET", "/v1/models", "", "/v1/models", "2xx"},
+	{"POST", "/v1/chat/completions", "{", "/v1/chat/completions", "4xx"}, // not JSON: 400
+	{"GET", "/v1/no-such-path", "", "none", "4xx"},
+}
+
+// apiRounds is how many times sendAPICalls sends apiCalls: a counter's
+// rate needs an increase between two scrapes, and the first scrape of a
+// series already holds the first round.
+const apiRounds = 2
+
+// sendAPICalls sends apiCalls to each instance of e.urls apiRounds times,
+// each round after Prometheus scraped the previous one.
+func (e *env) sendAPICalls(t *testing.T) {
+	t.Helper()
+	for round := 1; round <= apiRounds; round++ {
+		for role, u := range e.urls {
+			base := strings.TrimSuffix(u, "/metrics")
+			for _, c := range apiCalls {
+				req, err := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp, err := httpClient.Do(req)
+				if err != nil {
+					t.Fatalf("%s: %s %s: %v", role, c.method, c.path, err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+		want := float64(round * len(apiCalls) * len(e.urls))
+		poll(t, 30*time.Second, fmt.Sprintf("prometheus scraping API round %d", round), func() (bool, string) {
+			s, err := e.prom.query(`sum(http_requests_total{path="direct"})`, time.Now())
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(s) != 1 {
+				return false, "no http_requests_total yet"
+			}
+			return s[0].value >= want, fmt.Sprintf("%g of %g requests", s[0].value, want)
+		})
+	}
+}
+
+// checkHTTPFamilies checks that Prometheus holds, for each instance
+// scraped directly, exactly the requests sendAPICalls sent in
+// http_requests_total
+// by handler, method and status, and none of its own scrapes of /metrics
+// (vLLM's instrumentator excludes /metrics).
+func (e *env) checkHTTPFamilies(t *testing.T, at time.Time) {
+	t.Helper()
+	want := map[string]float64{}
+	for _, c := range apiCalls {
+		want[fmt.Sprintf("%s %s %s", c.handler, c.method, c.status)] += apiRounds
+	}
+	got := map[string]map[string]float64{} // instance -> "handler method status" -> requests
+	for _, s := range e.prom.mustQuery(t, `sum by (instance, handler, method, status) (http_requests_total{path="direct"})`, at) {
+		if got[s.labels["instance"]] == nil {
+			got[s.labels["instance"]] = map[string]float64{}
+		}
+		got[s.labels["instance"]][fmt.Sprintf("%s %s %s", s.labels["handler"], s.labels["method"], s.labels["status"])] = s.value
+	}
+	if len(got) != len(e.urls) {
+		t.Errorf("http_requests_total of %d instances, want %d: %v", len(got), len(e.urls), got)
+	}
+	for instance, g := range got {
+		if fmt.Sprint(g) != fmt.Sprint(want) {
+			t.Errorf("%s: http_requests_total %v, want %v", instance, g, want)
+		}
+	}
+}
+
 // checkVLLMDashboards runs every expression of vLLM's shipped dashboards,
 // template variables substituted (dashboardVars), against Prometheus after
 // the load, and fails on a PromQL error and on a result without a number
 // (empty, or NaN only) of every expression that applies to this deployment.
 func (e *env) checkVLLMDashboards(t *testing.T, at time.Time, windowSeconds int) {
+	e.checkHTTPFamilies(t, at)
 	substitute := dashboardVars(windowSeconds)
 	var total, empty, skipped, skippedEmpty int
 	perFile := map[string][2]int{} // file -> {expressions, empty}

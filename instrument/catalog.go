@@ -203,6 +203,8 @@ const (
 	perStep     = "each scheduler step (RecordScheduler)"
 	perIter     = "each iteration (RecordIteration)"
 	perFinished = "each finished request (RecordFinished, or RecordIteration for Iteration.Finished)"
+	// perServerTimed adds RecordRequest, which has prefill and decode times only from the server.
+	perServerTimed = perFinished + "; RecordRequest when the server reports them (stats.ObservedRequest.ServerTimes)"
 )
 
 var genAIAttrs = []string{KeyGenAIOperationName, KeyGenAIProviderName, KeyGenAIRequestModel}
@@ -284,9 +286,9 @@ var catalog = []Descriptor{
 		Description: "Time a request spent queued before it was first scheduled."},
 	{Name: NameRequestInferenceTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
 		Description: "Time from a request's first scheduling to its last output token."},
-	{Name: NameRequestPrefillTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
+	{Name: NameRequestPrefillTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perServerTimed,
 		Description: "Time from a request's first scheduling to its first output token."},
-	{Name: NameRequestDecodeTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perFinished,
+	{Name: NameRequestDecodeTime, Kind: Histogram, Unit: "s", Buckets: requestLatencyBuckets, Recorded: perServerTimed,
 		Description: "Time from a request's first output token to its last."},
 	{Name: NameKVBlockLifetime, Kind: Histogram, Unit: "s", Buckets: kvResidencyBuckets, Recorded: perStep, Feature: KVResidency,
 		Description: "Lifetime of sampled evicted KV cache blocks, from allocation to eviction."},

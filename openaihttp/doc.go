@@ -21,13 +21,14 @@
 // tokens, the request token histograms and the time per output token;
 // without usage none of them (streaming chat and completion clients get
 // usage with stream_options.include_usage, which WithIncludeUsage adds to
-// requests). Without a cached count the cached tokens are unknown and the
+// requests; the other APIs' streams carry it unasked). Without a cached count the cached tokens are unknown and the
 // prompt counts as computed. Requests in flight are
 // vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
 // also records the GenAI server histograms (views.Semconv) by the
 // conventions' rules: the time per output token of successful requests with
 // usage and more than one output token only. Every other path and method
-// passes through untouched (GET /v1/models, /tokenize, /api/tags, ...).
+// passes through untouched (GET /v1/models, /tokenize, /api/tags, ...),
+// recorded only in the HTTP families of WithHTTPMetrics (see below).
 //
 // What each API yields (gen_ai.operation.name in parentheses; the fixtures
 // in testdata, written from each server's source, show each format):
@@ -92,10 +93,11 @@
 // max_tokens as pydantic's lax int (100, 100.0, "100"; not 100.5), stream
 // as pydantic's lax bool (true, 1, "true", "1", "yes", "on", "t", "y" and
 // their false counterparts, case-insensitive). A model longer than 256
-// bytes is "" (WithEngineFor). A count or parameter above stats.MaxRequestTokens (2^27), in a
-// request or a response, is dropped for that request alone and reported
-// through the error handler (ErrDropped); the request is recorded without
-// it and nothing a client sends makes later requests unrecordable.
+// bytes is "" (WithEngineFor). A count or parameter above
+// stats.MaxRequestTokens (2^27), in a request or a response, is dropped
+// for that request alone and reported through the error handler
+// (ErrDropped); the request is recorded without it and nothing a client
+// sends makes later requests unrecordable.
 //
 // # Finish reasons
 //
@@ -109,6 +111,23 @@
 // failing) is an abort. A response that ends without a finish reason while
 // its client is still there (a stream cut upstream, a non-JSON body) is an
 // error: the server, not the client, ended it.
+//
+// # HTTP server families
+//
+// WithHTTPMetrics adds the HTTP families vLLM's API server exports through
+// prometheus-fastapi-instrumentator, which vLLM's overview dashboard reads
+// (views.HTTPFamilies): http_requests_total{handler,method,status},
+// http_request_duration_seconds{handler,method} and
+// http_request_duration_highr_seconds, for every request the handler
+// serves, on any path and method, from its arrival to the end of its
+// handler. status is the class ("2xx" ... "5xx"), handler the route
+// template (the ServeMux pattern's path, or what the route function
+// returns), "none" for a request no route took, as the instrumentator
+// groups them. They carry no model_name or engine. vLLM leaves /metrics,
+// /health and a few more paths out of them
+// (vllm/entrypoints/serve/instrumentator/metrics.py @ 02a69ad2); a server does the
+// same by serving those paths beside the handler, not through it, as
+// example/pd does with /metrics.
 //
 // # Transport and P/D routers
 //
@@ -153,11 +172,6 @@
 // request is recorded: http.ErrAbortHandler, which a ReverseProxy raises
 // when its client hangs up, as the response stood (an abort when the
 // client went away), any other as an HTTP 500 error.
-//
-// WithHTTPMetrics adds the HTTP families vLLM's API server exports through
-// prometheus-fastapi-instrumentator (http_requests_total,
-// http_request_duration_seconds, http_request_duration_highr_seconds), for
-// every request the handler serves; see views.HTTPFamilies.
 //
 // # Content encodings
 //

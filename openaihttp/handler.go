@@ -13,13 +13,16 @@ import (
 	"github.com/infermetrics/infermetrics/instrument"
 )
 
-// NewHandler returns middleware that records the requests next serves on
-// /v1/chat/completions and /v1/completions (POST; other requests pass
-// through unrecorded) on the Engine of WithEngine or WithEngineFor: the
-// request in flight (vllm:num_requests_running), each content chunk as it
-// is written (time to first token, inter-chunk latency), the finish reason
-// and, when the response reports it, usage (see
-// instrument.Engine.RecordRequest). It reads the request body up to
+// NewHandler returns middleware that records the requests next serves to
+// the endpoints of the package doc (POST to /v1/chat/completions,
+// /v1/completions, /v1/responses, /v1/messages, /v1/embeddings, vLLM's
+// pooling endpoints, Ollama's /api/chat and /api/generate; other requests
+// pass through unrecorded) on the Engine of WithEngine or WithEngineFor:
+// the request in flight (vllm:num_requests_running), each content chunk as
+// it is written (time to first token, inter-chunk latency), the finish
+// reason and, when the response reports it, usage (see
+// instrument.Engine.RecordRequest). With WithHTTPMetrics it also records
+// every request, on any path, in the HTTP families. It reads the request body up to
 // WithMaxRequestBody bytes and passes it on unchanged; it parses the
 // response as next writes it, holding none of it, and writes it on first:
 // the client sees each byte when it would without the middleware. The

@@ -14,8 +14,8 @@ import (
 )
 
 // NewTransport returns a RoundTripper that records the requests it sends to
-// /v1/chat/completions and /v1/completions (POST; others pass through) as
-// legs to a backend (WithBackend, ContextWithBackend, or the URL's host):
+// the endpoints of the package doc (POST, as NewHandler observes them;
+// others pass through) as legs to a backend (WithBackend, ContextWithBackend, or the URL's host):
 // the GenAI client metrics gen_ai.client.operation.duration,
 // gen_ai.client.operation.time_to_first_chunk,
 // gen_ai.client.operation.time_per_output_chunk and

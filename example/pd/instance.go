@@ -111,16 +111,16 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(ctx))
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", provider.Handler())
-	// The OpenAI-compatible API (see api.go). It is not wrapped with
-	// openaihttp.NewHandler on this Recorder: its requests run on the
-	// engines, whose steps record them already (a front-end recording
-	// would count each twice). The router records what its clients see.
-	mux.Handle("/", in.apiHandler())
+	// The OpenAI-compatible API (see api.go), beside /metrics. Its
+	// requests are in the HTTP families of vLLM's API server, recorded on
+	// the first engine (they carry no engine label); they are not recorded
+	// as requests (no openaihttp.WithEngine): they run on the engines,
+	// whose steps record them already (a front-end recording would count
+	// each twice). The router records what its clients see.
+	handler := withHTTPMetrics(provider.Handler(), in.apiHandler(), in.engines[0].rec)
 	// A slow client must not hold a connection open before sending its
 	// headers.
-	in.server = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	in.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	return in, nil
 }
 

@@ -9,14 +9,16 @@
 // pushes OTLP when OTEL_EXPORTER_OTLP_ENDPOINT (or -otlp-endpoint) is set.
 //
 // Each instance also serves an OpenAI-compatible API beside /metrics
-// (POST /v1/chat/completions and /v1/completions, streamed or not), and a
-// P/D router on a third listener sends each client request to the prefill
-// instance and then to the decode instance as vLLM's disaggregated serving
-// proxy does. The router has its own MeterProvider, /metrics and
-// front-end Recorder, fed by package openaihttp (its handler and its legs'
-// transport): what its clients saw, and each leg. API requests run on the
-// same simulated engines as the generated workload, which -workload=false
-// turns off.
+// (POST /v1/chat/completions and /v1/completions, streamed or not,
+// Anthropic's POST /v1/messages, GET /v1/models), and a P/D router on a
+// third listener sends each client request to the prefill instance and
+// then to the decode instance as vLLM's disaggregated serving proxy does.
+// The router has its own MeterProvider, /metrics and front-end Recorder,
+// fed by package openaihttp (its handler and its legs' transport): what
+// its clients saw, and each leg. The instances and the router record every
+// request but /metrics in the HTTP families of vLLM's API server
+// (httpmetrics.go). API requests run on the same simulated engines as the
+// generated workload, which -workload=false turns off.
 //
 // The simulated engines only drive stats.Timeline per request and the
 // Recorder per step: no metric is set directly.

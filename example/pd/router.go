@@ -72,18 +72,17 @@ func routerTransport() http.RoundTripper {
 	return t
 }
 
-// handler serves the router's endpoints, recording each client request on
-// eng as the client saw it (openaihttp.NewHandler): TTFT from arrival at
-// the router, e2e, the usage it forwards (prompt tokens once, the decode
-// leg's cached ones as external_kv_transfer), and the P/D leg families.
-// GET /v1/models passes the decode instance's list on; other paths are 404.
-func (rt *router) handler(eng *instrument.Engine) http.Handler {
+// handler serves the router's endpoints. GET /v1/models passes the
+// decode instance's list on; other paths are 404 (405 for a served path
+// asked with another method). newRouterServer wraps it with
+// openaihttp.NewHandler.
+func (rt *router) handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/messages"} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) { rt.serve(w, r, path) })
 	}
 	mux.HandleFunc("GET /v1/models", rt.models)
-	return openaihttp.NewHandler(withNotFound(mux), openaihttp.WithEngine(eng))
+	return withNotFound(mux)
 }
 
 // routerServer is the P/D router as a server of the deployment, like an
@@ -117,11 +116,14 @@ func newRouterServer(ctx context.Context, addr, model string, setup []exporters.
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("router: %w", err), provider.Shutdown(ctx))
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", provider.Handler())
-	mux.Handle("/", newRouter(prefill, decode, eng).handler(eng))
+	// Each client request is recorded on eng as the client saw it
+	// (openaihttp.NewHandler): TTFT from arrival at the router, e2e, the
+	// usage it forwards (prompt tokens once, the decode leg's cached ones
+	// as external_kv_transfer), the P/D leg families, and every request
+	// but /metrics in the HTTP families of vLLM's API server.
+	handler := withHTTPMetrics(provider.Handler(), newRouter(prefill, decode, eng).handler(), eng, openaihttp.WithEngine(eng))
 	return &routerServer{provider: provider, listener: l,
-		server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+		server: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}}, nil
 }
 
 // base is the router's base URL, of /metrics and /v1.

@@ -148,6 +148,7 @@ type fixture struct {
 	File       string          `json:"file"`
 	Server     string          `json:"server"`
 	Endpoint   string          `json:"endpoint"`
+	Path       string          `json:"path"` // the endpoint's path, as the server serves it
 	Stream     bool            `json:"stream"`
 	Status     int             `json:"status"`
 	Request    json.RawMessage `json:"request"`
@@ -181,19 +182,14 @@ func (f fixture) body(t *testing.T) []byte {
 	return b
 }
 
-func (f fixture) path() string {
-	if f.Endpoint == "chat" {
-		return "/v1/chat/completions"
-	}
-	return "/v1/completions"
-}
-
 func (f fixture) contentType() string {
 	switch filepath.Ext(f.File) {
 	case ".sse":
 		return "text/event-stream"
 	case ".json":
 		return "application/json"
+	case ".ndjson":
+		return "application/x-ndjson"
 	}
 	return "text/plain; charset=utf-8"
 }

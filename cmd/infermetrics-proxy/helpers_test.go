@@ -156,6 +156,8 @@ type fixture struct {
 	Completion *int64          `json:"completion_tokens"`
 	Cached     *int64          `json:"cached_tokens"`
 	Outcome    string          `json:"outcome"`
+	Prefill    *float64        `json:"prefill_seconds"` // reported by the server (Ollama, llama.cpp)
+	Decode     *float64        `json:"decode_seconds"`
 }
 
 const fixtureDir = "../../openaihttp/testdata"

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -151,6 +152,22 @@ func TestFixturesThroughProxy(t *testing.T) {
 			if v := mustValue(t, s, "vllm:time_to_first_token_seconds_count", "model_name", model); v != 1 {
 				t.Errorf("%s: TTFT count %v, want 1", f.File, v)
 			}
+		}
+		// The prefill and decode times the server reported (Ollama's
+		// native API, llama.cpp's timings), and none from the others.
+		for _, w := range []struct {
+			family string
+			want   *float64
+		}{{"vllm:request_prefill_time_seconds", f.Prefill}, {"vllm:request_decode_time_seconds", f.Decode}} {
+			n, _ := value(s, w.family+"_count", "model_name", model)
+			sum, _ := value(s, w.family+"_sum", "model_name", model)
+			if w.want == nil && n != 0 || w.want != nil && (n != 1 || math.Abs(sum-*w.want) > 1e-9) {
+				t.Errorf("%s: %s count %v sum %v, want the server's %v", f.File, w.family, n, sum, w.want)
+			}
+		}
+		// Each is an HTTP request of its path.
+		if v, _ := value(s, "http_requests_total", "handler", f.Path, "method", "POST"); v < 1 {
+			t.Errorf("%s: http_requests_total{handler=%q} %v", f.File, f.Path, v)
 		}
 	}
 }

@@ -118,9 +118,24 @@ func TestFixturesThroughProxy(t *testing.T) {
 			t.Errorf("%s: client got %d and %d bytes, upstream sent %d and %d bytes", f.File, resp.StatusCode, len(got), f.Status, len(f.body(t)))
 		}
 	}
-	s := p.scrape(t)
+	all := p.scrape(t)
+	// Each model's lines apart: the scrape holds 50 models' series.
+	byModel := map[string]*strings.Builder{}
+	for _, l := range strings.Split(all, "\n") {
+		if _, rest, ok := strings.Cut(l, `model_name="`); ok {
+			m, _, _ := strings.Cut(rest, `"`)
+			if byModel[m] == nil {
+				byModel[m] = &strings.Builder{}
+			}
+			byModel[m].WriteString(l + "\n")
+		}
+	}
 	for i, f := range fs {
 		model := fmt.Sprintf("fixture-%02d", i)
+		var s string
+		if b := byModel[model]; b != nil {
+			s = b.String()
+		}
 		reason := f.Outcome
 		if reason == "abort" {
 			reason = "error" // cut by the server while the client was reading (openaihttp's rule)
@@ -166,7 +181,7 @@ func TestFixturesThroughProxy(t *testing.T) {
 			}
 		}
 		// Each is an HTTP request of its path.
-		if v, _ := value(s, "http_requests_total", "handler", f.Path, "method", "POST"); v < 1 {
+		if v, _ := value(all, "http_requests_total", "handler", f.Path, "method", "POST"); v < 1 {
 			t.Errorf("%s: http_requests_total{handler=%q} %v", f.File, f.Path, v)
 		}
 	}

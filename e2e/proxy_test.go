@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	anthropicopt "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -23,20 +25,25 @@ import (
 const proxyModel = "meta-llama/Llama-3.1-8B-Instruct"
 
 // proxyFamilies are the vLLM families cmd/infermetrics-proxy records (it
-// sees requests, not engine steps): an expression of vLLM's dashboards that
-// names only these must return data from the proxy alone.
+// sees requests, not engine steps), and the HTTP families of vLLM's API
+// server (openaihttp.WithHTTPMetrics): an expression of vLLM's dashboards
+// that names only these must return data from the proxy alone.
 var proxyFamilies = []string{
 	"vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
 	"vllm:prompt_tokens_by_source_total", "vllm:prompt_tokens_cached_total",
 	"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
 	"vllm:request_time_per_output_token_seconds", "vllm:request_prompt_tokens", "vllm:request_generation_tokens",
 	"vllm:request_params_n", "vllm:request_params_max_tokens", "vllm:num_requests_running", "vllm:num_requests_waiting",
+	"http_requests_total", "http_request_duration_seconds", "http_request_duration_highr_seconds",
 }
 
-var vllmFamily = regexp.MustCompile(`vllm:[a-z_:]+`)
+// permID is a model permission's id in a /v1/models answer, random per answer.
+var permID = regexp.MustCompile(`"modelperm-[A-Za-z0-9]+"`)
 
-// proxyCanFill reports an expression whose every vllm: family the proxy
-// records (and that names at least one).
+var vllmFamily = regexp.MustCompile(`vllm:[a-z_:]+|\bhttp_[a-z_]+`)
+
+// proxyCanFill reports an expression whose every vllm: and http_ family the
+// proxy records (and that names at least one).
 func proxyCanFill(expr string) bool {
 	names := vllmFamily.FindAllString(expr, -1)
 	if len(names) == 0 {
@@ -87,7 +94,7 @@ func (c *clientUsage) add(prompt, completion int64) {
 
 // TestProxy runs the proxy binary in front of the example's prefill
 // instance (its generated load off) with -include-usage, drives it with curl
-// and the official OpenAI Go client, and checks on the real Prometheus,
+// and the official OpenAI and Anthropic Go clients, and checks on the real Prometheus,
 // which scrapes the proxy and the instances: the proxy's token counts equal
 // the clients' usage; streams whose clients did not ask for usage reach
 // them without a usage chunk and are counted all the same (the proxy's
@@ -123,7 +130,10 @@ func TestProxy(t *testing.T) {
 		"INFERMETRICS_PROXY_LISTEN="+proxyAddr, // the environment form of -listen
 		"OTEL_EXPORTER_OTLP_PROTOCOL=grpc", fmt.Sprintf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:%d", otlpPort),
 		"OTEL_METRIC_EXPORT_INTERVAL=1000"),
-		bin, "-upstream", "http://"+prefillAddr, "-metrics-listen", proxyMetrics, "-include-usage",
+		// -default-model the served model's name: the proxy's series (the HTTP
+		// families on -default-model's Engine) then name one model, as
+		// vLLM's dashboards expect of an instance.
+		bin, "-upstream", "http://"+prefillAddr, "-metrics-listen", proxyMetrics, "-include-usage", "-default-model", proxyModel,
 		"-log-format", "json", "-instance-id", "proxy-0", "-shutdown-timeout", "60s")
 	poll(t, 30*time.Second, "the proxy's /health", func() (bool, string) {
 		proxy.alive(t)
@@ -135,7 +145,8 @@ func TestProxy(t *testing.T) {
 
 	// 1. Clients that get usage: curl streams asking for it, the OpenAI
 	// client streaming with IncludeUsage, and not streaming (chat and
-	// completions).
+	// completions), the Anthropic client (Messages, streamed and not: no
+	// stream_options, passed through as sent).
 	var got clientUsage
 	var wg sync.WaitGroup
 	for i := range 6 {
@@ -195,6 +206,43 @@ func TestProxy(t *testing.T) {
 			got.add(c.Usage.PromptTokens, c.Usage.CompletionTokens)
 		})
 	}
+	an := anthropic.NewClient(anthropicopt.WithBaseURL(base+"/"), anthropicopt.WithAPIKey("unused"), anthropicopt.WithMaxRetries(0))
+	msg := func(i int) anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: proxyModel, MaxTokens: int64(5 + i),
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(fmt.Sprintf("anthropic %d", i)))}}
+	}
+	// The prompt is input_tokens + cache_read_input_tokens +
+	// cache_creation_input_tokens (Anthropic's input_tokens is the uncached
+	// part).
+	addMessage := func(m anthropic.Message) {
+		u := m.Usage
+		got.add(u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, u.OutputTokens)
+	}
+	for i := range 2 {
+		wg.Go(func() {
+			stream := an.Messages.NewStreaming(ctx, msg(i))
+			var m anthropic.Message
+			for stream.Next() {
+				if err := m.Accumulate(stream.Current()); err != nil {
+					t.Errorf("anthropic stream %d: %v", i, err)
+					return
+				}
+			}
+			if err := stream.Err(); err != nil || m.Usage.OutputTokens == 0 {
+				t.Errorf("anthropic stream %d: %v, usage %+v", i, err, m.Usage)
+				return
+			}
+			addMessage(m)
+		})
+		wg.Go(func() {
+			m, err := an.Messages.New(ctx, msg(10+i))
+			if err != nil || m.Usage.OutputTokens == 0 {
+				t.Errorf("anthropic message %d: %v", i, err)
+				return
+			}
+			addMessage(*m)
+		})
+	}
 	wg.Wait()
 	if t.Failed() {
 		t.FailNow()
@@ -234,6 +282,8 @@ func TestProxy(t *testing.T) {
 	for _, path := range []string{"/v1/models", "/health", "/no/such/path"} {
 		direct, derr := rawGet("http://" + prefillAddr + path)
 		proxied, perr := rawGet(base + path)
+		// The instance draws a new permission id for each /v1/models.
+		direct, proxied = permID.ReplaceAll(direct, nil), permID.ReplaceAll(proxied, nil)
 		if derr != nil || perr != nil || !bytes.Equal(direct, proxied) {
 			t.Errorf("GET %s: direct %q (%v), through the proxy %q (%v)", path, direct, derr, proxied, perr)
 		}
@@ -245,8 +295,25 @@ func TestProxy(t *testing.T) {
 			t.Errorf("%s: proxy %v, instance %v: want equal, and above the %d of phase 1", name, p, i, got.completion)
 		}
 	}
+	// Every request served, on every path, in the HTTP families, by the path
+	// the client asked for: the LLM endpoints' posts above, and the GETs.
+	for _, c := range []struct {
+		sel  string
+		want float64
+	}{
+		{`handler="/v1/chat/completions", method="POST", status="2xx"`, 6 + 3 + 3 + 3}, // curl, OpenAI streams, OpenAI chats; phase 2's curl
+		{`handler="/v1/completions", method="POST", status="2xx"`, 3},
+		{`handler="/v1/messages", method="POST", status="2xx"`, 4},
+		{`handler="/v1/models", method="GET", status="2xx"`, 1},
+		{`handler="/no/such/path", method="GET", status="4xx"`, 1},
+	} {
+		expr := `sum(http_requests_total{` + proxySel + `, ` + c.sel + `})`
+		if v := q(expr); v != c.want {
+			t.Errorf("%s = %v, want %v", expr, v, c.want)
+		}
+	}
 	genTotal := q(`sum(vllm:generation_tokens_total{` + proxySel + `})`)
-	if v := q(`sum(vllm:request_success_total{` + proxySel + `})`); v != float64(got.requests+3) {
+	if v := q(`sum(vllm:request_success_total{` + proxySel + `})`); v != float64(got.requests+3) { // the OpenAI and Anthropic clients' and curl's
 		t.Errorf("requests %v, want %d", v, got.requests+3)
 	}
 

@@ -91,6 +91,18 @@ func instrumented(r *http.Request) (endpoint, bool) {
 	return endpoint{}, false
 }
 
+// TakesStreamOptions reports a request whose API takes
+// stream_options.include_usage (a POST to /v1/chat/completions or
+// /v1/completions, under any prefix): the streaming requests
+// WithIncludeUsage rewrites. The other APIs observed report usage unasked.
+func TakesStreamOptions(r *http.Request) bool {
+	ep, ok := instrumented(r)
+	return ok && ep.takesStreamOptions()
+}
+
+// takesStreamOptions reports the chat and text completions APIs.
+func (e endpoint) takesStreamOptions() bool { return e.dialect == dOpenAI && e.op.Generates() }
+
 // readBody reads at most limit bytes of the request body to learn its
 // model, stream, n and max_tokens, and returns the body to pass on: the
 // bytes read followed by the rest, unchanged, or, with includeUsage, a
@@ -121,7 +133,7 @@ func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, 
 		info.stream = d.stream
 	}
 	info.err = droppedErr("request", d.dropped)
-	if whole && includeUsage && info.stream && !d.includeUsage && ep.dialect == dOpenAI && ep.op.Generates() {
+	if whole && includeUsage && info.stream && !d.includeUsage && ep.takesStreamOptions() {
 		if b, ok := askUsage(head); ok {
 			return info, io.NopCloser(bytes.NewReader(b)), int64(len(b)), b
 		}

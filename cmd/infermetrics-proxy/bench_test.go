@@ -80,8 +80,8 @@ func benchProxies(b *testing.B, upstream string) (map[string]http.Handler, func(
 	usage.includeUsage = true
 	return map[string]http.Handler{
 			"plain":         plain,
-			"infermetrics":  newHandler(c, m.engine, onErr, log),
-			"include-usage": newHandler(&usage, m.engine, onErr, log),
+			"infermetrics":  newHandler(c, m.engine, m.engine(""), onErr, log),
+			"include-usage": newHandler(&usage, m.engine, m.engine(""), onErr, log),
 		}, func() {
 			if err := provider.Shutdown(context.Background()); err != nil {
 				b.Error(err)

@@ -148,6 +148,7 @@ type fixture struct {
 	File       string          `json:"file"`
 	Server     string          `json:"server"`
 	Endpoint   string          `json:"endpoint"`
+	Path       string          `json:"path"` // the endpoint's path, as the server serves it
 	Stream     bool            `json:"stream"`
 	Status     int             `json:"status"`
 	Request    json.RawMessage `json:"request"`
@@ -155,6 +156,8 @@ type fixture struct {
 	Completion *int64          `json:"completion_tokens"`
 	Cached     *int64          `json:"cached_tokens"`
 	Outcome    string          `json:"outcome"`
+	Prefill    *float64        `json:"prefill_seconds"` // reported by the server (Ollama, llama.cpp)
+	Decode     *float64        `json:"decode_seconds"`
 }
 
 const fixtureDir = "../../openaihttp/testdata"
@@ -181,19 +184,14 @@ func (f fixture) body(t *testing.T) []byte {
 	return b
 }
 
-func (f fixture) path() string {
-	if f.Endpoint == "chat" {
-		return "/v1/chat/completions"
-	}
-	return "/v1/completions"
-}
-
 func (f fixture) contentType() string {
 	switch filepath.Ext(f.File) {
 	case ".sse":
 		return "text/event-stream"
 	case ".json":
 		return "application/json"
+	case ".ndjson":
+		return "application/x-ndjson"
 	}
 	return "text/plain; charset=utf-8"
 }

@@ -3,12 +3,16 @@
 // front of Ollama, llama.cpp's server, vLLM or SGLang and scrape it.
 //
 // Every request and response passes through unchanged, on every path.
-// POSTs to /v1/chat/completions and /v1/completions are recorded by package
-// openaihttp (its handler around the proxy, its transport under it) with
-// vLLM's families and the OpenTelemetry GenAI conventions, per model named
-// in each request (at most -max-models, the rest as model_name="_overflow"),
-// through exporters.Setup: Prometheus /metrics and /health on
-// -metrics-listen, OTLP from the standard OTEL_* variables.
+// POSTs to the endpoints package openaihttp reads (chat and text
+// completions, Responses, Anthropic Messages, embeddings and pooling,
+// Ollama's /api/chat and /api/generate) are recorded by it (its handler
+// around the proxy, its transport under it) with vLLM's families and the
+// OpenTelemetry GenAI conventions, per model named in each request (at most
+// -max-models, the rest as model_name="_overflow"); every request, on every
+// path, is counted in the HTTP families of vLLM's API server
+// (http_requests_total and the like). All go through exporters.Setup:
+// Prometheus /metrics and /health on -metrics-listen, OTLP from the
+// standard OTEL_* variables.
 //
 // Run infermetrics-proxy -h for the flags; each has an environment variable
 // INFERMETRICS_PROXY_<NAME>, which a flag on the command line overrides.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -72,9 +73,12 @@ func TestPassThrough(t *testing.T) {
 	}
 }
 
-// Every fixture of openaihttp (vLLM, SGLang, Ollama and llama.cpp formats)
-// replays through the proxy: the client receives the upstream's bytes
-// exactly, and the proxy records the manifest's finish reason and usage.
+// Every fixture of openaihttp replays through the proxy on its own path
+// (vLLM, SGLang, Ollama and llama.cpp chat and completions; vLLM's
+// Responses, Anthropic Messages, embeddings and pooling; Ollama's native
+// /api/chat and /api/generate NDJSON): the client receives the upstream's
+// bytes exactly, and the proxy records the manifest's finish reason and
+// usage.
 func TestFixturesThroughProxy(t *testing.T) {
 	fs := loadFixtures(t)
 	var mu sync.Mutex
@@ -102,7 +106,7 @@ func TestFixturesThroughProxy(t *testing.T) {
 		mu.Lock()
 		current[model] = f
 		mu.Unlock()
-		hr, _ := http.NewRequest(http.MethodPost, p.url(f.path()), bytes.NewReader(req))
+		hr, _ := http.NewRequest(http.MethodPost, p.url(f.Path), bytes.NewReader(req))
 		hr.Header.Set("X-Test-Model", model)
 		resp, err := http.DefaultClient.Do(hr)
 		if err != nil {
@@ -114,9 +118,24 @@ func TestFixturesThroughProxy(t *testing.T) {
 			t.Errorf("%s: client got %d and %d bytes, upstream sent %d and %d bytes", f.File, resp.StatusCode, len(got), f.Status, len(f.body(t)))
 		}
 	}
-	s := p.scrape(t)
+	all := p.scrape(t)
+	// Each model's lines apart: the scrape holds 50 models' series.
+	byModel := map[string]*strings.Builder{}
+	for _, l := range strings.Split(all, "\n") {
+		if _, rest, ok := strings.Cut(l, `model_name="`); ok {
+			m, _, _ := strings.Cut(rest, `"`)
+			if byModel[m] == nil {
+				byModel[m] = &strings.Builder{}
+			}
+			byModel[m].WriteString(l + "\n")
+		}
+	}
 	for i, f := range fs {
 		model := fmt.Sprintf("fixture-%02d", i)
+		var s string
+		if b := byModel[model]; b != nil {
+			s = b.String()
+		}
 		reason := f.Outcome
 		if reason == "abort" {
 			reason = "error" // cut by the server while the client was reading (openaihttp's rule)
@@ -148,6 +167,22 @@ func TestFixturesThroughProxy(t *testing.T) {
 			if v := mustValue(t, s, "vllm:time_to_first_token_seconds_count", "model_name", model); v != 1 {
 				t.Errorf("%s: TTFT count %v, want 1", f.File, v)
 			}
+		}
+		// The prefill and decode times the server reported (Ollama's
+		// native API, llama.cpp's timings), and none from the others.
+		for _, w := range []struct {
+			family string
+			want   *float64
+		}{{"vllm:request_prefill_time_seconds", f.Prefill}, {"vllm:request_decode_time_seconds", f.Decode}} {
+			n, _ := value(s, w.family+"_count", "model_name", model)
+			sum, _ := value(s, w.family+"_sum", "model_name", model)
+			if w.want == nil && n != 0 || w.want != nil && (n != 1 || math.Abs(sum-*w.want) > 1e-9) {
+				t.Errorf("%s: %s count %v sum %v, want the server's %v", f.File, w.family, n, sum, w.want)
+			}
+		}
+		// Each is an HTTP request of its path.
+		if v, _ := value(all, "http_requests_total", "handler", f.Path, "method", "POST"); v < 1 {
+			t.Errorf("%s: http_requests_total{handler=%q} %v", f.File, f.Path, v)
 		}
 	}
 }
@@ -200,7 +235,9 @@ func TestSlowStreamFlushesEachChunk(t *testing.T) {
 }
 
 // A client that hangs up mid-stream is an abort, and the upstream's
-// request is canceled; an upstream that hangs up mid-stream is an error.
+// request is canceled; an upstream that hangs up mid-stream is an error
+// (openaihttp's handler records the ReverseProxy's
+// panic(http.ErrAbortHandler) as the response stood and raises it again).
 func TestHangUp(t *testing.T) {
 	upCanceled := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -231,7 +268,7 @@ func TestHangUp(t *testing.T) {
 	resp.Body.Close()
 	select {
 	case <-upCanceled:
-	case <-time.After(30 * time.Second):
+	case <-time.After(waitLimit):
 		t.Fatal("the upstream's request was not canceled")
 	}
 
@@ -249,15 +286,23 @@ func TestHangUp(t *testing.T) {
 		s := p.scrape(t)
 		a, _ := value(s, "vllm:request_success_total", "model_name", "client", "finished_reason", "abort")
 		e, _ := value(s, "vllm:request_success_total", "model_name", "server", "finished_reason", "error")
-		return a == 1 && e == 1, fmt.Sprintf("abort %v, error %v\n%s", a, e, grep(s, "request_success"))
+		// Both are served requests of the HTTP families, with the status sent.
+		hc, _ := value(s, "http_requests_total", "handler", "/v1/chat/completions", "status", "2xx")
+		hs, _ := value(s, "http_requests_total", "handler", "/v1/completions", "status", "2xx")
+		return a == 1 && e == 1 && hc == 1 && hs == 1, fmt.Sprintf("abort %v, error %v, http %v %v\n%s", a, e, hc, hs, grep(s, "request"))
 	})
 }
+
+// waitLimit bounds a wait for what the proxy does after the client saw
+// the end of its response: far beyond its time on a loaded machine, and
+// within the time a test may take.
+const waitLimit = 5 * time.Second
 
 // waitFor polls check until it holds (the proxy records a request when
 // its handler returns, which may be after the client saw the end).
 func waitFor(t *testing.T, check func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		ok, detail := check()
 		if ok {
@@ -312,9 +357,10 @@ func TestRoundRobinAndRoles(t *testing.T) {
 	}
 }
 
-// At most -max-models model names get series of their own; the others,
-// and names the Recorder refuses, share model_name="_overflow", and a
-// request without a model is -default-model's.
+// At most -max-models model names get series of their own; the others
+// share model_name="_overflow", and a request without a model (none, or
+// one openaihttp does not read: longer than 256 bytes, not UTF-8) is
+// -default-model's.
 func TestModelCap(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -323,13 +369,13 @@ func TestModelCap(t *testing.T) {
 	defer up.Close()
 	p := startProxy(t, nil, "-upstream", up.URL, "-max-models", "3")
 	bodies := []string{`{"messages":[]}`, `{"model":"a"}`, `{"model":"b"}`, `{"model":"c"}`, `{"model":"d"}`, `{"model":"a"}`,
-		`{"model":"\xff"}`, // not UTF-8: refused by the Recorder
-		`{"model":"` + strings.Repeat("x", 300) + `"}`} // longer than openaihttp reads: no model
+		`{"model":"\xff"}`, // not UTF-8: read as no model
+		`{"model":"` + strings.Repeat("x", 300) + `"}`} // longer than a model name: no model
 	for _, b := range bodies {
 		post(t, p.url("/v1/chat/completions"), []byte(b))
 	}
 	s := p.scrape(t)
-	for model, want := range map[string]float64{"default": 2, "a": 2, "b": 1, OverflowModel: 3} {
+	for model, want := range map[string]float64{"default": 3, "a": 2, "b": 1, OverflowModel: 2} {
 		if v := mustValue(t, s, "vllm:request_success_total", "model_name", model, "finished_reason", "stop"); v != want {
 			t.Errorf("model %s: %v, want %v", model, v, want)
 		}
@@ -353,8 +399,8 @@ func grep(s, sub string) string {
 }
 
 // A response the client asked to be compressed passes through compressed,
-// byte for byte; openaihttp (on this branch) does not decode it, so the
-// request is recorded without its finish reason or usage, as an error.
+// byte for byte, and is recorded with its finish reason and usage:
+// openaihttp observes a gzip body decoded.
 func TestCompressedPassesThrough(t *testing.T) {
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -383,8 +429,66 @@ func TestCompressedPassesThrough(t *testing.T) {
 	}
 	waitFor(t, func() (bool, string) {
 		s := p.scrape(t)
-		e, _ := value(s, "vllm:request_success_total", "model_name", "gz", "finished_reason", "error")
+		stop, _ := value(s, "vllm:request_success_total", "model_name", "gz", "finished_reason", "stop")
 		g, _ := value(s, "vllm:generation_tokens_total", "model_name", "gz")
-		return e == 1 && g == 0, fmt.Sprintf("error %v, generation tokens %v", e, g)
+		p, _ := value(s, "vllm:prompt_tokens_total", "model_name", "gz")
+		return stop == 1 && g == 2 && p == 3, fmt.Sprintf("stop %v, generation tokens %v, prompt tokens %v", stop, g, p)
 	})
+}
+
+// Every request the proxy serves, on every path, is counted in vLLM's API
+// server HTTP families (openaihttp.WithHTTPMetrics): http_requests_total by
+// handler (the path), method and status class, and both duration
+// histograms (a hang-up counts too: TestHangUp).
+func TestHTTPMetrics(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/chat/completions":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+		case "/v1/models":
+			fmt.Fprint(w, `{"data":[]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL)
+	for range 3 {
+		post(t, p.url("/v1/chat/completions"), []byte(`{"model":"m","messages":[]}`))
+	}
+	for _, path := range []string{"/v1/models", "/v1/models", "/no/such/path"} {
+		resp, err := http.Get(p.url(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	want := []struct {
+		handler, method, status string
+		n                       float64
+	}{
+		{"/v1/chat/completions", "POST", "2xx", 3},
+		{"/v1/models", "GET", "2xx", 2},
+		{"/no/such/path", "GET", "4xx", 1},
+	}
+	waitFor(t, func() (bool, string) {
+		s := p.scrape(t)
+		for _, w := range want {
+			if v, _ := value(s, "http_requests_total", "handler", w.handler, "method", w.method, "status", w.status); v != w.n {
+				return false, fmt.Sprintf("%+v: %v\n%s", w, v, grep(s, "http_request"))
+			}
+			if v, _ := value(s, "http_request_duration_seconds_count", "handler", w.handler, "method", w.method); v != w.n {
+				return false, fmt.Sprintf("%+v: duration count %v\n%s", w, v, grep(s, "http_request_duration_seconds_count"))
+			}
+		}
+		v, _ := value(s, "http_request_duration_highr_seconds_count")
+		return v == 6, fmt.Sprintf("highr count %v, want 6", v)
+	})
+	// They are recorded on -default-model's Engine, which exists from the
+	// start (one of -max-models) though no request came without a model.
+	if _, ok := value(p.scrape(t), "vllm:num_requests_running", "model_name", "default"); !ok {
+		t.Error("no series of -default-model")
+	}
 }

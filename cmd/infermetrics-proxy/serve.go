@@ -63,7 +63,9 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 
 	var draining atomic.Bool
 	var inflight sync.WaitGroup
-	h := newHandler(c, m.engine, onErr, log)
+	// The HTTP families carry no model_name: they go on -default-model's
+	// Engine, which they create at start.
+	h := newHandler(c, m.engine, m.engine(""), onErr, log)
 	proxySrv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inflight.Add(1)
@@ -148,9 +150,11 @@ func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
 }
 
 // newHandler returns the proxy's handler: the include_usage rewrite (with
-// -include-usage) around openaihttp's handler around the reverse proxy,
-// whose transport is openaihttp's, recording each upstream leg.
-func newHandler(c *config, engineFor func(string) *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
+// -include-usage) around openaihttp's handler (recording each client
+// request, and every request in the HTTP families on httpEngine) around the
+// reverse proxy, whose transport is openaihttp's, recording each upstream
+// leg.
+func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
 	base := upstreamTransport(c)
 	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor),
 		openaihttp.WithMaxRequestBody(c.maxRequestBody), openaihttp.WithErrorHandler(onErr)}
@@ -167,46 +171,23 @@ func newHandler(c *config, engineFor func(string) *instrument.Engine, onErr func
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
-	var h http.Handler = openaihttp.NewHandler(holdAbort(&picker{ups: c.upstreams, next: rp}), common...)
+	// The handler records a ReverseProxy's panic(http.ErrAbortHandler) (its
+	// client or upstream went away mid-body) as the response stood, an
+	// abort when the client left, and raises it again, so that net/http
+	// cuts the client's connection.
+	var h http.Handler = openaihttp.NewHandler(&picker{ups: c.upstreams, next: rp},
+		append(common, openaihttp.WithHTTPMetrics(httpEngine, route))...)
 	if c.includeUsage {
 		h = &usageHandler{next: h, limit: c.maxRequestBody}
 	}
-	return cutOnAbort(h)
+	return h
 }
 
-// ReverseProxy panics with http.ErrAbortHandler when copying a response
-// fails midway (the client or the upstream went away), so that the server
-// cuts the client's connection instead of ending the response cleanly.
-// openaihttp's handler takes a panic for a failed request (HTTP 500, an
-// error), which would count a client's hang-up as an error, not an abort:
-// holdAbort, inside it, turns the panic into a return, and cutOnAbort,
-// outside it, raises it again once the request is recorded.
-type abortKey struct{}
-
-func cutOnAbort(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cut := new(bool)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), abortKey{}, cut)))
-		if *cut {
-			panic(http.ErrAbortHandler)
-		}
-	})
-}
-
-func holdAbort(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if cut, ok := r.Context().Value(abortKey{}).(*bool); ok && v == http.ErrAbortHandler {
-					*cut = true
-					return
-				}
-				panic(v)
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
-}
+// route is the handler label of the HTTP families (openaihttp.WithHTTPMetrics):
+// the path the client asked for, as the proxy serves every path and knows no
+// upstream's routes; the Recorder bounds its values (256 per Engine, then
+// instrument.HTTPHandlerNone).
+func route(r *http.Request) string { return r.URL.Path }
 
 // upstreamTransport is the transport to the upstreams, under openaihttp's.
 func upstreamTransport(c *config) *http.Transport {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/infermetrics/infermetrics/openaihttp"
 )
 
 // This file is -include-usage: the request rewrite that asks a streaming
@@ -21,15 +23,17 @@ import (
 // is passed on as it comes (it is not a usage chunk of any known server).
 const maxEvent = 64 << 10
 
-// usageHandler rewrites streaming completion requests that did not ask for
-// usage to ask for it, and strips the usage chunk from their responses.
+// usageHandler rewrites streaming chat and text completion requests (the
+// APIs that take stream_options; the others report usage unasked) that did
+// not ask for usage to ask for it, and strips the usage chunk from their
+// responses.
 type usageHandler struct {
 	next  http.Handler
 	limit int // bytes of body read, as openaihttp.WithMaxRequestBody
 }
 
 func (h *usageHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !completions(r) || r.Body == nil || r.Body == http.NoBody {
+	if !openaihttp.TakesStreamOptions(r) || r.Body == nil || r.Body == http.NoBody {
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -55,16 +59,6 @@ func (h *usageHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &stripWriter{w: w}
 	defer sw.finish()
 	h.next.ServeHTTP(sw, r)
-}
-
-// completions reports the requests openaihttp records: a POST to an
-// OpenAI-compatible completions endpoint.
-func completions(r *http.Request) bool {
-	if r.Method != http.MethodPost || r.URL == nil {
-		return false
-	}
-	p := strings.TrimSuffix(r.URL.Path, "/")
-	return strings.HasSuffix(p, "/v1/chat/completions") || strings.HasSuffix(p, "/v1/completions")
 }
 
 // askUsage returns body with stream_options.include_usage set to true, for a

@@ -43,8 +43,9 @@ func TestIncludeUsageStripped(t *testing.T) {
 	for _, f := range loadFixtures(t) {
 		// The usage streams that end well, of chat (all four servers) and of
 		// vLLM's completions: Ollama's and SGLang's completions streams carry
-		// a usage field on every chunk when asked (see the README).
-		if f.Stream && f.Outcome != "error" && f.Completion != nil && (f.Endpoint == "chat" || f.Server == "vllm") {
+		// a usage field on every chunk when asked (see the README). The other
+		// APIs take no stream_options (TestIncludeUsageOtherAPIs).
+		if f.Stream && f.Outcome != "error" && f.Completion != nil && (f.Endpoint == "chat" || f.Server == "vllm" && f.Endpoint == "completions") {
 			streams = append(streams, f)
 		}
 	}
@@ -92,7 +93,7 @@ func TestIncludeUsageStripped(t *testing.T) {
 			req["model"] = model
 			b, _ := json.Marshal(req)
 			cur, split = f, size
-			code, got := post(t, p.url(f.path()), b)
+			code, got := post(t, p.url(f.Path), b)
 			if a := <-seen; !a.usage {
 				t.Errorf("%s: the upstream was not asked for usage", f.File)
 			}
@@ -104,7 +105,7 @@ func TestIncludeUsageStripped(t *testing.T) {
 		}
 		// A client that asked for usage gets the stream whole.
 		cur, split = f, 7
-		code, got := post(t, p.url(f.path()), f.Request)
+		code, got := post(t, p.url(f.Path), f.Request)
 		if a := <-seen; !a.usage {
 			t.Errorf("%s: usage asked by the client not passed on", f.File)
 		}
@@ -119,6 +120,54 @@ func TestIncludeUsageStripped(t *testing.T) {
 		}
 		if v := mustValue(t, s, "vllm:prompt_tokens_total", "model_name", model); v != want[1] {
 			t.Errorf("%s: prompt tokens %v, want %v", model, v, want[1])
+		}
+	}
+}
+
+// With -include-usage, the streaming APIs that take no stream_options
+// (Responses, Anthropic Messages, Ollama's native API: each reports usage
+// unasked) pass through unchanged both ways, and their usage is recorded.
+func TestIncludeUsageOtherAPIs(t *testing.T) {
+	var streams []fixture
+	for _, f := range loadFixtures(t) {
+		if f.Stream && f.Outcome != "error" && f.Completion != nil && f.Endpoint != "chat" && f.Endpoint != "completions" {
+			streams = append(streams, f)
+		}
+	}
+	if len(streams) < 3 {
+		t.Fatalf("%d streams of other APIs in the manifest", len(streams))
+	}
+	got := make(chan []byte, 1)
+	var cur fixture
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+		w.Header().Set("Content-Type", cur.contentType())
+		writeSplit(w, cur.body(t), 7)
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL, "-include-usage", "-max-models", "100")
+	for i, f := range streams {
+		var req map[string]any
+		if err := json.Unmarshal(f.Request, &req); err != nil {
+			t.Fatal(err)
+		}
+		req["model"] = fmt.Sprintf("o%d", i)
+		body, _ := json.Marshal(req)
+		cur = f
+		code, resp := post(t, p.url(f.Path), body)
+		if b := <-got; !bytes.Equal(b, body) {
+			t.Errorf("%s: upstream got %s, client sent %s", f.File, b, body)
+		}
+		if code != 200 || !bytes.Equal(resp, f.body(t)) {
+			t.Errorf("%s: client got %d\n%s", f.File, code, resp)
+		}
+	}
+	s := p.scrape(t)
+	for i, f := range streams {
+		model := fmt.Sprintf("o%d", i)
+		if v := mustValue(t, s, "vllm:generation_tokens_total", "model_name", model); v != float64(*f.Completion) {
+			t.Errorf("%s: generation tokens %v, want %d", f.File, v, *f.Completion)
 		}
 	}
 }

@@ -141,7 +141,8 @@ func TestFlushBeforeWriteAndInterfaces(t *testing.T) {
 	s := &served{}
 	h := openaihttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		_, closeNotifier = w.(http.CloseNotifier) //nolint:staticcheck // gin's Context.Stream asserts it
+		//lint:ignore SA1019 gin's Context.Stream asserts it: the wrapper must keep it
+		_, closeNotifier = w.(http.CloseNotifier)
 		_, readerFrom = w.(io.ReaderFrom)
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.(http.Flusher).Flush()

@@ -24,6 +24,7 @@ phase "vet and staticcheck"
 go vet ./...
 staticcheck ./...
 (cd e2e && go vet ./... && staticcheck ./...)
+(cd openaihttp/internal/benchcmp && go vet ./... && staticcheck ./...) # benchmarks only: compiled, not run
 elapsed "vet and staticcheck"
 
 phase "unit tests (-race -count=2)"

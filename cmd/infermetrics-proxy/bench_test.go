@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -148,7 +147,7 @@ func benchProxy(b *testing.B, body string, names []string, chunks int) {
 				if want < 0 {
 					want = int(n)
 				} else if int(n) != want {
-					b.Fatal(fmt.Sprintf("%d bytes, then %d", want, n))
+					b.Fatalf("%d bytes, then %d", want, n)
 				}
 			}
 			b.ReportMetric(float64(failed)/float64(b.N), "cut/op")

@@ -230,6 +230,14 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 		c := p[i]
 		switch s.st {
 		case stString:
+			if s.inKey && s.fresh {
+				// A key from its first byte: the members that lie whole in
+				// p are read in one go.
+				if j := s.members(p, i); j != i {
+					i = j - 1
+					continue
+				}
+			}
 			// Up to the next quote or backslash in bulk.
 			rest := p[i:]
 			j := stringEnd(rest)
@@ -379,6 +387,58 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 		}
 	}
 	return len(p), false
+}
+
+// members is the fast path of feed for compact object members, from p[i],
+// the first byte of a key: while a key, its ':' and, when nothing reads it,
+// its value (a string with no escape, or a scalar) lie whole in p, they are
+// read in place, and a ',"' that follows starts the next key. It returns the
+// index of the next byte feed reads, with the scanner in the state the byte
+// by byte path would be in there; i itself when it read nothing (an escape,
+// or the key not whole in p).
+func (s *jsonScan) members(p []byte, i int) int {
+	for {
+		j := stringEnd(p[i:])
+		if j < 0 || p[i+j] == '\\' {
+			return i
+		}
+		s.fresh = false
+		s.whole(p[i : i+j]) // stColon, keyR
+		i += j + 1
+		if i == len(p) || p[i] != ':' {
+			return i
+		}
+		i++
+		s.role, s.st, s.inKey = s.keyR, stValue, false
+		if i == len(p) || s.role != rNone {
+			return i
+		}
+		switch c := p[i]; {
+		case c == '"':
+			j := stringEnd(p[i+1:])
+			if j < 0 || p[i+1+j] == '\\' {
+				return i
+			}
+			i += j + 2
+		case c == '{' || c == '[' || isSpace(c):
+			return i
+		default: // a scalar: its first byte is taken whatever it is, as begin does
+			j := i + 1
+			for j < len(p) && class[p[j]]&delim == 0 {
+				j++
+			}
+			if j == len(p) {
+				return i
+			}
+			i = j
+		}
+		s.st = stAfter
+		if i+1 >= len(p) || p[i] != ',' || p[i+1] != '"' {
+			return i
+		}
+		i += 2
+		s.startKey()
+	}
 }
 
 // startKey starts reading a key, after its opening quote.

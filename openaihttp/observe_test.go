@@ -1,0 +1,70 @@
+package openaihttp
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The in-place path for whole members (members) reads what the byte by
+// byte path reads: every fixture document, and documents shaped to stop it
+// at each of its exits, scanned whole and one byte at a time, in every
+// dialect's root context, tell the same.
+func TestMembersAgreeByteByByte(t *testing.T) {
+	docs := []string{
+		`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" t"},"logprobs":null,"finish_reason":null,"token_ids":null}]}`,
+		`{"a\"b":1,"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
+		`{"id":"a\"b","usage" :{"prompt_tokens": 3,"completion_tokens":2},"choices": []}`,
+		`{"id":,"x":}`, `{"id":}`, `{"id":tru"e","usage":{"prompt_tokens":1,"completion_tokens":1}}`,
+		`{"id":"x" ,"usage":{"prompt_tokens":1,"completion_tokens":1}}`, `{"id":{"usage":1},"error":null}`,
+		`{"id":[1,{"a":"b"}],"error":{"message":"m"}}`, `{"id":"x","id":"y"}`, `{"model":"caf\u00e9","n":2,"stream":true}`,
+		`{"model":"a","stream_options":{"include_usage":true},"max_tokens":100.0}`, `{"x":1 }`, `{"x":"1"}`,
+	}
+	files, _ := filepath.Glob(filepath.Join("testdata", "*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			line = bytes.TrimPrefix(bytes.TrimSpace(line), []byte("data:"))
+			if line = bytes.TrimSpace(line); len(line) > 0 && line[0] == '{' {
+				docs = append(docs, string(line))
+			}
+		}
+		if len(b) > 0 && b[0] == '{' {
+			docs = append(docs, string(b))
+		}
+	}
+	type result struct {
+		n        int
+		complete bool
+		st       uint8
+		d        doc
+		model    string
+	}
+	scan := func(root uint8, p []byte, step int) result {
+		s := jsonScan{root: root}
+		var r result
+		for len(p) > 0 && !r.complete {
+			k := min(step, len(p))
+			n, complete := s.feed(p[:k])
+			r.n, r.complete, p = r.n+n, complete, p[n:]
+		}
+		r.st, r.d, r.model = s.st, s.d, string(s.model[:s.modelLen])
+		return r
+	}
+	for _, root := range []uint8{cRoot, cRequest, cRespRoot, cAnthRoot, cOllamaRoot} {
+		for _, doc := range docs {
+			p := []byte(doc + "{}")
+			whole := scan(root, p, len(p))
+			if bytes := scan(root, p, 1); whole != bytes {
+				t.Errorf("root %d, %s:\nwhole        %+v\nbyte by byte %+v", root, doc, whole, bytes)
+			}
+		}
+	}
+	if len(docs) < 50 {
+		t.Fatalf("only %d documents", len(docs))
+	}
+}

@@ -2,10 +2,42 @@ package openaihttp
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/infermetrics/infermetrics/stats"
 )
+
+// gapLog keeps the inter-chunk times an observer records.
+type gapLog []float64
+
+func (g *gapLog) RecordChunkGap(_ context.Context, _ stats.Operation, seconds float64) {
+	*g = append(*g, seconds)
+}
+
+// The content chunks of one write arrive together: they are timed alike,
+// each gap between them recorded, as 0.
+func TestChunksOfOneWriteTimedAlike(t *testing.T) {
+	var o observer
+	var gaps gapLog
+	o.init(endpoint{stats.OperationChat, dOpenAI}, time.Now(), true)
+	o.gaps, o.ctx = &gaps, context.Background()
+	o.write([]byte(chunkEvent("a") + chunkEvent("b") + chunkEvent("c")))
+	if o.chunks != 3 || len(gaps) != 2 || gaps[0] != 0 || gaps[1] != 0 {
+		t.Fatalf("chunks %d, gaps %v; want 3 chunks, gaps [0 0]", o.chunks, gaps)
+	}
+	if !o.first.Equal(o.last) {
+		t.Errorf("first chunk at %v, last at %v: want one time", o.first, o.last)
+	}
+}
+
+func chunkEvent(content string) string {
+	return `data: {"choices":[{"index":0,"delta":{"content":"` + content + `"},"finish_reason":null}]}` + "\n\n"
+}
 
 // The in-place path for whole members (members) reads what the byte by
 // byte path reads: every fixture document, and documents shaped to stop it
@@ -20,6 +52,9 @@ func TestMembersAgreeByteByByte(t *testing.T) {
 		`{"id":"x" ,"usage":{"prompt_tokens":1,"completion_tokens":1}}`, `{"id":{"usage":1},"error":null}`,
 		`{"id":[1,{"a":"b"}],"error":{"message":"m"}}`, `{"id":"x","id":"y"}`, `{"model":"caf\u00e9","n":2,"stream":true}`,
 		`{"model":"a","stream_options":{"include_usage":true},"max_tokens":100.0}`, `{"x":1 }`, `{"x":"1"}`,
+		`{"model":"` + strings.Repeat("m", maxValue+1) + `","n":"2","stream":"True","max_tokens":1e3}`,
+		`{"choices":[{"index":1,"finish_reason":"length","delta":{"content":"a"}},{"index":17,"text":"b"}],"usage":{"prompt_tokens":99999999999999999999,"completion_tokens":1}}`,
+		`{"type":"response.output_text.delta","delta":"x","response":{"status":"incomplete","incomplete_details":{"reason":"content_filter"}}}`,
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "*"))
 	for _, f := range files {

@@ -390,12 +390,12 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 }
 
 // members is the fast path of feed for compact object members, from p[i],
-// the first byte of a key: while a key, its ':' and, when nothing reads it,
-// its value (a string with no escape, or a scalar) lie whole in p, they are
-// read in place, and a ',"' that follows starts the next key. It returns the
-// index of the next byte feed reads, with the scanner in the state the byte
-// by byte path would be in there; i itself when it read nothing (an escape,
-// or the key not whole in p).
+// the first byte of a key: while a key, its ':' and its value (a string
+// with no escape, or a scalar) lie whole in p, they are read in place, as
+// whole strings are (whole, endScalar), and a ',"' that follows starts the
+// next key. It returns the index of the next byte feed reads, with the
+// scanner in the state the byte by byte path would be in there; i itself
+// when it read nothing (an escape, or the key not whole in p).
 func (s *jsonScan) members(p []byte, i int) int {
 	for {
 		j := stringEnd(p[i:])
@@ -410,7 +410,7 @@ func (s *jsonScan) members(p []byte, i int) int {
 		}
 		i++
 		s.role, s.st, s.inKey = s.keyR, stValue, false
-		if i == len(p) || s.role != rNone {
+		if i == len(p) {
 			return i
 		}
 		switch c := p[i]; {
@@ -418,6 +418,10 @@ func (s *jsonScan) members(p []byte, i int) int {
 			j := stringEnd(p[i+1:])
 			if j < 0 || p[i+1+j] == '\\' {
 				return i
+			}
+			if s.role != rNone { // as begin, then the whole string in place
+				s.vlen, s.over, s.capStr = 0, false, captured(s.role)
+				s.whole(p[i+1 : i+1+j])
 			}
 			i += j + 2
 		case c == '{' || c == '[' || isSpace(c):
@@ -429,6 +433,11 @@ func (s *jsonScan) members(p []byte, i int) int {
 			}
 			if j == len(p) {
 				return i
+			}
+			if s.role != rNone {
+				s.vlen, s.over = 0, false
+				s.capture(p[i:j])
+				s.endScalar()
 			}
 			i = j
 		}

@@ -39,10 +39,11 @@ func chunkEvent(content string) string {
 	return `data: {"choices":[{"index":0,"delta":{"content":"` + content + `"},"finish_reason":null}]}` + "\n\n"
 }
 
-// The in-place path for whole members (members) reads what the byte by
-// byte path reads: every fixture document, and documents shaped to stop it
-// at each of its exits, scanned whole and one byte at a time, in every
-// dialect's root context, tell the same.
+// The in-place path for whole members (members), and the start of a
+// document read before (pre), read what the byte by byte path reads: every
+// fixture document, and documents shaped to stop them at each of their
+// exits, scanned whole and one byte at a time, in every dialect's root
+// context, tell the same.
 func TestMembersAgreeByteByByte(t *testing.T) {
 	docs := []string{
 		`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" t"},"logprobs":null,"finish_reason":null,"token_ids":null}]}`,
@@ -79,8 +80,9 @@ func TestMembersAgreeByteByByte(t *testing.T) {
 		d        doc
 		model    string
 	}
-	scan := func(root uint8, p []byte, step int) result {
-		s := jsonScan{root: root}
+	scan := func(s *jsonScan, p []byte, step int) result {
+		s.reset()
+		s.modelLen = 0
 		var r result
 		for len(p) > 0 && !r.complete {
 			k := min(step, len(p))
@@ -90,14 +92,28 @@ func TestMembersAgreeByteByByte(t *testing.T) {
 		r.st, r.d, r.model = s.st, s.d, string(s.model[:s.modelLen])
 		return r
 	}
+	var hits int
 	for _, root := range []uint8{cRoot, cRequest, cRespRoot, cAnthRoot, cOllamaRoot} {
+		// One scanner reads every document whole, each twice: the second
+		// time from the state its start left (pre), as the chunks of a
+		// stream are; the byte by byte path reads each with a new one.
+		whole := jsonScan{root: root}
 		for _, doc := range docs {
 			p := []byte(doc + "{}")
-			whole := scan(root, p, len(p))
-			if bytes := scan(root, p, 1); whole != bytes {
-				t.Errorf("root %d, %s:\nwhole        %+v\nbyte by byte %+v", root, doc, whole, bytes)
+			for range 2 {
+				hit := whole.preLen > 0 && bytes.HasPrefix(p, whole.pre[:whole.preLen])
+				if hit {
+					hits++
+				}
+				w := scan(&whole, p, len(p))
+				if b := scan(&jsonScan{root: root}, p, 1); w != b {
+					t.Errorf("root %d, %s (start read before: %v):\nwhole        %+v\nbyte by byte %+v", root, doc, hit, w, b)
+				}
 			}
 		}
+	}
+	if hits < 20 {
+		t.Errorf("%d documents read on from a start read before, want 20 or more", hits)
 	}
 	if len(docs) < 50 {
 		t.Fatalf("only %d documents", len(docs))

@@ -199,9 +199,10 @@ print_ratios() {
 		local added
 		added=$(awk -v a="$ours_c" -v b="${plain_c:-0}" 'BEGIN { printf "%.1f", a - b }')
 		printf '    infermetrics - plain = %sns   target <= 300ns  %s\n' "$added" "$(verdict "$added" '<=' 300)"
-		printf '    of which the OpenTelemetry record of the inter-chunk time alone (BenchmarkChunkGapRecord): %sns (cpu %s)\n' \
-			"$(median "$f" "BenchmarkChunkGapRecord/$(echo "$side" | tr 'A-Z' 'a-z')" ns/op)" \
-			"$(median "$f" "BenchmarkChunkGapRecord/$(echo "$side" | tr 'A-Z' 'a-z')" cpu-ns/op)"
+		local floor
+		floor=$(median "$f" "BenchmarkChunkGapRecord/$(echo "$side" | tr 'A-Z' 'a-z')" ns/op)
+		[ -z "$floor" ] || printf '    of which the OpenTelemetry record of the inter-chunk time alone (BenchmarkChunkGapRecord): %sns (cpu %s)\n' \
+			"$floor" "$(median "$f" "BenchmarkChunkGapRecord/$(echo "$side" | tr 'A-Z' 'a-z')" cpu-ns/op)"
 	done
 	local c1 c2
 	c1=$(median "$f" BenchmarkNarrowCollect/otel_precomputed ns/op)

@@ -16,7 +16,9 @@
 // first content chunk as TTFT and the time between content chunks as
 // vllm:inter_token_latency_seconds. A chunk carrying several tokens is one
 // value, so with multi-token chunks these are inter-chunk latencies, fewer
-// and larger than per-token ones. When the response reports usage it also
+// and larger than per-token ones. Chunks that arrive in one write (one
+// Write of the handler, one Read of the transport's caller) are timed
+// alike, once per write: the gaps between them are 0. When the response reports usage it also
 // records the prompt tokens by source, the cached tokens, the generation
 // tokens, the request token histograms and the time per output token;
 // without usage none of them (streaming chat and completion clients get

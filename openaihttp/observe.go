@@ -31,6 +31,7 @@ type observer struct {
 	ep          endpoint // from the path
 	start       time.Time
 	first, last time.Time
+	now         time.Time // the time of the bytes being written, once taken (at)
 	chunks      int64
 	streaming   bool // SSE: content chunks are counted
 	docs        int64
@@ -98,6 +99,7 @@ func (o *observer) init(ep endpoint, start time.Time, streaming bool) {
 
 // write observes the next bytes of the body.
 func (o *observer) write(p []byte) {
+	o.now = time.Time{}
 	if o.streaming {
 		o.writeSSE(p)
 		return
@@ -114,7 +116,7 @@ func (o *observer) writeJSON(p []byte) {
 		p = p[n:]
 		if complete {
 			if multi {
-				o.apply(time.Now())
+				o.apply(o.at())
 				o.js.reset()
 				continue
 			}
@@ -209,7 +211,7 @@ func (o *observer) lineBytes(seg []byte) {
 				n, complete := o.js.feed(seg)
 				seg = seg[n:]
 				if complete {
-					o.apply(time.Now())
+					o.apply(o.at())
 					o.js.reset()
 				}
 			}
@@ -240,6 +242,18 @@ func (o *observer) endLine() {
 		o.js.reset()
 	}
 	*s = sseState{empty: true}
+}
+
+// at returns the time of the bytes being written: the clock is read once
+// per write, at the first document they complete. The documents of one
+// write (one Write of the handler, one Read of the caller, one decoded
+// block) arrive together: they are timed alike, the gaps between their
+// content chunks 0.
+func (o *observer) at() time.Time {
+	if o.now.IsZero() {
+		o.now = time.Now()
+	}
+	return o.now
 }
 
 // apply takes in a complete document; at is the time of a streamed chunk.

@@ -44,13 +44,21 @@ type jsonScan struct {
 	// model is the request's model, kept across documents.
 	model    [maxValue]byte
 	modelLen int
+
+	// pre is the start of the last document whose first members nothing
+	// reads (a streamed chunk's id, object, created and model), up to the
+	// start of the key after them: a document that starts with the same
+	// bytes is in the same state there, and is read on from it.
+	pre    [maxPrefix]byte
+	preLen int
 }
 
 const (
-	maxDepth = 32
-	maxKey   = 32
-	maxValue = 256 // a model name (instrument.MaxModelNameLen)
-	arrayBit = 0x80
+	maxDepth  = 32
+	maxKey    = 32
+	maxValue  = 256 // a model name (instrument.MaxModelNameLen)
+	maxPrefix = 256
+	arrayBit  = 0x80
 
 	// maxCount bounds every token count and request parameter (n,
 	// max_tokens) read: stats.MaxRequestTokens (2^27), above any model's
@@ -226,10 +234,21 @@ func (s *jsonScan) started() bool { return s.depth > 0 || s.st != stValue }
 // feed scans p and returns how many bytes it read: all of them, or up to
 // and including the byte that completed the document (complete true).
 func (s *jsonScan) feed(p []byte) (n int, complete bool) {
+	docAt := -1 // where the document's '{' is in p, until its first members are read
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		switch s.st {
 		case stString:
+			if s.inKey && s.fresh {
+				// A key from its first byte: the members that lie whole in
+				// p are read in one go.
+				j := s.members(p, i, docAt)
+				docAt = -1
+				if j != i {
+					i = j - 1
+					continue
+				}
+			}
 			// Up to the next quote or backslash in bulk.
 			rest := p[i:]
 			j := stringEnd(rest)
@@ -337,6 +356,16 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 					continue
 				}
 				s.role = rRoot
+				if s.preLen > 0 && len(p)-i >= s.preLen && bytes.Equal(p[i:i+s.preLen], s.pre[:s.preLen]) {
+					// The start of the last document again: its state after
+					// it, as members left it (see pre).
+					s.begin(c)
+					s.startKey()
+					s.role, s.keyR = rNone, rNone
+					i += s.preLen - 1
+					continue
+				}
+				docAt = i
 			}
 			if c == '"' && s.role == rNone { // a string nothing reads: skipped
 				s.st, s.inKey, s.capStr, s.fresh, s.slen = stString, false, false, true, 0
@@ -379,6 +408,80 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 		}
 	}
 	return len(p), false
+}
+
+// members is the fast path of feed for compact object members, from p[i],
+// the first byte of a key: while a key, its ':' and its value (a string
+// with no escape, or a scalar) lie whole in p, they are read in place, as
+// whole strings are (whole, endScalar), and a ',"' that follows starts the
+// next key. It returns the index of the next byte feed reads, with the
+// scanner in the state the byte by byte path would be in there; i itself
+// when it read nothing (an escape, or the key not whole in p). docAt is
+// where the document began in p when this is its first key, else -1: the
+// members nothing reads from there are kept as its start (pre).
+func (s *jsonScan) members(p []byte, i, docAt int) int {
+	start, pre := docAt, 0
+	defer func() {
+		if pre > 0 {
+			s.preLen = copy(s.pre[:], p[start:start+pre])
+		}
+	}()
+	for {
+		j := stringEnd(p[i:])
+		if j < 0 || p[i+j] == '\\' {
+			return i
+		}
+		s.fresh = false
+		s.whole(p[i : i+j]) // stColon, keyR
+		i += j + 1
+		if i == len(p) || p[i] != ':' {
+			return i
+		}
+		i++
+		s.role, s.st, s.inKey = s.keyR, stValue, false
+		if i == len(p) {
+			return i
+		}
+		switch c := p[i]; {
+		case c == '"':
+			j := stringEnd(p[i+1:])
+			if j < 0 || p[i+1+j] == '\\' {
+				return i
+			}
+			if s.role != rNone { // as begin, then the whole string in place
+				docAt = -1
+				s.vlen, s.over, s.capStr = 0, false, captured(s.role)
+				s.whole(p[i+1 : i+1+j])
+			}
+			i += j + 2
+		case c == '{' || c == '[' || isSpace(c):
+			return i
+		default: // a scalar: its first byte is taken whatever it is, as begin does
+			j := i + 1
+			for j < len(p) && class[p[j]]&delim == 0 {
+				j++
+			}
+			if j == len(p) {
+				return i
+			}
+			if s.role != rNone {
+				docAt = -1
+				s.vlen, s.over = 0, false
+				s.capture(p[i:j])
+				s.endScalar()
+			}
+			i = j
+		}
+		s.st = stAfter
+		if i+1 >= len(p) || p[i] != ',' || p[i+1] != '"' {
+			return i
+		}
+		i += 2
+		s.startKey()
+		if docAt >= 0 && i-docAt <= maxPrefix {
+			pre = i - docAt
+		}
+	}
 }
 
 // startKey starts reading a key, after its opening quote.

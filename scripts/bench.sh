@@ -19,7 +19,7 @@
 #                  scripts/bench_vllm.py; apt-get installs python3-prometheus-client when
 #                  missing) on the same decode step; openaihttp times a 256-chunk SSE stream
 #                  through openaihttp, otelhttp and a plain handler and RoundTripper
-#                  (openaihttp/internal/benchcmp)
+#                  (openaihttp/internal/benchcmp), and the record of one inter-chunk time alone
 #   -rss           also run example/pd under load and report its peak RSS (VmHWM)
 #   -rss-rate R    requests per second for -rss (default 40)
 #   -rss-duration D  load duration for -rss (default 20s)
@@ -199,6 +199,10 @@ print_ratios() {
 		local added
 		added=$(awk -v a="$ours_c" -v b="${plain_c:-0}" 'BEGIN { printf "%.1f", a - b }')
 		printf '    infermetrics - plain = %sns   target <= 300ns  %s\n' "$added" "$(verdict "$added" '<=' 300)"
+		local floor
+		floor=$(median "$f" "BenchmarkChunkGapRecord/$(echo "$side" | tr 'A-Z' 'a-z')" ns/op)
+		[ -z "$floor" ] || printf '    of which the OpenTelemetry record of the inter-chunk time alone (BenchmarkChunkGapRecord): %sns (cpu %s)\n' \
+			"$floor" "$(median "$f" "BenchmarkChunkGapRecord/$(echo "$side" | tr 'A-Z' 'a-z')" cpu-ns/op)"
 	done
 	local c1 c2
 	c1=$(median "$f" BenchmarkNarrowCollect/otel_precomputed ns/op)
@@ -272,7 +276,7 @@ for round in $(seq 1 "$ROUNDS"); do
 	if has openaihttp; then
 		# Per content chunk beside otelhttp: a module of its own, otelhttp is a
 		# benchmark-only dependency.
-		(cd openaihttp/internal/benchcmp && go test -run='^$' -bench='^Benchmark(Handler|Transport)Stream$' \
+		(cd openaihttp/internal/benchcmp && go test -run='^$' -bench='^Benchmark((Handler|Transport)Stream|ChunkGapRecord)$' \
 			-benchmem -count="$COUNT" -benchtime="$BENCHTIME" .) | tee -a "$RAW"
 	fi
 	if has memory; then

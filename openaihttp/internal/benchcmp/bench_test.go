@@ -15,6 +15,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/openaihttp"
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // chunks is the length of the streamed response: 256 content chunks, then
@@ -191,6 +192,38 @@ func BenchmarkTransportStream(b *testing.B) {
 				run(chunks)
 			}
 			report(b, cpu0, run)
+		})
+	}
+}
+
+// BenchmarkChunkGapRecord is the OpenTelemetry record of one inter-chunk
+// gap alone, on the SDK the stream benchmarks record on: what each side
+// pays per content chunk before any scanning (handler: Engine.RecordChunkGap,
+// vllm:inter_token_latency_seconds with 2 attributes; transport:
+// Backend.RecordChunkGap, gen_ai.client.operation.time_per_output_chunk
+// with 7).
+func BenchmarkChunkGapRecord(b *testing.B) {
+	mp := provider(b)
+	e := engine(b, mp)
+	backend, err := e.Backend("decode-0", instrument.RoleDecode)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, v := range []struct {
+		name   string
+		record func()
+	}{
+		{"handler", func() { e.RecordChunkGap(ctx, 0.02) }},
+		{"transport", func() { backend.RecordChunkGap(ctx, stats.OperationChat, 0.02) }},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := cpuNanos()
+			for b.Loop() {
+				v.record()
+			}
+			b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }

@@ -20,6 +20,7 @@ func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
 func (d *discard) Flush()                      {}
+func (d *discard) FlushError() error           { return nil } // as net/http's own ResponseWriter
 
 const huge = 64 << 20
 
@@ -134,8 +135,10 @@ func TestNoAllocationsPerChunk(t *testing.T) {
 	stream := func(n int) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
+			rc := http.NewResponseController(w) // flushes as httputil.ReverseProxy does: FlushError
 			for range n {
 				_, _ = w.Write(frame)
+				_ = rc.Flush()
 			}
 			_, _ = io.WriteString(w, finishChunk("stop")+usageChunk(1, n, 0)+done)
 		}

@@ -165,6 +165,15 @@ func snoop(w http.ResponseWriter, commit func(int), wrote func([]byte, error), h
 				next()
 			}
 		},
+		// What http.ResponseController (and so httputil.ReverseProxy, once
+		// per chunk) calls on net/http's writer; without its own hook
+		// httpsnoop routes it through Flush's, building closures each call.
+		FlushError: func(next httpsnoop.FlushErrorFunc) httpsnoop.FlushErrorFunc {
+			return func() error {
+				commit(http.StatusOK)
+				return next()
+			}
+		},
 		ReadFrom: func(next httpsnoop.ReadFromFunc) httpsnoop.ReadFromFunc {
 			return func(src io.Reader) (int64, error) {
 				commit(http.StatusOK)

@@ -66,6 +66,10 @@ type env struct {
 	// pathNotApplicable are more notApplicable entries (vllm_dashboards_test.go)
 	// for a deployment whose only path is one that cannot carry them.
 	pathNotApplicable []struct{ family, reason string }
+	// apiPath is the path label under which sendAPICalls and
+	// checkHTTPFamilies find the HTTP families: "direct" (the scrape) unless
+	// set.
+	apiPath string
 }
 
 // exponentialOTLP makes the example's OTLP reader export every histogram

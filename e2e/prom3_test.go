@@ -118,6 +118,7 @@ func TestPrometheus3(t *testing.T) {
 	e.checkNativeSeries(t, native)
 	e.checkSlowExemplar(t, "otlp (native)", native, trace, start, false)
 
+	e.sendAPICalls(t) // the HTTP families vLLM's overview dashboard reads
 	evalAt := time.Now()
 	window := int(evalAt.Sub(start).Seconds()) + 5
 	t.Run("le as vllm writes it", func(t *testing.T) { e.checkLeText(t, evalAt, window) })
@@ -202,6 +203,8 @@ func TestPrometheus3OTLP(t *testing.T) {
 	e := prom3Env(t, promPort, false)
 	trace, start := prom3Run(t, e, promPort, false)
 	e.checkSlowExemplar(t, "otlp (classic)", `vllm:time_to_first_token_seconds_bucket{path="otlp",role="prefill"}`, trace, start, true)
+	e.apiPath = "otlp"
+	e.sendAPICalls(t)
 	evalAt := time.Now()
 	window := int(evalAt.Sub(start).Seconds()) + 5
 	e.pathNotApplicable = otlpNotApplicable

@@ -128,7 +128,7 @@ func (e *env) sendAPICalls(t *testing.T) {
 		}
 		want := float64(round * len(apiCalls) * len(e.urls))
 		poll(t, 30*time.Second, fmt.Sprintf("prometheus scraping API round %d", round), func() (bool, string) {
-			s, err := e.prom.query(`sum(http_requests_total{path="direct"})`, time.Now())
+			s, err := e.prom.query(fmt.Sprintf(`sum(http_requests_total{path=%q})`, e.httpPath()), time.Now())
 			if err != nil {
 				return false, err.Error()
 			}
@@ -138,6 +138,14 @@ func (e *env) sendAPICalls(t *testing.T) {
 			return s[0].value >= want, fmt.Sprintf("%g of %g requests", s[0].value, want)
 		})
 	}
+}
+
+// httpPath is the path label of the HTTP families sendAPICalls counts.
+func (e *env) httpPath() string {
+	if e.apiPath == "" {
+		return "direct"
+	}
+	return e.apiPath
 }
 
 // checkHTTPFamilies checks that Prometheus holds, for each instance
@@ -152,7 +160,7 @@ func (e *env) checkHTTPFamilies(t *testing.T, at time.Time) {
 		want[fmt.Sprintf("%s %s %s", c.handler, c.method, c.status)] += apiRounds
 	}
 	got := map[string]map[string]float64{} // instance -> "handler method status" -> requests
-	for _, s := range e.prom.mustQuery(t, `sum by (instance, handler, method, status) (http_requests_total{path="direct"})`, at) {
+	for _, s := range e.prom.mustQuery(t, fmt.Sprintf(`sum by (instance, handler, method, status) (http_requests_total{path=%q})`, e.httpPath()), at) {
 		if got[s.labels["instance"]] == nil {
 			got[s.labels["instance"]] = map[string]float64{}
 		}

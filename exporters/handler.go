@@ -33,7 +33,14 @@ type scrapeHandler struct {
 	goBuckets bool
 	native    map[string]int32 // schema of the zero series of families exported as native histograms
 	handle    func(error)      // gathering and writing errors
+
+	mu        sync.Mutex
+	unwrapped map[[2]string]bool // engines reported as recorded on an unwrapped provider
 }
+
+// maxUnwrappedReports bounds the engines a handler reports as recorded on a
+// provider Prometheus.Wrap did not wrap (and remembers, to report each once).
+const maxUnwrappedReports = 1024
 
 var (
 	gzipPool    = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
@@ -60,7 +67,9 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.series != nil {
-		mfs = completeStartup(mfs, h.series.Engines(), h.native)
+		engines := h.series.Engines()
+		h.reportUnwrapped(mfs, engines)
+		mfs = completeStartup(mfs, engines, h.native)
 	}
 	if r.URL != nil {
 		if names := r.URL.Query()["name[]"]; len(names) > 0 {
@@ -104,6 +113,62 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h.encode(out, format, mfs); err != nil {
 		h.handle(fmt.Errorf("exporters: prometheus scrape: writing: %w", err))
 	}
+}
+
+// reportUnwrapped reports, once each, the engines whose series the scrape
+// holds but that no Recorder on a provider of Prometheus.Wrap declared: the
+// handler cannot complete their histogram families, which stay absent
+// until their first observation, unlike vLLM's.
+func (h *scrapeHandler) reportUnwrapped(mfs []*dto.MetricFamily, engines []instrument.EngineSeries) {
+	_, anchors := startupFamilies()
+	var anchor *dto.MetricFamily
+	for _, mf := range mfs {
+		if mf.GetName() == anchors[0] {
+			anchor = mf
+			break
+		}
+	}
+	if anchor == nil {
+		return
+	}
+	known := make(map[[2]string]bool, len(engines))
+	for _, e := range engines {
+		known[modelEngine(e.Labels, func(l instrument.Label) (string, string) { return l.Name, l.Value })] = true
+	}
+	for _, m := range anchor.Metric {
+		k := modelEngine(m.Label, func(l *dto.LabelPair) (string, string) { return l.GetName(), l.GetValue() })
+		if known[k] {
+			continue
+		}
+		h.mu.Lock()
+		first := !h.unwrapped[k] && len(h.unwrapped) < maxUnwrappedReports
+		if first {
+			if h.unwrapped == nil {
+				h.unwrapped = map[[2]string]bool{}
+			}
+			h.unwrapped[k] = true
+		}
+		h.mu.Unlock()
+		if first {
+			h.handle(fmt.Errorf("exporters: prometheus scrape: model %q engine %q records on a MeterProvider this handler's Prometheus.Wrap did not wrap: "+
+				"its histogram families have no zero series before their first observation; pass prom.Wrap(provider) to instrument.WithMeterProvider",
+				k[0], k[1]))
+		}
+	}
+}
+
+// modelEngine returns the model_name and engine label values of labels.
+func modelEngine[L any](labels []L, nameValue func(L) (string, string)) [2]string {
+	var k [2]string
+	for _, l := range labels {
+		switch n, v := nameValue(l); n {
+		case instrument.KeyModelName:
+			k[0] = v
+		case instrument.KeyEngine:
+			k[1] = v
+		}
+	}
+	return k
 }
 
 // encode writes mfs in format.

@@ -56,7 +56,8 @@ type Prometheus struct {
 // WithResourceAsLabels), which a Recorder's attributes must not take.
 // Recording on it also lets Handler show each engine's histogram families at
 // zero from start-up, as vLLM does (its vllm/v1/metrics/loggers.py creates
-// every per-engine child at start-up).
+// every per-engine child at start-up); Handler reports, once per engine, a
+// Recorder it serves that records on the unwrapped provider.
 func (p *Prometheus) Wrap(mp metric.MeterProvider) metric.MeterProvider {
 	return &registryProvider{MeterProvider: mp, series: p.series, reserved: p.reserved}
 }

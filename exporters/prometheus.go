@@ -166,9 +166,10 @@ func WithResourceAsLabels(filter attribute.Filter) PrometheusOption {
 }
 
 // WithOpenMetrics lets the handler negotiate the OpenMetrics format with
-// scrapers that ask for it; exemplars are only visible in that format. The
-// default serves the Prometheus text format (and protobuf to scrapers that
-// ask). vLLM's prometheus_client app (vllm/v1/metrics/prometheus.py,
+// scrapers that ask for it, which carries the exemplars of classic
+// histograms (the Prometheus text format carries none; protobuf, which the
+// default serves to scrapers that ask, carries those of classic and native
+// histograms). The default serves the Prometheus text format. vLLM's prometheus_client app (vllm/v1/metrics/prometheus.py,
 // make_asgi_app) also negotiates OpenMetrics: this option does the same.
 func WithOpenMetrics() PrometheusOption {
 	return promOptionFunc(func(c *promConfig) { c.openMetrics = true })

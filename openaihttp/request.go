@@ -134,7 +134,7 @@ func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, 
 	}
 	info.err = droppedErr("request", d.dropped)
 	if whole && includeUsage && info.stream && !d.includeUsage && ep.takesStreamOptions() {
-		if b, ok := askUsage(head); ok {
+		if b, ok := AskUsage(head); ok {
 			return info, io.NopCloser(bytes.NewReader(b)), int64(len(b)), b
 		}
 	}
@@ -163,8 +163,12 @@ func droppedErr(what string, dropped uint8) error {
 	return fmt.Errorf("%w: %s %s above %d", ErrDropped, what, strings.Join(names, ", "), maxCount)
 }
 
-// askUsage returns a request body with stream_options.include_usage set.
-func askUsage(body []byte) ([]byte, bool) {
+// AskUsage returns body, a request's JSON object, with
+// stream_options.include_usage set to true and every other member kept: the
+// rewrite WithIncludeUsage makes, for a proxy that decides itself which
+// requests to rewrite. ok is false, and out nil, when body is not a JSON
+// object or its stream_options is neither an object nor null.
+func AskUsage(body []byte) (out []byte, ok bool) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil || m == nil {
 		return nil, false
@@ -181,8 +185,10 @@ func askUsage(body []byte) ([]byte, bool) {
 		return nil, false
 	}
 	m["stream_options"] = raw
-	out, err := json.Marshal(m)
-	return out, err == nil
+	if out, err = json.Marshal(m); err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 type readCloser struct {

@@ -61,9 +61,10 @@ func (h *usageHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(sw, r)
 }
 
-// askUsage returns body with stream_options.include_usage set to true, for a
-// streaming request (a JSON object with "stream": true) whose
-// stream_options do not ask for usage already; false leaves it unchanged.
+// askUsage returns body with stream_options.include_usage set to true
+// (openaihttp.AskUsage), for a streaming request (a JSON object with
+// "stream": true) whose stream_options do not ask for usage already; false
+// leaves it unchanged.
 func askUsage(body []byte) ([]byte, bool) {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil || m == nil {
@@ -73,7 +74,7 @@ func askUsage(body []byte) ([]byte, bool) {
 	if json.Unmarshal(m["stream"], &stream) != nil || !stream {
 		return nil, false
 	}
-	opts := map[string]json.RawMessage{}
+	var opts map[string]json.RawMessage
 	if raw, ok := m["stream_options"]; ok && string(raw) != "null" {
 		if json.Unmarshal(raw, &opts) != nil || opts == nil {
 			return nil, false
@@ -83,14 +84,7 @@ func askUsage(body []byte) ([]byte, bool) {
 	if raw, ok := opts["include_usage"]; ok && (json.Unmarshal(raw, &asked) != nil || asked) {
 		return nil, false // asked already, or a value the server must judge
 	}
-	opts["include_usage"] = json.RawMessage("true")
-	raw, err := json.Marshal(opts)
-	if err != nil {
-		return nil, false
-	}
-	m["stream_options"] = raw
-	out, err := json.Marshal(m)
-	return out, err == nil
+	return openaihttp.AskUsage(body)
 }
 
 type readCloser struct {

@@ -333,7 +333,13 @@ func (e *engine) emit(now time.Time, it *stats.Iteration) {
 			continue
 		}
 		tokens := e.spec.tokens(j)
-		it.Output(j.tl, now, tokens)
+		generated := j.tl.Generated()
+		if it.Output(j.tl, now, tokens); j.tl.Generated() == generated {
+			// Refused (the Recorder reports it): the job would never reach
+			// its length or stop, so it ends here instead of running on.
+			e.finish(now, j, stats.FinishError, it)
+			continue
+		}
 		j.kvTokens += tokens
 		e.kvUsed += tokens
 		j.stream.emit(tokens)

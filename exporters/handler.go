@@ -175,7 +175,14 @@ func modelEngine[L any](labels []L, nameValue func(L) (string, string)) [2]strin
 func (h *scrapeHandler) encode(w io.Writer, format expfmt.Format, mfs []*dto.MetricFamily) error {
 	if format.FormatType() != expfmt.TypeTextPlain || h.goBuckets {
 		enc := expfmt.NewEncoder(w, format)
+		proto := format.FormatType() == expfmt.TypeProtoDelim
 		for _, mf := range mfs {
+			if proto {
+				if err := encodeNativeExemplarSplit(enc, mf); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := enc.Encode(mf); err != nil {
 				return err
 			}
@@ -213,6 +220,38 @@ func (h *scrapeHandler) encode(w io.Writer, format expfmt.Format, mfs []*dto.Met
 		}
 	}
 	return bw.Flush()
+}
+
+// encodeNativeExemplarSplit encodes a family in protobuf, with each series
+// that carries native histogram exemplars at the start of a family message
+// of its own (same name, help, type and unit). Prometheus's protobuf parser
+// (model/textparse/protobufparse.go in 3.16, and on its main branch at
+// commit d15adb9 of 2026-08-21) does not reset its position in a native
+// histogram's exemplar list between the series of one family message: of
+// the second series on it reads only the exemplars past the longest list
+// before. A new message resets that position; correct parsers read the
+// same series either way.
+func encodeNativeExemplarSplit(enc expfmt.Encoder, mf *dto.MetricFamily) error {
+	if t := mf.GetType(); (t != dto.MetricType_HISTOGRAM && t != dto.MetricType_GAUGE_HISTOGRAM) || len(mf.Metric) < 2 {
+		return enc.Encode(mf)
+	}
+	part := func(metrics []*dto.Metric) *dto.MetricFamily {
+		return &dto.MetricFamily{Name: mf.Name, Help: mf.Help, Type: mf.Type, Unit: mf.Unit, Metric: metrics}
+	}
+	start := 0
+	for i := 1; i < len(mf.Metric); i++ {
+		if len(mf.Metric[i].GetHistogram().GetExemplars()) == 0 {
+			continue
+		}
+		if err := enc.Encode(part(mf.Metric[start:i])); err != nil {
+			return err
+		}
+		start = i
+	}
+	if start == 0 {
+		return enc.Encode(mf)
+	}
+	return enc.Encode(part(mf.Metric[start:]))
 }
 
 // acceptsGzip reports whether an Accept-Encoding header accepts gzip and

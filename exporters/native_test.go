@@ -3,7 +3,9 @@ package exporters
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/trace"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -54,8 +57,24 @@ func nativeProvider(t testing.TB, withViews bool, opts ...views.Option) (*Promet
 }
 
 // protobufFamilies scrapes prom's handler with the protobuf Accept header
-// and decodes the families by name.
+// and decodes the families by name (the series of a family's messages
+// together).
 func protobufFamilies(t *testing.T, prom *Prometheus) map[string]*dto.MetricFamily {
+	t.Helper()
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range protobufMessages(t, prom) {
+		if prev := out[mf.GetName()]; prev != nil {
+			prev.Metric = append(prev.Metric, mf.Metric...)
+			continue
+		}
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+// protobufMessages scrapes prom's handler with the protobuf Accept header
+// and decodes its family messages in order.
+func protobufMessages(t *testing.T, prom *Prometheus) []*dto.MetricFamily {
 	t.Helper()
 	code, body, header := scrape(t, prom.Handler, protobufAccept)
 	if code != 200 {
@@ -66,7 +85,7 @@ func protobufFamilies(t *testing.T, prom *Prometheus) map[string]*dto.MetricFami
 		t.Fatalf("Content-Type %q, want delimited protobuf", ct)
 	}
 	dec := expfmt.NewDecoder(strings.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
-	out := map[string]*dto.MetricFamily{}
+	var out []*dto.MetricFamily
 	for {
 		mf := new(dto.MetricFamily)
 		if err := dec.Decode(mf); errors.Is(err, io.EOF) {
@@ -74,7 +93,7 @@ func protobufFamilies(t *testing.T, prom *Prometheus) map[string]*dto.MetricFami
 		} else if err != nil {
 			t.Fatalf("decoding the protobuf scrape: %v", err)
 		}
-		out[mf.GetName()] = mf
+		out = append(out, mf)
 	}
 }
 
@@ -139,6 +158,82 @@ func TestNativeHistogramsProtobuf(t *testing.T) {
 		t.Errorf("vllm:e2e_request_latency_seconds: %v, want classic buckets", c)
 	}
 	t.Logf("TTFT of engine 0: schema %d, spans %v, deltas %v", h.GetSchema(), h.PositiveSpan, h.PositiveDelta)
+}
+
+// In the protobuf scrape, a histogram series with native exemplars starts
+// a family message of its own, so that Prometheus's parser, which does not
+// reset its place in the exemplar list between the series of one message,
+// reads every series' exemplars; series without exemplars stay in the
+// message before them, and the text scrape keeps one family.
+func TestNativeExemplarSeriesStartAMessage(t *testing.T) {
+	sampled := func(b byte) context.Context {
+		sc := trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{b}, SpanID: trace.SpanID{b}, TraceFlags: trace.FlagsSampled})
+		return trace.ContextWithSpanContext(context.Background(), sc)
+	}
+	for _, tc := range []struct {
+		name     string
+		recorded []int // engines that record a TTFT within a sampled span
+		messages int   // TTFT messages
+	}{
+		{"none", nil, 1},
+		{"one", []int{1}, 0}, // 1 or 2, by the place of its series
+		{"both", []int{0, 1}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prom, rec := nativeProvider(t, true, views.WithExponential(ttftFamily))
+			for _, engine := range tc.recorded {
+				e, err := rec.Engine(engine)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.RecordIteration(sampled(byte(engine+1)), &stats.Iteration{TTFT: []float64{0.1, 3}})
+			}
+			var msgs []*dto.MetricFamily
+			for _, mf := range protobufMessages(t, prom) {
+				if mf.GetName() == ttftFamily {
+					msgs = append(msgs, mf)
+				}
+			}
+			if len(msgs) == 0 || (tc.messages > 0 && len(msgs) != tc.messages) {
+				t.Fatalf("%d TTFT messages, want %d", len(msgs), tc.messages)
+			}
+			withExemplars := map[string]bool{}
+			for k, mf := range msgs {
+				if mf.GetType() != msgs[0].GetType() || mf.GetHelp() != msgs[0].GetHelp() || mf.GetHelp() == "" {
+					t.Errorf("TTFT message %d: type %v, help %q; the first: %v, %q", k, mf.GetType(), mf.GetHelp(), msgs[0].GetType(), msgs[0].GetHelp())
+				}
+				for i, m := range mf.Metric {
+					has := len(m.GetHistogram().GetExemplars()) > 0
+					if i > 0 && has {
+						t.Errorf("TTFT message %d: its series %d carries native exemplars; only a message's first may", k, i)
+					}
+					if k > 0 && i == 0 && !has {
+						t.Errorf("TTFT message %d starts with a series without exemplars: it belongs to the message before", k)
+					}
+					for _, l := range m.Label {
+						if l.GetName() == instrument.KeyEngine {
+							if _, dup := withExemplars[l.GetValue()]; dup {
+								t.Errorf("engine %s: two TTFT series", l.GetValue())
+							}
+							withExemplars[l.GetValue()] = has
+						}
+					}
+				}
+			}
+			want := map[string]bool{"0": false, "1": false}
+			for _, e := range tc.recorded {
+				want[strconv.Itoa(e)] = true
+			}
+			if fmt.Sprint(withExemplars) != fmt.Sprint(want) {
+				t.Errorf("TTFT series with exemplars by engine %v, want %v", withExemplars, want)
+			}
+			_, text, _ := scrape(t, prom.Handler, "text/plain")
+			if n := strings.Count(text, "# TYPE "+ttftFamily+" "); n != 1 {
+				t.Errorf("text scrape: %d TYPE lines of %s, want 1", n, ttftFamily)
+			}
+		})
+	}
 }
 
 // Without the views the handler learns a family is native from its first

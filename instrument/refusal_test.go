@@ -167,7 +167,8 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 		{"no model name, bad rank", noName, []string{"required", "WithModelName", "engine rank -1", "WithEngines"}},
 		{"KV cache usage", (&stats.Scheduler{KVCacheUsage: 1.5}).Validate(), []string{"want 0 to 1"}},
 		{"accepted above drafted", (&stats.SpecDecoding{DraftTokens: 1, AcceptedTokens: 2}).Validate(), []string{"more than DraftTokens (1)"}},
-		{"n > 1 on one Timeline", stats.NewTimeline(stats.Request{Arrival: t0, N: 2}).Err(), []string{"use NewTimelines"}},
+		{"n > 1 on one Timeline", stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1, N: 2}).Err(), []string{"use NewTimelines"}},
+		{"empty prompt", stats.NewTimeline(stats.Request{Arrival: t0}).Err(), []string{"PromptTokens = 0", "want at least 1"}},
 	} {
 		if c.err == nil {
 			t.Errorf("%s: no error", c.name)

@@ -128,6 +128,12 @@ func FuzzTimeline(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prompt uint8, data []byte) {
 		req := stats.Request{Arrival: t0, PromptTokens: int64(prompt)}
 		tl := stats.NewTimeline(req)
+		if prompt == 0 {
+			if !errors.Is(tl.Err(), stats.ErrOutOfRange) {
+				t.Fatalf("an empty prompt: Err() = %v, want ErrOutOfRange", tl.Err())
+			}
+			return
+		}
 		if err := tl.Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,9 @@ import (
 
 // Request describes a request as it arrives, before any event of its Timeline.
 type Request struct {
-	Arrival      time.Time
+	Arrival time.Time
+	// PromptTokens is the prompt's length, at least 1: vLLM refuses an
+	// empty decoder prompt before the engine sees the request.
 	PromptTokens int64
 	// MaxTokens is the max_tokens parameter; 0 means it was not set.
 	MaxTokens int64
@@ -30,11 +32,17 @@ type Request struct {
 	Context context.Context
 }
 
-// Validate reports a zero arrival time, a negative count, or a MaxTokens given
-// with a non-positive value.
+// Validate reports a zero arrival time, an empty prompt, or a negative
+// count.
 func (r Request) Validate() error {
 	if r.Arrival.IsZero() {
 		return hintedErr("Arrival", r.Arrival, ErrOutOfRange, "set Request.Arrival")
+	}
+	if r.PromptTokens == 0 {
+		// vllm/v1/engine/input_processor.py, _validate_prompt_len, at
+		// a1799180e1fc: "The decoder prompt cannot be empty".
+		return hintedErr("PromptTokens", r.PromptTokens, ErrOutOfRange,
+			"want at least 1: vLLM refuses a request with an empty prompt, so its engine never sees one")
 	}
 	if err := checkCount("PromptTokens", r.PromptTokens); err != nil {
 		return err

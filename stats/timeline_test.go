@@ -525,7 +525,7 @@ func TestNewTimelinesN(t *testing.T) {
 		}
 	}
 	// NewTimeline treats N = 0 as 1 too.
-	tl := stats.NewTimeline(stats.Request{Arrival: t0})
+	tl := stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1})
 	if err := tl.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -544,10 +544,11 @@ func TestNewTimelineErrors(t *testing.T) {
 	}{
 		{"zero arrival", stats.Request{PromptTokens: 10}, false, stats.ErrOutOfRange, "Arrival"},
 		{"negative prompt", stats.Request{Arrival: t0, PromptTokens: -1}, false, stats.ErrNegative, "PromptTokens = -1"},
-		{"negative max tokens", stats.Request{Arrival: t0, MaxTokens: -2}, false, stats.ErrNegative, "MaxTokens = -2"},
-		{"negative n", stats.Request{Arrival: t0, N: -1}, false, stats.ErrNegative, "N = -1"},
-		{"n = 2 needs NewTimelines", stats.Request{Arrival: t0, N: 2}, true, stats.ErrOutOfRange, "N = 2"},
-		{"n too large", stats.Request{Arrival: t0, N: 1<<16 + 1}, false, stats.ErrOutOfRange, "N = 65537"},
+		{"empty prompt", stats.Request{Arrival: t0}, false, stats.ErrOutOfRange, "PromptTokens = 0"},
+		{"negative max tokens", stats.Request{Arrival: t0, PromptTokens: 10, MaxTokens: -2}, false, stats.ErrNegative, "MaxTokens = -2"},
+		{"negative n", stats.Request{Arrival: t0, PromptTokens: 10, N: -1}, false, stats.ErrNegative, "N = -1"},
+		{"n = 2 needs NewTimelines", stats.Request{Arrival: t0, PromptTokens: 10, N: 2}, true, stats.ErrOutOfRange, "N = 2"},
+		{"n too large", stats.Request{Arrival: t0, PromptTokens: 10, N: 1<<16 + 1}, false, stats.ErrOutOfRange, "N = 65537"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -118,7 +118,8 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // reportUnwrapped reports, once each, the engines whose series the scrape
 // holds but that no Recorder on a provider of Prometheus.Wrap declared: the
 // handler cannot complete their histogram families, which stay absent
-// until their first observation, unlike vLLM's.
+// until their first observation, unlike vLLM's. Each is also counted on
+// its Recorder's invalid events (instrument.CountUnwrapped).
 func (h *scrapeHandler) reportUnwrapped(mfs []*dto.MetricFamily, engines []instrument.EngineSeries) {
 	_, anchors := startupFamilies()
 	var anchor *dto.MetricFamily
@@ -150,6 +151,7 @@ func (h *scrapeHandler) reportUnwrapped(mfs []*dto.MetricFamily, engines []instr
 		}
 		h.mu.Unlock()
 		if first {
+			instrument.CountUnwrapped(k[0], k[1])
 			h.handle(fmt.Errorf("exporters: prometheus scrape: model %q engine %q records on a MeterProvider this handler's Prometheus.Wrap did not wrap: "+
 				"its histogram families have no zero series before their first observation; pass prom.Wrap(provider) to instrument.WithMeterProvider",
 				k[0], k[1]))

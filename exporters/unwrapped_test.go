@@ -13,7 +13,8 @@ import (
 
 // A Recorder on the provider itself, not on prom.Wrap's, gets no zero
 // series from the handler: the scrape reports it, once per engine, naming
-// the fix; a Recorder on the wrapped provider is not reported.
+// the fix, and counts it on the Recorder's invalid events; a Recorder on
+// the wrapped provider is neither reported nor counted.
 func TestScrapeReportsUnwrappedProvider(t *testing.T) {
 	var errs errorSink
 	prom, err := NewPrometheus(withScrapeErrors(errs.handle))
@@ -54,5 +55,16 @@ func TestScrapeReportsUnwrappedProvider(t *testing.T) {
 		if !strings.Contains(msg, `model "plain"`) || !strings.Contains(msg, "Prometheus.Wrap") || !strings.Contains(msg, `engine "`) {
 			t.Errorf("report %d: %q, want the model, the engine and the fix (Prometheus.Wrap)", i, msg)
 		}
+	}
+	// Each report is counted once on the Recorder's invalid events.
+	_, body, _ := scrape(t, prom.Handler, "")
+	for _, engine := range []string{"0", "1"} {
+		want := `infermetrics_invalid_events_total{engine="` + engine + `",kind="unwrapped_provider",model_name="plain"} 1` + "\n"
+		if !strings.Contains(body, want) {
+			t.Errorf("the scrape lacks %q", want)
+		}
+	}
+	if strings.Contains(body, `kind="unwrapped_provider",model_name="wrapped"`) {
+		t.Error("the wrapped Recorder's engine is counted as unwrapped")
 	}
 }

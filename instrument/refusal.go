@@ -62,7 +62,8 @@ const (
 	refusedHTTPRequest
 	refusedTwice
 	refusedFeature
-	refusedValue // a value beyond its bound, dropped from a request recorded without it
+	refusedValue     // a value beyond its bound, dropped from a request recorded without it
+	refusedUnwrapped // an engine an exporter found on a provider it could not complete (CountUnwrapped)
 
 	numRefusals = iota + len(eventKinds)
 )
@@ -74,7 +75,7 @@ var eventKinds = [...]stats.EventKind{stats.KindRequest, stats.KindQueued, stats
 // refusalLabels are the KeyKind values of the kinds past the stats events.
 var refusalLabels = [numRefusals - len(eventKinds)]string{"iteration", "scheduler", "finished_request",
 	"observed_request", "chunk_gap", "pd_legs", "client_request", "client_chunk_gap",
-	"http_request", "recorded_twice", "feature_not_configured", "value_dropped"}
+	"http_request", "recorded_twice", "feature_not_configured", "value_dropped", "unwrapped_provider"}
 
 // String returns the KeyKind value.
 func (k refusal) String() string {

@@ -181,3 +181,44 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// CountUnwrapped counts, once per call, the live engines of a model and
+// engine whose Recorder has no SeriesSet, and no other engine.
+func TestCountUnwrapped(t *testing.T) {
+	r := testutil.New(t)
+	plain, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()),
+		instrument.WithModelName("unwrapped-count"), instrument.WithEngines(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := instrument.NewRecorder(instrument.WithMeterProvider(&sharedProvider{r.Provider(), new(instrument.SeriesSet)}),
+		instrument.WithModelName("unwrapped-count-shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shared.Close()
+	for _, c := range []struct {
+		model, engine string
+		want          int
+	}{
+		{"unwrapped-count", "1", 1},
+		{"unwrapped-count", "1", 1},
+		{"unwrapped-count", "2", 0},
+		{"unwrapped-count-shared", "0", 0},
+		{"other", "0", 0},
+	} {
+		if got := instrument.CountUnwrapped(c.model, c.engine); got != c.want {
+			t.Errorf("CountUnwrapped(%q, %q) = %d, want %d", c.model, c.engine, got, c.want)
+		}
+	}
+	kind := []string{"model_name", "unwrapped-count", "kind", "unwrapped_provider"}
+	if got := r.Value(invalidFamily, append(kind, "engine", "1")...); got != 2 {
+		t.Errorf("engine 1: %v unwrapped_provider events, want 2", got)
+	}
+	if err := plain.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := instrument.CountUnwrapped("unwrapped-count", "1"); got != 0 {
+		t.Errorf("after Close: CountUnwrapped = %d, want 0", got)
+	}
+}

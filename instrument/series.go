@@ -38,6 +38,7 @@ type seriesClaim struct {
 	holder   weak.Pointer[engineState]
 	provider string        // identity of the holder's MeterProvider
 	engine   *EngineSeries // the claiming engine (nil for an info series): see Engines
+	inSet    bool          // the Recorder also claimed in its provider's SeriesSet: see CountUnwrapped
 }
 
 // NewSeriesSet returns an empty set.
@@ -224,7 +225,8 @@ func claimSeries(cfg *config, meter metric.Meter, global bool, engines []*Engine
 		sets = append(sets, placed{providerSeries, "global|", own,
 			"on this MeterProvider (through the global MeterProvider, which forwards to the provider set by otel.SetMeterProvider)"})
 	}
-	if sp, ok := find[SeriesSetProvider](cfg.meterProvider); ok && sp.SeriesSet() != nil {
+	sp, inSet := find[SeriesSetProvider](cfg.meterProvider)
+	if inSet = inSet && sp.SeriesSet() != nil; inSet {
 		sets = append(sets, placed{sp.SeriesSet(), "", keys, "on a MeterProvider exported together with this one"})
 	}
 	locked := map[*SeriesSet]bool{}
@@ -259,7 +261,7 @@ func claimSeries(cfg *config, meter metric.Meter, global bool, engines []*Engine
 		for _, k := range p.keys {
 			st := k.engine.engineState
 			wp := weak.Make(st)
-			p.set.claims[p.prefix+k.key] = seriesClaim{holder: wp, provider: provider, engine: engineSeriesOf(cfg, k)}
+			p.set.claims[p.prefix+k.key] = seriesClaim{holder: wp, provider: provider, engine: engineSeriesOf(cfg, k), inSet: inSet}
 			held[st] = append(held[st], release{p.set, p.prefix + k.key, wp})
 		}
 	}
@@ -345,4 +347,43 @@ func weakKey(v any) (weak.Pointer[byte], bool) {
 		return weak.Pointer[byte]{}, false
 	}
 	return weak.Make((*byte)(rv.UnsafePointer())), true
+}
+
+// CountUnwrapped counts one event of kind unwrapped_provider on
+// NameInvalidEvents of each live engine of model modelName and engine label
+// value engine whose Recorder's provider has no SeriesSet (see
+// SeriesSetProvider): an exporter that finds such an engine's series in its
+// scrape cannot show its histograms at zero from start-up. It returns the
+// engines counted. exporters.Prometheus's handler calls it once per engine
+// it reports.
+func CountUnwrapped(modelName, engine string) int {
+	var found []*engineState
+	providerSeries.mu.Lock()
+	for _, c := range providerSeries.claims {
+		if c.inSet || c.engine == nil {
+			continue
+		}
+		st := c.holder.Value()
+		if st == nil || slices.Contains(found, st) {
+			continue
+		}
+		if labelValue(c.engine.Labels, KeyModelName) == modelName && labelValue(c.engine.Labels, KeyEngine) == engine {
+			found = append(found, st)
+		}
+	}
+	providerSeries.mu.Unlock()
+	for _, st := range found {
+		st.c.invalid[refusedUnwrapped].Add(1)
+	}
+	return len(found)
+}
+
+// labelValue returns the value of the label named name, "" when absent.
+func labelValue(labels []Label, name string) string {
+	for _, l := range labels {
+		if l.Name == name {
+			return l.Value
+		}
+	}
+	return ""
 }

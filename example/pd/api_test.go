@@ -12,6 +12,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/testutil"
 )
 
 const testModel = "test-model"
@@ -26,14 +29,23 @@ type deployment struct {
 func startDeployment(t *testing.T) *deployment {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	// Whatever the instances' Recorders refuse fails the test, once the
+	// engines have stopped (cleanups run last-registered first).
+	refused := &testutil.Errors{}
+	t.Cleanup(func() {
+		if errs := refused.Take(); len(errs) > 0 {
+			t.Errorf("the instances' Recorders refused %d times; the first: %v", len(errs), errs[0])
+		}
+	})
 	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait) // cleanups run last-registered first: this one last
+	t.Cleanup(wg.Wait)
 	d := &deployment{}
 	for _, c := range []instanceConfig{
 		{role: prefillRole, engines: 1, kvCapacity: 64 << 10, seed: 2},
 		{role: decodeRole, engines: 2, kvCapacity: 10 << 10, seed: 1},
 	} {
 		c.listen, c.model = "127.0.0.1:0", testModel
+		c.recorder = []instrument.Option{refused.Option()}
 		in, err := newInstance(ctx, c)
 		if err != nil {
 			cancel()

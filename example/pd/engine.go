@@ -60,16 +60,16 @@ type engine struct {
 	handoff    func(request) // prefill role: passes finished prefills on
 	load       atomic.Int64  // jobs held, for routing
 
-	deferred, waiting, running []*job
-	kvUsed                     int64
-	cache                      *prefixCache
-	offload                    *offloadTier  // host-memory KV tier, or nil (see offload.go)
-	spec                       *specDecoder  // speculative decoding, or nil (see specdecode.go)
-	sleep                      *sleeper      // sleep mode when idle, or nil (see sleep.go)
-	lora                       bool          // requests name LoRA adapters (see lora.go)
-	corruptRate                float64       // share of requests found corrupted (see corrupt.go)
-	priority                   bool          // priority scheduling: TTFT observed at the finish
-	observed                   *observations // latencies recorded, for -observations, or nil
+	arrived, deferred, waiting, running []*job // arrived: the step's new jobs, see admit
+	kvUsed                              int64
+	cache                               *prefixCache
+	offload                             *offloadTier  // host-memory KV tier, or nil (see offload.go)
+	spec                                *specDecoder  // speculative decoding, or nil (see specdecode.go)
+	sleep                               *sleeper      // sleep mode when idle, or nil (see sleep.go)
+	lora                                bool          // requests name LoRA adapters (see lora.go)
+	corruptRate                         float64       // share of requests found corrupted (see corrupt.go)
+	priority                            bool          // priority scheduling: TTFT observed at the finish
+	observed                            *observations // latencies recorded, for -observations, or nil
 
 	// Prefill role: handoffs so far, and the KV expiries and late
 	// notifications not yet reported.
@@ -117,13 +117,12 @@ func (e *engine) run(ctx context.Context) {
 
 // step runs one engine step and reports whether there was any work.
 func (e *engine) step(ctx context.Context) bool {
-	start := time.Now()
 	var it stats.Iteration
 	var sched stats.Scheduler
 	sched.ConnectorPrefixCache = &stats.CacheQueries{}
 	var kv stats.KVTransfer
 
-	e.admit(start, &kv)
+	start := e.admit(&kv)
 	computed := e.schedule(start, &sched)
 	busy := len(e.running) > 0 || len(e.deferred) > 0 || len(e.waiting) > 0
 	sched.SleepState = e.updateSleep(start, busy)
@@ -168,25 +167,35 @@ func (e *engine) estimate(computed, generated int64) *stats.PerfEstimate {
 	}
 }
 
-// admit queues new jobs; jobs whose KV is being transferred wait deferred.
-func (e *engine) admit(now time.Time, kv *stats.KVTransfer) {
+// admit queues new jobs (jobs whose KV is being transferred wait deferred)
+// and returns the step's start. It reads the clock after taking the jobs
+// from the inbox, so after each one's arrival: a start read before a job
+// arrived made its Queued, Scheduled and Output come before its Arrival, and
+// the Recorder refused them all.
+func (e *engine) admit(kv *stats.KVTransfer) time.Time {
+	e.arrived = e.arrived[:0]
 	for {
 		select {
 		case j := <-e.inbox:
-			j.tl.Queued(now)
-			if j.transfer {
-				bytes := (j.prompt - e.localHit(j)) * kvBytesPerToken
-				j.fetchAt = now.Add(2 * time.Millisecond)
-				j.kvReady = j.fetchAt.Add(time.Duration(float64(bytes) / transferRate * float64(time.Second)))
-				e.deferred = append(e.deferred, j)
-			} else {
-				e.waiting = append(e.waiting, j)
-			}
+			e.arrived = append(e.arrived, j)
 			continue
 		default:
 		}
 		break
 	}
+	now := time.Now()
+	for _, j := range e.arrived {
+		j.tl.Queued(now)
+		if j.transfer {
+			bytes := (j.prompt - e.localHit(j)) * kvBytesPerToken
+			j.fetchAt = now.Add(2 * time.Millisecond)
+			j.kvReady = j.fetchAt.Add(time.Duration(float64(bytes) / transferRate * float64(time.Second)))
+			e.deferred = append(e.deferred, j)
+		} else {
+			e.waiting = append(e.waiting, j)
+		}
+	}
+	clear(e.arrived)
 	ready := e.deferred[:0]
 	for _, j := range e.deferred {
 		if now.Before(j.kvReady) {
@@ -206,6 +215,7 @@ func (e *engine) admit(now time.Time, kv *stats.KVTransfer) {
 		e.waiting = append(e.waiting, j)
 	}
 	e.deferred = ready
+	return now
 }
 
 // localHit is the prompt tokens of j found in this engine's prefix cache,

@@ -47,6 +47,8 @@ type instanceConfig struct {
 	corruptRate float64
 	// observed keeps the recorded latencies for -observations, or is nil.
 	observed *observations
+	// recorder are more Recorder options (tests: an error collector).
+	recorder []instrument.Option
 }
 
 func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
@@ -82,6 +84,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 		instrument.WithCacheConfig(cacheConfig.CacheConfig()),
 	}
 	recOpts = append(recOpts, c.features()...)
+	recOpts = append(recOpts, c.recorder...)
 	if c.role == decodeRole {
 		// The decode node receives KV: it is vLLM's KV consumer.
 		recOpts = append(recOpts, instrument.WithKVConsumer())

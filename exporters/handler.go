@@ -231,8 +231,8 @@ func (h *scrapeHandler) encode(w io.Writer, format expfmt.Format, mfs []*dto.Met
 // commit d15adb9 of 2026-08-21) does not reset its position in a native
 // histogram's exemplar list between the series of one family message: of
 // the second series on it reads only the exemplars past the longest list
-// before. A new message resets that position; correct parsers read the
-// same series either way.
+// before. A new message resets that position; Prometheus 3.16 and 2.42
+// ingest the same series either way.
 func encodeNativeExemplarSplit(enc expfmt.Encoder, mf *dto.MetricFamily) error {
 	if t := mf.GetType(); (t != dto.MetricType_HISTOGRAM && t != dto.MetricType_GAUGE_HISTOGRAM) || len(mf.Metric) < 2 {
 		return enc.Encode(mf)

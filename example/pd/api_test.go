@@ -29,12 +29,13 @@ type deployment struct {
 func startDeployment(t *testing.T) *deployment {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	// Whatever the instances' Recorders refuse fails the test, once the
-	// engines have stopped (cleanups run last-registered first).
+	// Whatever the instances' and the router's Recorders refuse fails the
+	// test, once the engines have stopped (cleanups run last-registered
+	// first).
 	refused := &testutil.Errors{}
 	t.Cleanup(func() {
 		if errs := refused.Take(); len(errs) > 0 {
-			t.Errorf("the instances' Recorders refused %d times; the first: %v", len(errs), errs[0])
+			t.Errorf("the Recorders refused %d times; the first: %v", len(errs), errs[0])
 		}
 	})
 	var wg sync.WaitGroup
@@ -62,7 +63,7 @@ func startDeployment(t *testing.T) *deployment {
 			d.decode = in
 		}
 	}
-	rs, err := newRouterServer(ctx, "127.0.0.1:0", testModel, nil, d.prefill, d.decode)
+	rs, err := newRouterServer(ctx, "127.0.0.1:0", testModel, nil, d.prefill, d.decode, refused.Option())
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -97,17 +97,19 @@ type routerServer struct {
 
 // newRouterServer listens on addr and builds the router's metrics and API
 // in front of the two instances; setup are the Setup options the instances
-// get too (OTLP, stats log).
-func newRouterServer(ctx context.Context, addr, model string, setup []exporters.Option, prefill, decode *instance) (*routerServer, error) {
+// get too (OTLP, stats log), recorder more Recorder options (tests: an
+// error collector).
+func newRouterServer(ctx context.Context, addr, model string, setup []exporters.Option, prefill, decode *instance,
+	recorder ...instrument.Option) (*routerServer, error) {
 	provider, err := exporters.Setup(ctx, append(routerRole.resource(), setup...)...)
 	if err != nil {
 		return nil, fmt.Errorf("router: %w", err)
 	}
-	rec, err := instrument.NewRecorder(
+	rec, err := instrument.NewRecorder(append([]instrument.Option{
 		instrument.WithMeterProvider(provider.MeterProvider()),
 		instrument.WithModelName(model),
 		instrument.WithAttributes(attribute.String("role", string(routerRole))),
-	)
+	}, recorder...)...)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("router: %w", err), provider.Shutdown(ctx))
 	}

@@ -39,12 +39,10 @@ func chunkEvent(content string) string {
 	return `data: {"choices":[{"index":0,"delta":{"content":"` + content + `"},"finish_reason":null}]}` + "\n\n"
 }
 
-// The in-place path for whole members (members), and the start of a
-// document read before (pre), read what the byte by byte path reads: every
-// fixture document, and documents shaped to stop them at each of their
-// exits, scanned whole and one byte at a time, in every dialect's root
-// context, tell the same.
-func TestMembersAgreeByteByByte(t *testing.T) {
+// scanDocs are documents of every dialect: hostile ones and each of the
+// fixtures' documents.
+func scanDocs(t *testing.T) []string {
+	t.Helper()
 	docs := []string{
 		`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" t"},"logprobs":null,"finish_reason":null,"token_ids":null}]}`,
 		`{"a\"b":1,"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
@@ -73,25 +71,42 @@ func TestMembersAgreeByteByByte(t *testing.T) {
 			docs = append(docs, string(b))
 		}
 	}
-	type result struct {
-		n        int
-		complete bool
-		st       uint8
-		d        doc
-		model    string
+	if len(docs) < 50 {
+		t.Fatalf("only %d documents", len(docs))
 	}
-	scan := func(s *jsonScan, p []byte, step int) result {
-		s.reset()
-		s.modelLen = 0
-		var r result
-		for len(p) > 0 && !r.complete {
-			k := min(step, len(p))
-			n, complete := s.feed(p[:k])
-			r.n, r.complete, p = r.n+n, complete, p[n:]
-		}
-		r.st, r.d, r.model = s.st, s.d, string(s.model[:s.modelLen])
-		return r
+	return docs
+}
+
+// scanResult is what reading one document told.
+type scanResult struct {
+	n        int
+	complete bool
+	st       uint8
+	d        doc
+	model    string
+}
+
+// scanDoc reads one document, step bytes per feed, with s.
+func scanDoc(s *jsonScan, p []byte, step int) scanResult {
+	s.reset()
+	s.modelLen = 0
+	var r scanResult
+	for len(p) > 0 && !r.complete {
+		k := min(step, len(p))
+		n, complete := s.feed(p[:k])
+		r.n, r.complete, p = r.n+n, complete, p[n:]
 	}
+	r.st, r.d, r.model = s.st, s.d, string(s.model[:s.modelLen])
+	return r
+}
+
+// The in-place path for whole members (members), and the start of a
+// document read before (pre), read what the byte by byte path reads: every
+// fixture document, and documents shaped to stop them at each of their
+// exits, scanned whole and one byte at a time, in every dialect's root
+// context, tell the same.
+func TestMembersAgreeByteByByte(t *testing.T) {
+	docs := scanDocs(t)
 	var hits int
 	for _, root := range []uint8{cRoot, cRequest, cRespRoot, cAnthRoot, cOllamaRoot} {
 		// One scanner reads every document whole, each twice: the second
@@ -105,8 +120,8 @@ func TestMembersAgreeByteByByte(t *testing.T) {
 				if hit {
 					hits++
 				}
-				w := scan(&whole, p, len(p))
-				if b := scan(&jsonScan{root: root}, p, 1); w != b {
+				w := scanDoc(&whole, p, len(p))
+				if b := scanDoc(&jsonScan{root: root}, p, 1); w != b {
 					t.Errorf("root %d, %s (start read before: %v):\nwhole        %+v\nbyte by byte %+v", root, doc, hit, w, b)
 				}
 			}
@@ -115,7 +130,71 @@ func TestMembersAgreeByteByByte(t *testing.T) {
 	if hits < 20 {
 		t.Errorf("%d documents read on from a start read before, want 20 or more", hits)
 	}
-	if len(docs) < 50 {
-		t.Fatalf("only %d documents", len(docs))
+}
+
+// A document read after one with the same bytes around its content string
+// (a stream's next content chunk) tells what the byte by byte path tells,
+// whatever the new string is: read whole from the last document's result
+// when it is non-empty with no escape, read on otherwise. Each fixture and
+// hostile document is read, then again with its first content string
+// replaced by each of the strings below.
+func TestSameDocumentAroundNewContent(t *testing.T) {
+	contents := []string{"", "a", " t", strings.Repeat("x", 600), `\"`, `a\nb`, `caf\u00e9`, "caf\u00e9",
+		"\x01", `}]}`, `","finish_reason":"stop`, "\xff\xfe", `\`}
+	key := []byte(`"content":"`)
+	var hits, variants int
+	for _, root := range []uint8{cRoot, cRespRoot, cAnthRoot, cOllamaRoot} {
+		whole := jsonScan{root: root}
+		for _, doc := range scanDocs(t) {
+			at := strings.Index(doc, string(key))
+			if at < 0 {
+				continue
+			}
+			at += len(key)
+			n := stringEnd([]byte(doc[at:]))
+			if n < 0 {
+				continue
+			}
+			for _, c := range contents {
+				variant := []byte(doc[:at] + c + doc[at+n:] + "{}")
+				scanDoc(&whole, []byte(doc+"{}"), len(doc)+2)
+				probe := whole
+				if probe.same(variant, 0) > 0 {
+					hits++
+				}
+				variants++
+				w := scanDoc(&whole, variant, len(variant))
+				if b := scanDoc(&jsonScan{root: root}, variant, 1); w != b {
+					t.Errorf("root %d, %s after %s:\nwhole        %+v\nbyte by byte %+v", root, variant, doc, w, b)
+				}
+			}
+		}
 	}
+	if hits < 100 || hits == variants {
+		t.Errorf("%d of %d documents read whole from the last one's result, want 100 or more and not all", hits, variants)
+	}
+	t.Logf("%d of %d documents read whole from the last one's result", hits, variants)
+}
+
+// FuzzSameDocument reads a document, then the document with the part
+// between two offsets replaced, with one scanner, and requires of the
+// second what a new scanner reading it byte by byte tells.
+func FuzzSameDocument(f *testing.F) {
+	f.Add([]byte(`{"id":"x","choices":[{"index":0,"delta":{"content":" t"},"finish_reason":null}]}`), 52, 54, []byte("abc"), uint8(0))
+	f.Add([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`), 77, 79, []byte(`\"`), uint8(2))
+	f.Add([]byte(`{"message":{"role":"assistant","content":"x"},"done":false}`), 42, 43, []byte(""), uint8(3))
+	roots := []uint8{cRoot, cRespRoot, cAnthRoot, cOllamaRoot, cRequest}
+	f.Fuzz(func(t *testing.T, doc []byte, from, to int, with []byte, root uint8) {
+		if from < 0 || to < from || to > len(doc) {
+			return
+		}
+		r := roots[int(root)%len(roots)]
+		variant := append(append(append([]byte(nil), doc[:from]...), with...), doc[to:]...)
+		whole := jsonScan{root: r}
+		scanDoc(&whole, doc, len(doc))
+		w := scanDoc(&whole, variant, len(variant))
+		if b := scanDoc(&jsonScan{root: r}, variant, 1); w != b {
+			t.Errorf("root %d, %q after %q:\nwhole        %+v\nbyte by byte %+v", r, variant, doc, w, b)
+		}
+	})
 }

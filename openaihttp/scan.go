@@ -51,6 +51,26 @@ type jsonScan struct {
 	// bytes is in the same state there, and is read on from it.
 	pre    [maxPrefix]byte
 	preLen int
+
+	// last is the last document read whole from one feed, when it had one
+	// non-empty content string with no escape (a streamed content chunk):
+	// its bytes before the string and from the closing quote on, and what
+	// it told. A document that is those bytes around another such string
+	// tells the same (content is read for being non-empty, nothing more),
+	// so it is taken whole (see same).
+	last struct {
+		bytes [maxLast]byte
+		pre   int // bytes[:pre] before the string, bytes[pre:n] after it
+		n     int
+		ok    bool
+		d     doc
+	}
+	// The current document while it lies in one feed's input: where it
+	// began (-1: not in this input), and its content strings read in
+	// place (contentN, at p[contentAt:contentEnd]) and not (contentElse).
+	docBegin, contentAt, contentEnd int
+	contentN                        int
+	contentElse                     bool
 }
 
 const (
@@ -58,6 +78,7 @@ const (
 	maxKey    = 32
 	maxValue  = 256 // a model name (instrument.MaxModelNameLen)
 	maxPrefix = 256
+	maxLast   = 512
 	arrayBit  = 0x80
 
 	// maxCount bounds every token count and request parameter (n,
@@ -235,6 +256,7 @@ func (s *jsonScan) started() bool { return s.depth > 0 || s.st != stValue }
 // and including the byte that completed the document (complete true).
 func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 	docAt := -1 // where the document's '{' is in p, until its first members are read
+	s.docBegin = -1
 	for i := 0; i < len(p); i++ {
 		c := p[i]
 		switch s.st {
@@ -263,6 +285,9 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				if !s.inKey && s.role == rNone {
 					s.st = stAfter // a value nothing reads
 					continue
+				}
+				if !s.inKey && s.role == rContent {
+					s.contentIn(i-j, i)
 				}
 				s.whole(rest[:j])
 				if s.st == stColon && i+1 < len(p) && p[i+1] == ':' { // compact JSON: "key":
@@ -314,6 +339,7 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 					continue
 				}
 				if s.close() {
+					s.keep(p, i+1)
 					return i + 1, true
 				}
 			case isSpace(c):
@@ -326,6 +352,7 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				s.startKey()
 			case c == '}' && s.st == stObjFirst:
 				if s.close() {
+					s.keep(p, i+1)
 					return i + 1, true
 				}
 			case isSpace(c):
@@ -346,6 +373,7 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 			}
 			if s.st == stArrFirst && c == ']' {
 				if s.close() {
+					s.keep(p, i+1)
 					return i + 1, true
 				}
 				continue
@@ -355,7 +383,11 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 					s.st = stBad
 					continue
 				}
+				if n := s.same(p, i); n > 0 {
+					return n, true
+				}
 				s.role = rRoot
+				s.docBegin, s.contentN, s.contentElse = i, 0, false
 				if s.preLen > 0 && len(p)-i >= s.preLen && bytes.Equal(p[i:i+s.preLen], s.pre[:s.preLen]) {
 					// The start of the last document again: its state after
 					// it, as members left it (see pre).
@@ -451,6 +483,9 @@ func (s *jsonScan) members(p []byte, i, docAt int) int {
 			if s.role != rNone { // as begin, then the whole string in place
 				docAt = -1
 				s.vlen, s.over, s.capStr = 0, false, captured(s.role)
+				if s.role == rContent {
+					s.contentIn(i+1, i+1+j)
+				}
 				s.whole(p[i+1 : i+1+j])
 			}
 			i += j + 2
@@ -550,6 +585,44 @@ func (s *jsonScan) close() bool {
 	s.depth--
 	s.st = stAfter
 	return s.depth == 0
+}
+
+// contentIn notes a content string read in place at p[at:end].
+func (s *jsonScan) contentIn(at, end int) {
+	s.contentN++
+	s.contentAt, s.contentEnd = at, end
+}
+
+// keep remembers the document that ended at p[end-1] as last when it lay
+// whole in p with one non-empty content string read in place; otherwise
+// last is forgotten, so that it is always the document read before.
+func (s *jsonScan) keep(p []byte, end int) {
+	l := &s.last
+	l.ok = s.docBegin >= 0 && s.contentN == 1 && !s.contentElse && s.contentEnd > s.contentAt &&
+		end-s.docBegin-(s.contentEnd-s.contentAt) <= maxLast
+	if !l.ok {
+		return
+	}
+	l.pre = copy(l.bytes[:], p[s.docBegin:s.contentAt])
+	l.n = l.pre + copy(l.bytes[l.pre:], p[s.contentEnd:end])
+	l.d = s.d
+}
+
+// same reads a document at p[i] that is last's bytes around another
+// non-empty content string with no escape, and returns the index after
+// it; 0 (nothing read) for any other document.
+func (s *jsonScan) same(p []byte, i int) int {
+	l := &s.last
+	if !l.ok || !bytes.HasPrefix(p[i:], l.bytes[:l.pre]) {
+		return 0
+	}
+	at := i + l.pre
+	j := stringEnd(p[at:])
+	if j <= 0 || p[at+j] != '"' || !bytes.HasPrefix(p[at+j:], l.bytes[l.pre:l.n]) {
+		return 0
+	}
+	s.d, s.st, s.depth = l.d, stAfter, 0
+	return at + j + l.n - l.pre
 }
 
 // whole takes in a string read whole in place, with no escape: a key,
@@ -678,6 +751,9 @@ func (s *jsonScan) endStr() {
 			s.keyR = keyRole(s.stack[s.depth-1], s.key[:s.klen])
 		}
 		return
+	}
+	if s.role == rContent {
+		s.contentElse = true
 	}
 	s.endString(s.val[:s.vlen], s.over)
 }

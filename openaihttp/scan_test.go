@@ -122,14 +122,29 @@ func TestAnthropicUsageMerged(t *testing.T) {
 // BenchmarkScanChunk is the scanner alone on one content chunk as vLLM
 // streams it (no SSE framing, no recording).
 func BenchmarkScanChunk(b *testing.B) {
-	doc := []byte(`{"id":"chatcmpl-3f9a1c2e7b5d4e8f9a0b1c2d3e4f5a6b","object":"chat.completion.chunk","created":1764489600,"model":"Qwen/Qwen2.5-1.5B-Instruct","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null,"token_ids":null}]}`)
-	var s jsonScan
-	s.root = cRoot
-	for b.Loop() {
-		s.reset()
-		if _, ok := s.feed(doc); !ok || !s.d.content {
-			b.Fatal("not scanned")
-		}
+	doc := func(content string) []byte {
+		return []byte(`{"id":"chatcmpl-3f9a1c2e7b5d4e8f9a0b1c2d3e4f5a6b","object":"chat.completion.chunk","created":1764489600,"model":"Qwen/Qwen2.5-1.5B-Instruct","choices":[{"index":0,"delta":{"content":"` +
+			content + `"},"logprobs":null,"finish_reason":null,"token_ids":null}]}`)
+	}
+	docs := [2][]byte{doc(" token"), doc(" word")}
+	// read: every chunk read through (the last one forgotten); next: each
+	// chunk after one with other content, as a stream's are.
+	for _, forget := range []bool{true, false} {
+		b.Run(map[bool]string{true: "read", false: "next"}[forget], func(b *testing.B) {
+			var s jsonScan
+			s.root = cRoot
+			i := 0
+			for b.Loop() {
+				s.reset()
+				if forget {
+					s.last.ok = false
+				}
+				if _, ok := s.feed(docs[i&1]); !ok || !s.d.content {
+					b.Fatal("not scanned")
+				}
+				i++
+			}
+		})
 	}
 }
 

@@ -54,6 +54,48 @@ func TestRefusedEventCountedAndReported(t *testing.T) {
 	}
 }
 
+
+// A refusal kept on a Timeline (a Scheduled before the arrival) is counted
+// and reported once, by the step that takes it, whatever the request does
+// after: every later Output, Preempt and Finish of the request, through the
+// Iteration methods, across steps.
+func TestKeptRefusalCountedOnce(t *testing.T) {
+	errs := &testutil.Errors{}
+	r, rec := newReaderRecorder(t, errs.Option())
+	e, _ := rec.Engine(0)
+	tl := stats.NewTimeline(stats.Request{Arrival: ms(10), PromptTokens: 8})
+	tl.Scheduled(ms(5), 0, 0) // before the arrival: refused, kept
+	tl.Scheduled(ms(11), 0, 0)
+	var step stats.Iteration
+	var reports int
+	for i := range 5 {
+		step.Output(tl, ms(20+10*i), 1)
+		if i == 2 {
+			step.Preempt(tl, ms(21+10*i))
+			tl.Scheduled(ms(22+10*i), 0, 0)
+		}
+		e.RecordIteration(t.Context(), &step)
+		reports += len(errs.Take())
+		step.Reset()
+	}
+	step.Finish(tl, ms(90), stats.FinishStop)
+	e.RecordIteration(t.Context(), &step)
+	reports += len(errs.Take())
+
+	if got := r.Value(invalidFamily, withLabels("kind", "scheduled")...); got != 1 {
+		t.Errorf("invalid scheduled events %v, want 1", got)
+	}
+	if reports != 1 {
+		t.Errorf("%d reports, want 1", reports)
+	}
+	if got := r.Value("vllm:generation_tokens_total", withLabels()...); got != 5 {
+		t.Errorf("generation tokens %v, want 5", got)
+	}
+	if got := r.Value("vllm:request_success_total", withLabels("finished_reason", "stop")...); got != 1 {
+		t.Errorf("finished %v, want 1", got)
+	}
+}
+
 // A step recorded twice without Reset is refused the second time: nothing is
 // counted twice, and the mistake is counted and reported.
 func TestRecordedTwiceRefused(t *testing.T) {

@@ -71,7 +71,8 @@ func (it *Iteration) refuse(tl *Timeline, k EventKind, err error) {
 	}
 }
 
-// take moves tl's refused events into the step.
+// take moves tl's refused events into the step; after a commit (*tl =
+// next), since next is a copy made before, which holds them too.
 func (it *Iteration) take(tl *Timeline) {
 	if tl != nil {
 		it.refused.take(&tl.refused)
@@ -150,8 +151,8 @@ func (it *Iteration) Output(tl *Timeline, at time.Time, tokens int64) {
 		it.refuse(tl, KindOutput, err)
 		return
 	}
-	it.take(tl)
 	*tl = next
+	it.take(tl)
 }
 
 // Preempt records that the scheduler preempted tl's running request at time
@@ -168,8 +169,8 @@ func (it *Iteration) Preempt(tl *Timeline, at time.Time) {
 		it.refuse(tl, KindPreempt, err)
 		return
 	}
-	it.take(tl)
 	*tl = next
+	it.take(tl)
 	it.Preemptions = n
 }
 
@@ -188,8 +189,8 @@ func (it *Iteration) Finish(tl *Timeline, at time.Time, reason FinishReason) {
 		it.refuse(tl, KindFinish, err)
 		return
 	}
-	it.take(tl)
 	tl.endChild(next, &f)
+	it.take(tl)
 	it.Finished = append(it.Finished, f)
 }
 

@@ -347,6 +347,33 @@ func TestIterationFromTimelines(t *testing.T) {
 	}
 }
 
+// A Timeline's kept refusal moves to the first step its request takes part
+// in, once: later Output, Preempt and Finish calls leave it behind.
+func TestIterationTakesKeptRefusalOnce(t *testing.T) {
+	tl := stats.NewTimeline(stats.Request{Arrival: ms(10), PromptTokens: 8})
+	tl.Scheduled(ms(5), 0, 0) // before the arrival: refused, kept
+	tl.Scheduled(ms(11), 0, 0)
+	var total int64
+	var step stats.Iteration
+	for i, do := range []func(){
+		func() { step.Output(tl, ms(20), 1) },
+		func() { step.Output(tl, ms(30), 1) },
+		func() { step.Preempt(tl, ms(40)); tl.Scheduled(ms(41), 0, 0) },
+		func() { step.Output(tl, ms(50), 1) },
+		func() { step.Finish(tl, ms(60), stats.FinishStop) },
+	} {
+		do()
+		if got := step.Refused().Count(stats.KindScheduled); got != 0 && i > 0 {
+			t.Errorf("step %d took %d scheduled refusals again", i, got)
+		}
+		total += step.Refused().Total()
+		step.Reset()
+	}
+	if total != 1 || tl.Refused().Total() != 0 {
+		t.Errorf("%d refusals taken, %d left on the Timeline; want 1, 0", total, tl.Refused().Total())
+	}
+}
+
 // testKey is the key of the contexts these tests tell apart.
 type testKey struct{}
 

@@ -54,7 +54,6 @@ func TestRefusedEventCountedAndReported(t *testing.T) {
 	}
 }
 
-
 // A refusal kept on a Timeline (a Scheduled before the arrival) is counted
 // and reported once, by the step that takes it, whatever the request does
 // after: every later Output, Preempt and Finish of the request, through the

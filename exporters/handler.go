@@ -23,7 +23,9 @@ import (
 // HEAD only; gzip when the scraper accepts it; histogram families completed
 // with the zero series of live engines (see completeStartup); in the text
 // format, bucket bounds written as Python's prometheus_client writes them
-// (see writePythonBuckets) unless goBuckets. It does what promhttp's
+// (see writePythonBuckets) unless goBuckets. Only the families of
+// views.Families are rewritten: other collectors on the registry are
+// served as client_golang writes them. It does what promhttp's
 // handler does otherwise (format negotiation, name[] filter, HTTP 500 on a
 // gathering error), which cannot rewrite the text or read q=0.
 type scrapeHandler struct {
@@ -179,7 +181,7 @@ func (h *scrapeHandler) encode(w io.Writer, format expfmt.Format, mfs []*dto.Met
 		enc := expfmt.NewEncoder(w, format)
 		proto := format.FormatType() == expfmt.TypeProtoDelim
 		for _, mf := range mfs {
-			if proto {
+			if proto && exported(mf) {
 				if err := encodeNativeExemplarSplit(enc, mf); err != nil {
 					return err
 				}
@@ -205,8 +207,9 @@ func (h *scrapeHandler) encode(w io.Writer, format expfmt.Format, mfs []*dto.Met
 	}()
 	scheme := format.ToEscapingScheme()
 	for _, mf := range mfs {
+		ours := exported(mf)
 		mf = model.EscapeMetricFamily(mf, scheme)
-		if t := mf.GetType(); t != dto.MetricType_HISTOGRAM && t != dto.MetricType_GAUGE_HISTOGRAM {
+		if t := mf.GetType(); (t != dto.MetricType_HISTOGRAM && t != dto.MetricType_GAUGE_HISTOGRAM) || !ours {
 			if _, err := expfmt.MetricFamilyToText(bw, mf); err != nil {
 				return err
 			}
@@ -223,6 +226,24 @@ func (h *scrapeHandler) encode(w io.Writer, format expfmt.Format, mfs []*dto.Met
 	}
 	return bw.Flush()
 }
+
+// exported reports a histogram family of views.Families, which the handler
+// serves as vLLM does; a user's collector on the same registry is not.
+func exported(mf *dto.MetricFamily) bool {
+	_, ok := exportedHistograms()[mf.GetName()]
+	return ok
+}
+
+// exportedHistograms are the names of the histogram families of
+// views.Families.
+var exportedHistograms = sync.OnceValue(func() map[string]struct{} {
+	histograms, _ := startupFamilies()
+	names := make(map[string]struct{}, len(histograms))
+	for _, f := range histograms {
+		names[f.Name] = struct{}{}
+	}
+	return names
+})
 
 // encodeNativeExemplarSplit encodes a family in protobuf, with each series
 // that carries native histogram exemplars at the start of a family message

@@ -36,7 +36,9 @@ type Prometheus struct {
 	// writes them (le="1.0"; see WithGoBucketText).
 	Handler http.Handler
 	// Registry holds the reader's collector; register other collectors on
-	// it to serve them from the same Handler.
+	// it to serve them from the same Handler, which serves them as
+	// client_golang writes them: only the families of views.Families get
+	// vLLM's bucket text and the protobuf exemplar split.
 	Registry *prometheus.Registry
 
 	series   *instrument.SeriesSet // shared by every Prometheus of Registry

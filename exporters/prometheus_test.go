@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -374,4 +376,58 @@ func TestPrometheusBucketTextGzip(t *testing.T) {
 	if !strings.Contains(string(b), `vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="m",le="1.0"} 0`) {
 		t.Errorf("gzipped scrape:\n%.1000s", b)
 	}
+}
+
+// The handler rewrites only the families it exports: a user's client_golang
+// histogram on the same registry keeps the text client_golang writes (le
+// bounds "1", not Python's "1.0"), and its native histogram series with
+// exemplars stay in one protobuf family message, while the vLLM families
+// get Python's bounds.
+func TestPrometheusUserFamiliesUntouched(t *testing.T) {
+	userRegistry := func() *prometheus.Registry {
+		reg := prometheus.NewRegistry()
+		user := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "user_latency_seconds", Help: "A user histogram.",
+			Buckets: []float64{1, 2.5, 10}, NativeHistogramBucketFactor: 1.1}, []string{"k"})
+		reg.MustRegister(user)
+		for _, k := range []string{"a", "b"} {
+			user.WithLabelValues(k).(prometheus.ExemplarObserver).ObserveWithExemplar(0.5, prometheus.Labels{"trace_id": "01"})
+		}
+		return reg
+	}
+	body, _ := promScrape(t, context.Background(), "", WithRegistry(userRegistry()))
+	if !strings.Contains(body, `user_latency_seconds_bucket{k="a",le="1"} 1`) {
+		t.Errorf("the user's histogram text was rewritten:\n%s", grepLines(body, "user_latency"))
+	}
+	if !strings.Contains(body, `vllm:time_to_first_token_seconds_bucket{engine="0",model_name="m",le="1.0"}`) {
+		t.Errorf("the vLLM histogram lacks Python's bounds:\n%s", grepLines(body, "time_to_first_token_seconds_bucket"))
+	}
+
+	proto := "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"
+	body, _ = promScrape(t, context.Background(), proto, WithRegistry(userRegistry()))
+	var messages, series int
+	dec := expfmt.NewDecoder(strings.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err != nil {
+			break
+		}
+		if mf.GetName() == "user_latency_seconds" {
+			messages++
+			series += len(mf.Metric)
+		}
+	}
+	if messages != 1 || series != 2 {
+		t.Errorf("the user's histogram came in %d protobuf messages, %d series; want 1, 2", messages, series)
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }

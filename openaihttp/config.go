@@ -68,7 +68,8 @@ func WithEngineFor(f func(model string) *instrument.Engine) Option {
 // requests (/v1/chat/completions, /v1/completions) that did not: it sets
 // stream_options.include_usage in the request body before passing it on,
 // so that token counts are known. The other APIs report usage in their
-// streams unasked and are passed on unchanged. Off by default: the
+// streams unasked and are passed on unchanged, as is a request recorded on
+// no Engine (WithEngineFor returned nil). Off by default: the
 // response then carries a final usage chunk (with empty choices) that the
 // client did not ask for. Only a body within the bytes read
 // (WithMaxRequestBody) is rewritten.

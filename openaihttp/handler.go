@@ -58,24 +58,23 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, passed **http.Re
 		return
 	}
 	start := time.Now()
-	info, body, length, rewritten := readBody(r, h.cfg.maxRequestBody, h.cfg.includeUsage)
+	info, body, rewritten := readBody(r, h.cfg.maxRequestBody, h.cfg.includeUsage)
 	if info.err != nil { // values dropped (ErrDropped)
 		h.cfg.onError(info.err)
 	}
+	r.Body = body
 	e := h.cfg.engineFor(info.model)
-	if e == nil {
-		r.Body = body
+	if e == nil { // not recorded: passed on as it came
 		h.next.ServeHTTP(w, r)
 		return
 	}
 	ctx, trace := NewTrace(r.Context())
 	r = r.WithContext(ctx)
-	r.Body = body
 	if passed != nil {
 		*passed = r
 	}
 	if rewritten != nil {
-		setLength(r, length)
+		setBody(r, rewritten)
 	}
 	e.RequestStarted()
 	rw := &responseWriter{w: w}

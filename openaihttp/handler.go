@@ -21,8 +21,11 @@ import (
 // the request in flight (vllm:num_requests_running), each content chunk as
 // it is written (time to first token, inter-chunk latency), the finish
 // reason and, when the response reports it, usage (see
-// instrument.Engine.RecordRequest). With WithHTTPMetrics it also records
-// every request, on any path, in the HTTP families. It reads the request body up to
+// instrument.Engine.RecordRequest). A client that leaves before the
+// response's status is written is an abort, whatever status is written
+// then to no one (httputil.ReverseProxy's default error handler writes
+// 502). With WithHTTPMetrics it also records every request, on any path,
+// in the HTTP families. It reads the request body up to
 // WithMaxRequestBody bytes and passes it on unchanged; it parses the
 // response as next writes it, holding none of it, and writes it on first:
 // the client sees each byte when it would without the middleware. The
@@ -101,8 +104,10 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 		return // the connection left HTTP: nothing more is observable
 	}
 	status := rw.status
-	if status == 0 {
-		status = http.StatusOK // net/http sends 200 when nothing was written
+	if status == 0 || rw.unsent {
+		// net/http sends 200 when nothing was written; a status sent after
+		// the client left never reached it (see unsent).
+		status = http.StatusOK
 	}
 	if panicked != nil && panicked != http.ErrAbortHandler {
 		status = http.StatusInternalServerError
@@ -128,6 +133,7 @@ type responseWriter struct {
 	obs      observer
 	body     bodyCoding
 	status   int
+	unsent   bool // the status came after the client left
 	writeErr bool
 	hijacked bool
 }
@@ -201,7 +207,7 @@ func (rw *responseWriter) commit(code int) {
 	if rw.status != 0 || code < 200 {
 		return
 	}
-	rw.status = code
+	rw.status, rw.unsent = code, unsent(rw.obs.ctx)
 	h := rw.w.Header()
 	rw.obs.streaming = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
 	rw.body.start(h.Get("Content-Encoding"), rw.obs.write)

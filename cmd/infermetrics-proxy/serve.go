@@ -162,12 +162,15 @@ func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine
 		Rewrite:   rewrite,
 		Transport: openaihttp.NewTransport(base, common...),
 		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		// A client that left (or was cut at the drain deadline) gets
+		// nothing: openaihttp records it as an abort, counted 200 in the
+		// HTTP families as vLLM counts a client that disconnected.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				log.Debug("client went away", "path", r.URL.Path, "error", err)
-			} else {
-				log.Warn("upstream", "upstream", upstreamFrom(r.Context()).String(), "path", r.URL.Path, "error", err)
+				return
 			}
+			log.Warn("upstream", "upstream", upstreamFrom(r.Context()).String(), "path", r.URL.Path, "error", err)
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}

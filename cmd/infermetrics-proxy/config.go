@@ -135,7 +135,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.StringVar(&c.listen, "listen", ":8787", "address the proxy serves clients on")
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
 	fs.Var(&c.upstreams, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional);\nrepeat for several: requests go to them in turn (round robin). Required")
-	fs.BoolVar(&c.includeUsage, "include-usage", false, "add stream_options.include_usage to streamed requests that lack it, so that token\ncounts are known, and remove the usage chunk the client did not ask for from its stream")
+	fs.BoolVar(&c.includeUsage, "include-usage", false, "add stream_options.include_usage to streamed requests that lack it, so that token\ncounts are known, and remove the usage chunk the client did not ask for from its stream\n(those streams are asked for unencoded; gzip and deflate ones are decoded for the client)")
 	fs.IntVar(&c.maxModels, "max-models", 32, "most model names recorded apart, -default-model (always recorded: the HTTP families go on it)\nincluded; requests for further models are recorded as model_name=\""+OverflowModel+"\"")
 	fs.StringVar(&c.defaultModel, "default-model", "default", "model_name of requests whose body names no model")
 	fs.IntVar(&c.maxRequestBody, "max-request-body", openaihttp.DefaultMaxRequestBody, "bytes of a request body read to learn its model, stream and max_tokens (the body\nis always passed on whole); -include-usage rewrites only bodies within this size")

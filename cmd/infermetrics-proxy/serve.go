@@ -181,7 +181,7 @@ func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine
 	var h http.Handler = openaihttp.NewHandler(&picker{ups: c.upstreams, next: rp},
 		append(common, openaihttp.WithHTTPMetrics(httpEngine, route))...)
 	if c.includeUsage {
-		h = &usageHandler{next: h, limit: c.maxRequestBody}
+		h = &usageHandler{next: h, limit: c.maxRequestBody, log: log}
 	}
 	return h
 }

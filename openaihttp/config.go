@@ -56,10 +56,11 @@ func WithEngine(e *instrument.Engine) Option {
 }
 
 // WithEngineFor records each request on the Engine f returns for the
-// request's model (the "model" field of its body; "" when it has none or
-// it lies beyond the bytes read), for a gateway serving several models. A
-// nil Engine records nothing for the request. f must be safe for
-// concurrent use.
+// request's model (the "model" field of its body, escapes decoded, its
+// bytes otherwise as sent: not always UTF-8; "" when it has none, it is
+// longer than 256 bytes or it lies beyond the bytes read), for a gateway
+// serving several models. A nil Engine records nothing for the request,
+// which is passed on as it came. f must be safe for concurrent use.
 func WithEngineFor(f func(model string) *instrument.Engine) Option {
 	return optionFunc(func(c *config) { c.engine = f })
 }

@@ -24,8 +24,9 @@ const EnvPrefix = "INFERMETRICS_PROXY_"
 const RoleAggregated = "aggregated"
 
 // OverflowModel is the model_name of the requests for models beyond
-// -max-models (and of model names the Recorder refuses): their series are
-// merged into this one so that clients cannot grow the series without bound.
+// -max-models and of model names the Recorder refuses (not UTF-8): their
+// series are merged into this one so that clients cannot grow the series
+// without bound.
 const OverflowModel = "_overflow"
 
 // upstream is one server the proxy forwards to.
@@ -136,7 +137,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
 	fs.Var(&c.upstreams, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional);\nrepeat for several: requests go to them in turn (round robin). Required")
 	fs.BoolVar(&c.includeUsage, "include-usage", false, "add stream_options.include_usage to streamed requests that lack it, so that token\ncounts are known, and remove the usage chunk the client did not ask for from its stream\n(those streams are asked for unencoded; gzip and deflate ones are decoded for the client)")
-	fs.IntVar(&c.maxModels, "max-models", 32, "most model names recorded apart, -default-model (always recorded: the HTTP families go on it)\nincluded; requests for further models are recorded as model_name=\""+OverflowModel+"\"")
+	fs.IntVar(&c.maxModels, "max-models", 32, "most model names recorded apart, -default-model (always recorded: the HTTP families go on it)\nincluded; requests for further models, or for names that are not UTF-8, are recorded as\nmodel_name=\""+OverflowModel+"\"")
 	fs.StringVar(&c.defaultModel, "default-model", "default", "model_name of requests whose body names no model")
 	fs.IntVar(&c.maxRequestBody, "max-request-body", openaihttp.DefaultMaxRequestBody, "bytes of a request body read to learn its model, stream and max_tokens (the body\nis always passed on whole); -include-usage rewrites only bodies within this size")
 	fs.IntVar(&c.maxModelLen, "max-model-len", instrument.DefaultMaxModelLen, "the model's context length, from which the token histograms get vLLM's 1-2-5 buckets")

@@ -252,6 +252,7 @@ type models struct {
 	def      string
 	build    func(model string) (*instrument.Engine, error)
 	overflow *instrument.Engine
+	capped   bool // more than max names were asked for (logged)
 	log      *slog.Logger
 }
 
@@ -276,13 +277,21 @@ func (m *models) engine(model string) *instrument.Engine {
 	if e, ok := m.byName[model]; ok {
 		return e
 	}
-	if len(m.byName) < m.max && model != OverflowModel {
+	switch {
+	case len(m.byName) >= m.max:
+		if !m.capped {
+			m.capped = true
+			m.log.Warn("more models than -max-models: the others are recorded as "+OverflowModel, "max_models", m.max)
+		}
+	case model != OverflowModel:
 		e, err := m.build(model)
 		if err == nil {
 			m.byName[model] = e
 			m.log.Info("recording model", "model_name", model, "models", len(m.byName))
 			return e
 		}
+		// Not UTF-8 (or too long): a name no server serves, kept off the
+		// series of -default-model, which are the served model's.
 		m.log.Debug("model name refused: recorded as "+OverflowModel, "model_name", fmt.Sprintf("%.80q", model), "error", err)
 	}
 	if m.overflow == nil {
@@ -292,7 +301,6 @@ func (m *models) engine(model string) *instrument.Engine {
 			return nil
 		}
 		m.overflow = e
-		m.log.Warn("more models than -max-models: the others are recorded as "+OverflowModel, "max_models", m.max)
 	}
 	return m.overflow
 }

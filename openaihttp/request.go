@@ -76,6 +76,18 @@ var endpoints = [...]struct {
 	{"/api/generate", endpoint{stats.OperationTextCompletion, dOllama}},
 }
 
+// RecordedPaths returns the ends of the paths whose POST requests NewHandler
+// and NewTransport record, in the package doc's order: a request is
+// recorded when its path, without a trailing slash, ends in one of them
+// ("/v1/chat/completions", "/v1/completions", ..., "/api/generate").
+func RecordedPaths() []string {
+	paths := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		paths[i] = e.suffix
+	}
+	return paths
+}
+
 // instrumented reports a request this package observes, a POST to one of
 // the endpoints, and its endpoint; every other request passes through.
 func instrumented(r *http.Request) (endpoint, bool) {

@@ -104,13 +104,15 @@ type config struct {
 	logLevel              string
 }
 
-const usageText = `infermetrics-proxy: a reverse proxy that gives any OpenAI-compatible inference
+// usageText is what -h prints before the flags.
+var usageText = `infermetrics-proxy: a reverse proxy that gives any OpenAI-compatible inference
 server (Ollama, llama.cpp's server, vLLM, SGLang, ...) vLLM's metrics.
 
-Every request and response passes through unchanged, on every path. POSTs to
-/v1/chat/completions and /v1/completions are recorded with vLLM's families
-(served on -metrics-listen at /metrics, beside /health) and pushed over OTLP when
-the standard OTEL_EXPORTER_OTLP_* variables are set.
+` + wrap("Every request and response passes through unchanged (but for -include-usage), on every path. "+
+	"POSTs to paths ending in "+list(openaihttp.RecordedPaths())+" are recorded with vLLM's families, "+
+	"per model named in the request, and every request, on every path, in vLLM's HTTP families (http_requests_total, ...). "+
+	"They are served on -metrics-listen at /metrics, beside /health, "+
+	"and pushed over OTLP when the standard OTEL_EXPORTER_OTLP_* variables are set.", 80) + `
 
 Usage:
   infermetrics-proxy -upstream http://127.0.0.1:11434 [flags]
@@ -122,6 +124,34 @@ line wins over its variable, which wins over the default.
 
 Flags:
 `
+
+// list writes items as a list in English: "a, b and c".
+func list(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// wrap breaks text into lines of at most width bytes, between words.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	line := 0
+	for _, w := range strings.Fields(text) {
+		switch {
+		case line == 0:
+		case line+1+len(w) > width:
+			b.WriteByte('\n')
+			line = 0
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(w)
+		line += len(w)
+	}
+	return b.String()
+}
 
 // parseConfig reads the flags of args and, for flags not given, the
 // environment (getenv); usage and errors go to out.

@@ -82,8 +82,11 @@ func (h *usageHandler) opaque(encoding string) {
 // askUsage returns body with stream_options.include_usage set to true
 // (openaihttp.AskUsage), for a streaming request (a JSON object with
 // "stream": true) whose stream_options do not ask for usage already; false
-// leaves it unchanged.
+// leaves it unchanged. A body may start with one UTF-8 byte order mark, as
+// Python's json.loads on bytes (vLLM's server) allows; the rewrite drops
+// it, as openaihttp.AskUsage does.
 func askUsage(body []byte) ([]byte, bool) {
+	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil || m == nil {
 		return nil, false

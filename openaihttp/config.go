@@ -56,10 +56,11 @@ func WithEngine(e *instrument.Engine) Option {
 }
 
 // WithEngineFor records each request on the Engine f returns for the
-// request's model (the "model" field of its body; "" when it has none or
-// it lies beyond the bytes read), for a gateway serving several models. A
-// nil Engine records nothing for the request. f must be safe for
-// concurrent use.
+// request's model (the "model" field of its body, escapes decoded, its
+// bytes otherwise as sent: not always UTF-8; "" when it has none, it is
+// longer than 256 bytes or it lies beyond the bytes read), for a gateway
+// serving several models. A nil Engine records nothing for the request,
+// which is passed on as it came. f must be safe for concurrent use.
 func WithEngineFor(f func(model string) *instrument.Engine) Option {
 	return optionFunc(func(c *config) { c.engine = f })
 }
@@ -68,7 +69,8 @@ func WithEngineFor(f func(model string) *instrument.Engine) Option {
 // requests (/v1/chat/completions, /v1/completions) that did not: it sets
 // stream_options.include_usage in the request body before passing it on,
 // so that token counts are known. The other APIs report usage in their
-// streams unasked and are passed on unchanged. Off by default: the
+// streams unasked and are passed on unchanged, as is a request recorded on
+// no Engine (WithEngineFor returned nil). Off by default: the
 // response then carries a final usage chunk (with empty choices) that the
 // client did not ask for. Only a body within the bytes read
 // (WithMaxRequestBody) is rewritten.

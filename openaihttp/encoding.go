@@ -2,19 +2,16 @@ package openaihttp
 
 import (
 	"bufio"
-	"compress/flate"
-	"compress/gzip"
-	"compress/zlib"
 	"io"
-	"strings"
 
+	"github.com/infermetrics/infermetrics/internal/contentcoding"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
 // bodyCoding decodes a response body's Content-Encoding for the observer
 // as its bytes pass, while the client gets them exactly as sent: gzip (and
 // x-gzip) and deflate (zlib-wrapped as RFC 9110 says, or raw, as some
-// servers send it), with the standard library. The decoder runs on its own
+// servers send it), with the standard library (internal/contentcoding). The decoder runs on its own
 // goroutine behind an io.Pipe, decoding into one fixed buffer that it
 // hands to the observer and reuses: a decompression bomb costs CPU, never
 // memory. Any other encoding (br, zstd, several codings) is opaque: the
@@ -33,18 +30,16 @@ const decodeBuffer = 16 << 10
 // start prepares for a body of an encoding (a Content-Encoding value),
 // whose decoded bytes go to sink.
 func (c *bodyCoding) start(encoding string, sink func([]byte)) {
-	enc := strings.ToLower(strings.TrimSpace(encoding))
-	switch enc {
-	case "", "identity":
+	switch {
+	case contentcoding.Identity(encoding):
 		return
-	case "gzip", "x-gzip", "deflate":
-	default:
+	case !contentcoding.Decodes(encoding):
 		c.opaque = true
 		return
 	}
 	pr, pw := io.Pipe()
 	c.pw, c.done = pw, make(chan struct{})
-	go c.decode(enc, pr, sink)
+	go c.decode(encoding, pr, sink)
 }
 
 func (c *bodyCoding) decode(enc string, pr *io.PipeReader, sink func([]byte)) {
@@ -53,25 +48,10 @@ func (c *bodyCoding) decode(enc string, pr *io.PipeReader, sink func([]byte)) {
 	// decoder that is gone.
 	defer pr.Close()
 	br := bufio.NewReader(pr)
-	var r io.Reader
-	if enc == "deflate" {
-		if h, err := br.Peek(2); err == nil && h[0]&0x0f == 8 && (uint16(h[0])<<8|uint16(h[1]))%31 == 0 {
-			zr, err := zlib.NewReader(br)
-			if err != nil {
-				c.failed = true
-				return
-			}
-			r = zr
-		} else {
-			r = flate.NewReader(br)
-		}
-	} else {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			c.failed = err != io.EOF || br.Buffered() > 0
-			return
-		}
-		r = zr
+	r, err := contentcoding.NewReader(enc, br)
+	if err != nil {
+		c.failed = err != io.EOF || br.Buffered() > 0 // an empty body is not a failure
+		return
 	}
 	buf := make([]byte, decodeBuffer)
 	for {

@@ -21,8 +21,11 @@ import (
 // the request in flight (vllm:num_requests_running), each content chunk as
 // it is written (time to first token, inter-chunk latency), the finish
 // reason and, when the response reports it, usage (see
-// instrument.Engine.RecordRequest). With WithHTTPMetrics it also records
-// every request, on any path, in the HTTP families. It reads the request body up to
+// instrument.Engine.RecordRequest). A client that leaves before the
+// response's status is written is an abort, whatever status is written
+// then to no one (httputil.ReverseProxy's default error handler writes
+// 502). With WithHTTPMetrics it also records every request, on any path,
+// in the HTTP families. It reads the request body up to
 // WithMaxRequestBody bytes and passes it on unchanged; it parses the
 // response as next writes it, holding none of it, and writes it on first:
 // the client sees each byte when it would without the middleware. The
@@ -58,24 +61,23 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, passed **http.Re
 		return
 	}
 	start := time.Now()
-	info, body, length, rewritten := readBody(r, h.cfg.maxRequestBody, h.cfg.includeUsage)
+	info, body, rewritten := readBody(r, h.cfg.maxRequestBody, h.cfg.includeUsage)
 	if info.err != nil { // values dropped (ErrDropped)
 		h.cfg.onError(info.err)
 	}
+	r.Body = body
 	e := h.cfg.engineFor(info.model)
-	if e == nil {
-		r.Body = body
+	if e == nil { // not recorded: passed on as it came
 		h.next.ServeHTTP(w, r)
 		return
 	}
 	ctx, trace := NewTrace(r.Context())
 	r = r.WithContext(ctx)
-	r.Body = body
 	if passed != nil {
 		*passed = r
 	}
 	if rewritten != nil {
-		setLength(r, length)
+		setBody(r, rewritten)
 	}
 	e.RequestStarted()
 	rw := &responseWriter{w: w}
@@ -102,8 +104,10 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 		return // the connection left HTTP: nothing more is observable
 	}
 	status := rw.status
-	if status == 0 {
-		status = http.StatusOK // net/http sends 200 when nothing was written
+	if status == 0 || rw.unsent {
+		// net/http sends 200 when nothing was written; a status sent after
+		// the client left never reached it (see unsent).
+		status = http.StatusOK
 	}
 	if panicked != nil && panicked != http.ErrAbortHandler {
 		status = http.StatusInternalServerError
@@ -129,6 +133,7 @@ type responseWriter struct {
 	obs      observer
 	body     bodyCoding
 	status   int
+	unsent   bool // the status came after the client left
 	writeErr bool
 	hijacked bool
 }
@@ -202,7 +207,7 @@ func (rw *responseWriter) commit(code int) {
 	if rw.status != 0 || code < 200 {
 		return
 	}
-	rw.status = code
+	rw.status, rw.unsent = code, unsent(rw.obs.ctx)
 	h := rw.w.Header()
 	rw.obs.streaming = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
 	rw.body.start(h.Get("Content-Encoding"), rw.obs.write)

@@ -1,6 +1,7 @@
 package openaihttp
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"time"
@@ -28,7 +29,10 @@ type httpMetrics struct {
 // it (Request.Pattern, "/v1/chat/completions"), "none" when there is none
 // (a router other than ServeMux: give route). Handler values are bounded
 // (see instrument.HTTPHandlerNone), so a client cannot grow the series. A
-// nil e records none of them.
+// request whose client left before its status was written counts as 200,
+// as vLLM's API server counts a client that disconnected first (its route
+// returns None, which FastAPI sends as 200), whatever status was written
+// then to no one. A nil e records none of them.
 func WithHTTPMetrics(e *instrument.Engine, route func(*http.Request) string) Option {
 	return optionFunc(func(c *config) {
 		if e == nil {
@@ -58,7 +62,7 @@ func patternPath(r *http.Request) string {
 // ServeMux set.
 func (h *handler) serveHTTPMetrics(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request, **http.Request)) {
 	start := time.Now()
-	sw := &statusWriter{}
+	sw := &statusWriter{ctx: r.Context()}
 	passed := r
 	defer func() {
 		v := recover()
@@ -78,14 +82,34 @@ func (h *handler) serveHTTPMetrics(w http.ResponseWriter, r *http.Request, serve
 	serve(sw.wrap(w), r, &passed)
 }
 
-// statusWriter notes the status a response is sent with.
-type statusWriter struct{ status int }
+// statusWriter notes the status a response is sent with: 200 for one
+// sent after the client left (see unsent).
+type statusWriter struct {
+	ctx    context.Context
+	status int
+}
 
 func (s *statusWriter) commit(code int) {
 	if s.status == 0 && code >= 200 {
 		s.status = code
+		if unsent(s.ctx) {
+			s.status = http.StatusOK
+		}
 	}
 }
+
+// unsent reports a status committed when the request's context is done:
+// the client left (or the server closed its connection) before it, so it
+// reached no one. Such a request is the client's abort, not the 502 that
+// httputil.ReverseProxy's default error handler writes then, and it counts
+// as 200 in the HTTP families, as vLLM's API server counts a client that
+// disconnected before its response: with_cancellation
+// (vllm/frontend/entrypoints/serve/utils/api_utils.py @ 055e47c2) makes
+// the route return None, which FastAPI answers with its default
+// JSONResponse, status 200 (fastapi/routing.py @ c3f316b7), and
+// prometheus-fastapi-instrumentator counts the status the response starts
+// with (src/prometheus_fastapi_instrumentator/middleware.py @ c1c1fb64).
+func unsent(ctx context.Context) bool { return ctx.Err() != nil }
 
 func (s *statusWriter) wrap(w http.ResponseWriter) http.ResponseWriter {
 	return snoop(w, s.commit, nil, func() { s.commit(http.StatusSwitchingProtocols) })

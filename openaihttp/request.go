@@ -76,6 +76,18 @@ var endpoints = [...]struct {
 	{"/api/generate", endpoint{stats.OperationTextCompletion, dOllama}},
 }
 
+// RecordedPaths returns the ends of the paths whose POST requests NewHandler
+// and NewTransport record, in the package doc's order: a request is
+// recorded when its path, without a trailing slash, ends in one of them
+// ("/v1/chat/completions", "/v1/completions", ..., "/api/generate").
+func RecordedPaths() []string {
+	paths := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		paths[i] = e.suffix
+	}
+	return paths
+}
+
 // instrumented reports a request this package observes, a POST to one of
 // the endpoints, and its endpoint; every other request passes through.
 func instrumented(r *http.Request) (endpoint, bool) {
@@ -104,17 +116,17 @@ func TakesStreamOptions(r *http.Request) bool {
 func (e endpoint) takesStreamOptions() bool { return e.dialect == dOpenAI && e.op.Generates() }
 
 // readBody reads at most limit bytes of the request body to learn its
-// model, stream, n and max_tokens, and returns the body to pass on: the
-// bytes read followed by the rest, unchanged, or, with includeUsage, a
-// streaming chat or text completion request that did not ask for usage
-// rewritten to ask for it (only a body read whole: a longer one is passed
-// on unchanged). The caller sets the returned body, length and GetBody on
-// the request it sends.
-func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, body io.ReadCloser, length int64, rewritten []byte) {
+// model, stream, n and max_tokens, and returns the body to pass on
+// unchanged (the bytes read followed by the rest) and, with includeUsage,
+// for a streaming chat or text completion request that did not ask for
+// usage, the body rewritten to ask for it (only a body read whole: a longer
+// one is not rewritten). The caller passes the request on with body, or,
+// once it knows the request is recorded, with rewritten (setBody).
+func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, body io.ReadCloser, rewritten []byte) {
 	ep, _ := instrumented(r)
 	info.stream = ep.dialect == dOllama // Ollama streams unless told not to
 	if r.Body == nil || r.Body == http.NoBody {
-		return info, r.Body, r.ContentLength, nil
+		return info, r.Body, nil
 	}
 	head := make([]byte, 0, min(max(r.ContentLength, 512), int64(limit)+1))
 	buf := bytes.NewBuffer(head)
@@ -134,16 +146,14 @@ func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, 
 	}
 	info.err = droppedErr("request", d.dropped)
 	if whole && includeUsage && info.stream && !d.includeUsage && ep.takesStreamOptions() {
-		if b, ok := AskUsage(head); ok {
-			return info, io.NopCloser(bytes.NewReader(b)), int64(len(b)), b
-		}
+		rewritten, _ = AskUsage(head)
 	}
 	if err != nil {
 		// The read failed: pass on what was read and the error, as the
 		// handler would have seen it.
-		return info, readCloser{io.MultiReader(bytes.NewReader(head), errReader{err}), r.Body}, r.ContentLength, nil
+		return info, readCloser{io.MultiReader(bytes.NewReader(head), errReader{err}), r.Body}, rewritten
 	}
-	return info, readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}, r.ContentLength, nil
+	return info, readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}, rewritten
 }
 
 // droppedErr reports the values a document dropped, or nil.
@@ -200,10 +210,14 @@ type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
-// setLength sets a request's Content-Length after a rewrite.
-func setLength(r *http.Request, n int64) {
-	r.ContentLength = n
+// setBody makes b, a rewrite of r's body, the body r is sent with: its
+// Body (closing closes r's), Content-Length and GetBody (for a transport
+// that resends it).
+func setBody(r *http.Request, b []byte) {
+	r.Body = readCloser{bytes.NewReader(b), r.Body}
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	r.ContentLength = int64(len(b))
 	if r.Header.Get("Content-Length") != "" {
-		r.Header.Set("Content-Length", strconv.FormatInt(n, 10))
+		r.Header.Set("Content-Length", strconv.Itoa(len(b)))
 	}
 }

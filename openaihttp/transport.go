@@ -1,7 +1,6 @@
 package openaihttp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -43,18 +42,14 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok || t.cfg.engine == nil {
 		return t.base.RoundTrip(req)
 	}
-	info, body, length, rewritten := readBody(req, t.cfg.maxRequestBody, t.cfg.includeUsage)
+	info, body, rewritten := readBody(req, t.cfg.maxRequestBody, t.cfg.includeUsage)
 	if info.err != nil { // values dropped (ErrDropped)
 		t.cfg.onError(info.err)
 	}
 	out := req.Clone(req.Context()) // a RoundTripper must not change the request
 	out.Body = body
-	if rewritten != nil {
-		setLength(out, length)
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(rewritten)), nil }
-	}
 	e := t.cfg.engineFor(info.model)
-	if e == nil {
+	if e == nil { // not recorded: sent as it came
 		return t.base.RoundTrip(out)
 	}
 	b := t.backendOf(out)
@@ -62,6 +57,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		t.cfg.onError(err)
 		return t.base.RoundTrip(out)
+	}
+	if rewritten != nil {
+		setBody(out, rewritten)
 	}
 	ctx := out.Context()
 	start := time.Now()

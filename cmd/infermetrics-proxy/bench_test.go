@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"testing"
 
@@ -160,3 +162,71 @@ func benchProxy(b *testing.B, body string, names []string, chunks int) {
 		})
 	}
 }
+
+// BenchmarkStripWriter is -include-usage's removal of the usage chunk from
+// a stream of benchChunks content chunks as ReverseProxy writes it (a Write
+// and a Flush per chunk), per chunk: identity, the stream as the upstream
+// asked for identity sends it; gzip, one the upstream compressed all the
+// same (gzip.Writer flushed per chunk), decoded for the client.
+func BenchmarkStripWriter(b *testing.B) {
+	chunk := `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
+	usage := `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":20,"total_tokens":121,"completion_tokens":101}}` + "\n\n"
+	events := append(slices.Repeat([]string{chunk}, benchChunks), usage, "data: [DONE]\n\n")
+	for _, encoding := range []string{"identity", "gzip"} {
+		var writes [][]byte // the bytes of each Write
+		for _, e := range events {
+			writes = append(writes, []byte(e))
+		}
+		if encoding == "gzip" {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			for i, e := range events {
+				_, _ = io.WriteString(zw, e)
+				_ = zw.Flush()
+				if i == len(events)-1 {
+					_ = zw.Close()
+				}
+				writes[i] = bytes.Clone(buf.Bytes())
+				buf.Reset()
+			}
+		}
+		b.Run(encoding, func(b *testing.B) {
+			w := &discardWriter{h: http.Header{}}
+			var n int
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				w.h.Set("Content-Type", "text/event-stream")
+				w.h.Set("Content-Encoding", encoding)
+				sw := &stripWriter{w: w}
+				for _, p := range writes {
+					if _, err := sw.Write(p); err != nil {
+						b.Fatal(err)
+					}
+					sw.Flush()
+				}
+				sw.finish()
+				n = w.n
+				w.n = 0
+			}
+			if want := len(strings.Join(events, "")) - len(usage); n != want {
+				b.Fatalf("%d bytes out, want %d", n, want)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchChunks), "ns/chunk")
+		})
+	}
+}
+
+// discardWriter is a ResponseWriter that counts what is written to it.
+type discardWriter struct {
+	h http.Header
+	n int
+}
+
+func (d *discardWriter) Header() http.Header { return d.h }
+func (d *discardWriter) WriteHeader(int)     {}
+func (d *discardWriter) Write(p []byte) (int, error) {
+	d.n += len(p)
+	return len(p), nil
+}
+func (d *discardWriter) Flush() {}

@@ -24,8 +24,9 @@ const EnvPrefix = "INFERMETRICS_PROXY_"
 const RoleAggregated = "aggregated"
 
 // OverflowModel is the model_name of the requests for models beyond
-// -max-models (and of model names the Recorder refuses): their series are
-// merged into this one so that clients cannot grow the series without bound.
+// -max-models and of model names the Recorder refuses (not UTF-8): their
+// series are merged into this one so that clients cannot grow the series
+// without bound.
 const OverflowModel = "_overflow"
 
 // upstream is one server the proxy forwards to.
@@ -103,13 +104,15 @@ type config struct {
 	logLevel              string
 }
 
-const usageText = `infermetrics-proxy: a reverse proxy that gives any OpenAI-compatible inference
+// usageText is what -h prints before the flags.
+var usageText = `infermetrics-proxy: a reverse proxy that gives any OpenAI-compatible inference
 server (Ollama, llama.cpp's server, vLLM, SGLang, ...) vLLM's metrics.
 
-Every request and response passes through unchanged, on every path. POSTs to
-/v1/chat/completions and /v1/completions are recorded with vLLM's families
-(served on -metrics-listen at /metrics, beside /health) and pushed over OTLP when
-the standard OTEL_EXPORTER_OTLP_* variables are set.
+` + wrap("Every request and response passes through unchanged (but for -include-usage), on every path. "+
+	"POSTs to paths ending in "+list(openaihttp.RecordedPaths())+" are recorded with vLLM's families, "+
+	"per model named in the request, and every request, on every path, in vLLM's HTTP families (http_requests_total, ...). "+
+	"They are served on -metrics-listen at /metrics, beside /health, "+
+	"and pushed over OTLP when the standard OTEL_EXPORTER_OTLP_* variables are set.", 80) + `
 
 Usage:
   infermetrics-proxy -upstream http://127.0.0.1:11434 [flags]
@@ -121,6 +124,34 @@ line wins over its variable, which wins over the default.
 
 Flags:
 `
+
+// list writes items as a list in English: "a, b and c".
+func list(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// wrap breaks text into lines of at most width bytes, between words.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	line := 0
+	for _, w := range strings.Fields(text) {
+		switch {
+		case line == 0:
+		case line+1+len(w) > width:
+			b.WriteByte('\n')
+			line = 0
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(w)
+		line += len(w)
+	}
+	return b.String()
+}
 
 // parseConfig reads the flags of args and, for flags not given, the
 // environment (getenv); usage and errors go to out.
@@ -135,8 +166,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.StringVar(&c.listen, "listen", ":8787", "address the proxy serves clients on")
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
 	fs.Var(&c.upstreams, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional);\nrepeat for several: requests go to them in turn (round robin). Required")
-	fs.BoolVar(&c.includeUsage, "include-usage", false, "add stream_options.include_usage to streamed requests that lack it, so that token\ncounts are known, and remove the usage chunk the client did not ask for from its stream")
-	fs.IntVar(&c.maxModels, "max-models", 32, "most model names recorded apart, -default-model (always recorded: the HTTP families go on it)\nincluded; requests for further models are recorded as model_name=\""+OverflowModel+"\"")
+	fs.BoolVar(&c.includeUsage, "include-usage", false, "add stream_options.include_usage to streamed requests that lack it, so that token\ncounts are known, and remove the usage chunk the client did not ask for from its stream\n(those streams are asked for unencoded; gzip and deflate ones are decoded for the client)")
+	fs.IntVar(&c.maxModels, "max-models", 32, "most model names recorded apart, -default-model (always recorded: the HTTP families go on it)\nincluded; requests for further models, or for names that are not UTF-8, are recorded as\nmodel_name=\""+OverflowModel+"\"")
 	fs.StringVar(&c.defaultModel, "default-model", "default", "model_name of requests whose body names no model")
 	fs.IntVar(&c.maxRequestBody, "max-request-body", openaihttp.DefaultMaxRequestBody, "bytes of a request body read to learn its model, stream and max_tokens (the body\nis always passed on whole); -include-usage rewrites only bodies within this size")
 	fs.IntVar(&c.maxModelLen, "max-model-len", instrument.DefaultMaxModelLen, "the model's context length, from which the token histograms get vLLM's 1-2-5 buckets")

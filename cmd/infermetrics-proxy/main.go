@@ -8,7 +8,8 @@
 // Ollama's /api/chat and /api/generate) are recorded by it (its handler
 // around the proxy, its transport under it) with vLLM's families and the
 // OpenTelemetry GenAI conventions, per model named in each request (at most
-// -max-models, the rest as model_name="_overflow"); every request, on every
+// -max-models; the rest, and names that are not UTF-8, as
+// model_name="_overflow"); every request, on every
 // path, is counted in the HTTP families of vLLM's API server
 // (http_requests_total and the like). All go through exporters.Setup:
 // Prometheus /metrics and /health on -metrics-listen, OTLP from the

@@ -359,17 +359,13 @@ func TestRoundRobinAndRoles(t *testing.T) {
 
 // At most -max-models model names get series of their own; the others
 // share model_name="_overflow", and a request without a model (none, or
-// one openaihttp does not read: longer than 256 bytes, not UTF-8) is
-// -default-model's.
+// one openaihttp does not read: longer than 256 bytes, or in a body that
+// is not JSON) is -default-model's (names that are not UTF-8:
+// TestModelNames).
 func TestModelCap(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
-	}))
-	defer up.Close()
-	p := startProxy(t, nil, "-upstream", up.URL, "-max-models", "3")
+	p := startProxy(t, nil, "-upstream", stopUpstream(t).URL, "-max-models", "3")
 	bodies := []string{`{"messages":[]}`, `{"model":"a"}`, `{"model":"b"}`, `{"model":"c"}`, `{"model":"d"}`, `{"model":"a"}`,
-		`{"model":"\xff"}`, // not UTF-8: read as no model
+		`{"model":"\xff"}`, // an invalid JSON escape: no model read
 		`{"model":"` + strings.Repeat("x", 300) + `"}`} // longer than a model name: no model
 	for _, b := range bodies {
 		post(t, p.url("/v1/chat/completions"), []byte(b))

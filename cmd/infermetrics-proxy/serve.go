@@ -162,12 +162,15 @@ func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine
 		Rewrite:   rewrite,
 		Transport: openaihttp.NewTransport(base, common...),
 		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		// A client that left (or was cut at the drain deadline) gets
+		// nothing: openaihttp records it as an abort, counted 200 in the
+		// HTTP families as vLLM counts a client that disconnected.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				log.Debug("client went away", "path", r.URL.Path, "error", err)
-			} else {
-				log.Warn("upstream", "upstream", upstreamFrom(r.Context()).String(), "path", r.URL.Path, "error", err)
+				return
 			}
+			log.Warn("upstream", "upstream", upstreamFrom(r.Context()).String(), "path", r.URL.Path, "error", err)
 			w.WriteHeader(http.StatusBadGateway)
 		},
 	}
@@ -178,7 +181,7 @@ func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine
 	var h http.Handler = openaihttp.NewHandler(&picker{ups: c.upstreams, next: rp},
 		append(common, openaihttp.WithHTTPMetrics(httpEngine, route))...)
 	if c.includeUsage {
-		h = &usageHandler{next: h, limit: c.maxRequestBody}
+		h = &usageHandler{next: h, limit: c.maxRequestBody, log: log}
 	}
 	return h
 }
@@ -249,6 +252,7 @@ type models struct {
 	def      string
 	build    func(model string) (*instrument.Engine, error)
 	overflow *instrument.Engine
+	capped   bool // more than max names were asked for (logged)
 	log      *slog.Logger
 }
 
@@ -273,13 +277,21 @@ func (m *models) engine(model string) *instrument.Engine {
 	if e, ok := m.byName[model]; ok {
 		return e
 	}
-	if len(m.byName) < m.max && model != OverflowModel {
+	switch {
+	case len(m.byName) >= m.max:
+		if !m.capped {
+			m.capped = true
+			m.log.Warn("more models than -max-models: the others are recorded as "+OverflowModel, "max_models", m.max)
+		}
+	case model != OverflowModel:
 		e, err := m.build(model)
 		if err == nil {
 			m.byName[model] = e
 			m.log.Info("recording model", "model_name", model, "models", len(m.byName))
 			return e
 		}
+		// Not UTF-8 (or too long): a name no server serves, kept off the
+		// series of -default-model, which are the served model's.
 		m.log.Debug("model name refused: recorded as "+OverflowModel, "model_name", fmt.Sprintf("%.80q", model), "error", err)
 	}
 	if m.overflow == nil {
@@ -289,7 +301,6 @@ func (m *models) engine(model string) *instrument.Engine {
 			return nil
 		}
 		m.overflow = e
-		m.log.Warn("more models than -max-models: the others are recorded as "+OverflowModel, "max_models", m.max)
 	}
 	return m.overflow
 }

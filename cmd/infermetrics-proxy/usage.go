@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
+	"github.com/infermetrics/infermetrics/internal/contentcoding"
 	"github.com/infermetrics/infermetrics/openaihttp"
 )
 
@@ -26,10 +29,16 @@ const maxEvent = 64 << 10
 // usageHandler rewrites streaming chat and text completion requests (the
 // APIs that take stream_options; the others report usage unasked) that did
 // not ask for usage to ask for it, and strips the usage chunk from their
-// responses.
+// responses. It asks the upstream for them unencoded (Accept-Encoding:
+// identity, always acceptable to a client), so that the stripper reads the
+// events; a gzip or deflate stream sent all the same reaches the client
+// decoded, and any other encoding passes through with its usage chunk
+// (logged once, at warn).
 type usageHandler struct {
-	next  http.Handler
-	limit int // bytes of body read, as openaihttp.WithMaxRequestBody
+	next   http.Handler
+	limit  int // bytes of body read, as openaihttp.WithMaxRequestBody
+	log    *slog.Logger
+	warned atomic.Bool // an encoding not decoded was logged
 }
 
 func (h *usageHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -56,16 +65,28 @@ func (h *usageHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	sw := &stripWriter{w: w}
+	r.Header.Set("Accept-Encoding", "identity")
+	sw := &stripWriter{w: w, opaque: h.opaque}
 	defer sw.finish()
 	h.next.ServeHTTP(sw, r)
+}
+
+// opaque logs, once, a stream whose encoding the stripper cannot read.
+func (h *usageHandler) opaque(encoding string) {
+	if h.warned.CompareAndSwap(false, true) {
+		h.log.Warn("-include-usage: an upstream sent an event stream in an encoding the proxy does not decode although asked for identity: "+
+			"its usage chunk reaches the client (logged once)", "content_encoding", encoding)
+	}
 }
 
 // askUsage returns body with stream_options.include_usage set to true
 // (openaihttp.AskUsage), for a streaming request (a JSON object with
 // "stream": true) whose stream_options do not ask for usage already; false
-// leaves it unchanged.
+// leaves it unchanged. A body may start with one UTF-8 byte order mark, as
+// Python's json.loads on bytes (vLLM's server) allows; the rewrite drops
+// it, as openaihttp.AskUsage does.
 func askUsage(body []byte) ([]byte, bool) {
+	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
 	var m map[string]json.RawMessage
 	if json.Unmarshal(body, &m) != nil || m == nil {
 		return nil, false
@@ -108,15 +129,20 @@ func errOr(err error, r io.Reader) io.Reader {
 // stream (text/event-stream, no Content-Length) the usage chunk that
 // include_usage adds: an event whose data is a JSON object with an empty
 // "choices" and a non-null "usage". It holds at most one event (maxEvent
-// bytes) at a time; every other response passes through untouched.
+// bytes) at a time; every other response passes through untouched. A
+// stream in gzip or deflate is decoded as it comes (each Write decoded
+// before it returns) and sent decoded, without Content-Encoding; one in
+// another encoding passes through untouched, reported to opaque.
 type stripWriter struct {
 	w         http.ResponseWriter
+	opaque    func(encoding string)
 	decided   bool
 	strip     bool
-	event     []byte // the event so far, while strip
-	long      bool   // the current event outgrew maxEvent: passed on as it comes
-	lineEmpty bool   // the current line has no byte yet but a line end before it
-	err       error  // the client's write error, returned from then on
+	dec       *decoder // the stream's decoder, for an encoded stream
+	event     []byte   // the event so far, while strip
+	long      bool     // the current event outgrew maxEvent: passed on as it comes
+	lineEmpty bool     // the current line has no byte yet but a line end before it
+	err       error    // the client's write error, returned from then on
 }
 
 func (s *stripWriter) Header() http.Header { return s.w.Header() }
@@ -126,6 +152,17 @@ func (s *stripWriter) WriteHeader(code int) {
 		s.decided = true
 		h := s.w.Header()
 		s.strip = code < 300 && strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") && h.Get("Content-Length") == ""
+		switch enc := h.Get("Content-Encoding"); {
+		case !s.strip || contentcoding.Identity(enc):
+		case contentcoding.Decodes(enc):
+			h.Del("Content-Encoding")
+			s.dec = newDecoder(enc, s.events)
+		default:
+			s.strip = false
+			if s.opaque != nil {
+				s.opaque(enc)
+			}
+		}
 	}
 	s.w.WriteHeader(code)
 }
@@ -134,13 +171,24 @@ func (s *stripWriter) Write(p []byte) (int, error) {
 	if !s.decided {
 		s.WriteHeader(http.StatusOK)
 	}
-	if !s.strip {
+	switch {
+	case !s.strip:
 		return s.w.Write(p)
+	case s.dec != nil:
+		return s.dec.Write(p)
 	}
+	if err := s.events(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// events passes on the events of p, a piece of the stream as decoded,
+// without the usage chunk.
+func (s *stripWriter) events(p []byte) error {
 	if s.err != nil {
-		return 0, s.err
+		return s.err
 	}
-	n := len(p)
 	for len(p) > 0 {
 		end := s.eventEnd(p)
 		take := p
@@ -165,10 +213,10 @@ func (s *stripWriter) Write(p []byte) (int, error) {
 			s.event, s.long = s.event[:0], false
 		}
 		if s.err != nil {
-			return 0, s.err
+			return s.err
 		}
 	}
-	return n, nil
+	return nil
 }
 
 func (s *stripWriter) send(b []byte) {
@@ -177,8 +225,11 @@ func (s *stripWriter) send(b []byte) {
 	}
 }
 
-// finish passes on what is left of an event when the response ends.
+// finish passes on what is left of the stream when the response ends.
 func (s *stripWriter) finish() {
+	if s.dec != nil {
+		_ = s.dec.Close() // a body cut or corrupt ends where its decoding stopped
+	}
 	if s.strip && len(s.event) > 0 && !usageOnly(s.event) {
 		s.send(s.event)
 	}

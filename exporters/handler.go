@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/views"
 )
 
 // scrapeHandler serves a registry's scrape as vLLM serves /metrics: GET and
@@ -234,16 +235,34 @@ func exported(mf *dto.MetricFamily) bool {
 	return ok
 }
 
-// exportedHistograms are the names of the histogram families of
-// views.Families.
+// exportedHistograms are the scrape names of the histogram families the
+// views export: vLLM's, the HTTP server families and the GenAI ones.
 var exportedHistograms = sync.OnceValue(func() map[string]struct{} {
-	histograms, _ := startupFamilies()
-	names := make(map[string]struct{}, len(histograms))
-	for _, f := range histograms {
-		names[f.Name] = struct{}{}
+	names := map[string]struct{}{}
+	for _, fs := range [][]views.Family{views.Families(), views.HTTPFamilies(), views.ClientFamilies(), views.ServerFamilies()} {
+		for _, f := range fs {
+			if f.Type == instrument.Histogram.String() {
+				names[scrapeName(f)] = struct{}{}
+			}
+		}
 	}
 	return names
 })
+
+// scrapeName is a family's name in the scrape: vLLM's and the HTTP
+// families' as they are; an OpenTelemetry name as the Prometheus exporter
+// writes it ("gen_ai.server.request.duration" in seconds is
+// gen_ai_server_request_duration_seconds).
+func scrapeName(f views.Family) string {
+	if !strings.Contains(f.Name, ".") {
+		return f.Name
+	}
+	n := strings.ReplaceAll(f.Name, ".", "_")
+	if f.Instrument.Unit == "s" {
+		n += "_seconds"
+	}
+	return n
+}
 
 // encodeNativeExemplarSplit encodes a family in protobuf, with each series
 // that carries native histogram exemplars at the start of a family message

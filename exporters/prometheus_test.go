@@ -431,3 +431,59 @@ func grepLines(s, sub string) string {
 	}
 	return b.String()
 }
+
+// Every histogram family the views export, as the Prometheus exporter names
+// it in a gather, is one the handler takes for its own: the vLLM, HTTP,
+// P/D router and GenAI server and client families.
+func TestExportedHistogramsNameTheScrape(t *testing.T) {
+	prom, err := NewPrometheus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vv, err := views.VLLM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv, err := views.Semconv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader), sdkmetric.WithView(append(vv, sv...)...))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("m"),
+		instrument.WithGenAISemconv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := rec.Engine(0)
+	ctx := t.Context()
+	req := stats.ObservedRequest{Operation: stats.OperationChat, Reason: stats.FinishStop, E2ELatency: 1,
+		FirstToken: true, TimeToFirstToken: 0.1, TimeToLastToken: 0.5, UsageKnown: true, PromptTokens: 3, GenerationTokens: 4}
+	e.RecordRequest(ctx, &req)
+	e.RecordChunkGap(ctx, 0.1)
+	e.RecordHTTPRequest(ctx, "/v1/chat/completions", "POST", 200, 1)
+	e.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.2, Handoff: true, HandoffGap: 0.01, DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05})
+	b, err := e.Backend("b", instrument.RoleDecode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.RecordRequest(ctx, &req)
+	b.RecordChunkGap(ctx, stats.OperationChat, 0.1)
+	mfs, err := prom.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var histograms int
+	for _, mf := range mfs {
+		if mf.GetType() != dto.MetricType_HISTOGRAM {
+			continue
+		}
+		histograms++
+		if !exported(mf) {
+			t.Errorf("%s is not taken for an exported family", mf.GetName())
+		}
+	}
+	if histograms < 20 {
+		t.Errorf("only %d histogram families gathered", histograms)
+	}
+}

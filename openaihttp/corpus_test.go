@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/corpus"
 	"github.com/infermetrics/infermetrics/openaihttp"
-	"github.com/infermetrics/infermetrics/openaihttp/internal/corpus"
 )
 
 // loadCorpus returns the replay corpus (testdata/corpus/README.md).
@@ -46,129 +46,166 @@ func splits(e *corpus.Entry, seen map[string]bool) []corpus.Split {
 // finish reason, usage, cached tokens and content chunks, as each API
 // defines them (computed by testdata/corpus/convert.py). A path the
 // package does not observe (no /v1: issue 27) passes through unrecorded.
+//
+// Both sides replay an entry once per split on one Recorder, whose figures
+// are then the expected ones times the splits; when they are not, each
+// side and split is replayed alone on a Recorder of its own to name the
+// failing ones (a Recorder per replay would make the test several times
+// slower).
 func TestCorpus(t *testing.T) {
 	seen := map[string]bool{}
 	for _, e := range loadCorpus(t) {
-		for _, split := range splits(&e, seen) {
-			t.Run(e.ID+"/handler/"+split.String(), func(t *testing.T) {
-				c := newRec(t)
-				h := openaihttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					_, _ = io.Copy(io.Discard, r.Body)
-					for k, v := range e.Header() {
-						w.Header()[k] = v
+		ss := splits(&e, seen)
+		t.Run(e.ID, func(t *testing.T) {
+			// The handler records the vllm families, the transport the
+			// GenAI client ones: one Recorder serves both.
+			l := &lenient{TB: t}
+			c := newRec(l)
+			for _, split := range ss {
+				replayHandler(t, c, &e, split)
+				replayTransport(t, c, &e, split)
+			}
+			k := float64(len(ss))
+			if len(append(append(checkServer(c, &e, k), checkClient(c, &e, k)...), l.take()...)) == 0 {
+				return
+			}
+			for _, side := range []struct {
+				name   string
+				replay func(*testing.T, *rec, *corpus.Entry, corpus.Split)
+				check  func(*rec, *corpus.Entry, float64) []string
+			}{{"handler", replayHandler, checkServer}, {"transport", replayTransport, checkClient}} {
+				for _, split := range ss {
+					c := newRec(l)
+					side.replay(t, c, &e, split)
+					for _, p := range append(side.check(c, &e, 1), l.take()...) {
+						t.Errorf("%s, %s split: %s%s", side.name, split, p, e.Explain())
 					}
-					w.WriteHeader(e.Status)
-					for _, p := range e.Writes(split) {
-						_, _ = w.Write(p)
-						w.(http.Flusher).Flush()
-					}
-				}), openaihttp.WithEngine(c.e), openaihttp.WithErrorHandler(func(err error) { t.Errorf("recording: %v", err) }))
-				req := httptest.NewRequest(e.Method, "http://"+e.Provider+".test"+e.Path, bytes.NewReader(e.Request))
-				req.Header = e.RequestHeader()
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				if w.Code != e.Status || !bytes.Equal(w.Body.Bytes(), e.Response) {
-					t.Fatalf("the client got %d and %d bytes, the server sent %d and %d", w.Code, w.Body.Len(), e.Status, len(e.Response))
 				}
-				wantCorpusServer(t, c, &e)
-			})
-			t.Run(e.ID+"/transport/"+split.String(), func(t *testing.T) {
-				c := newRec(t)
-				tr := openaihttp.NewTransport(pieces{&e, split}, openaihttp.WithEngine(c.e), openaihttp.WithBackend("b", ""),
-					openaihttp.WithErrorHandler(func(err error) { t.Errorf("recording: %v", err) }))
-				req, err := http.NewRequest(e.Method, "http://"+e.Provider+".test"+e.Path, bytes.NewReader(e.Request))
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Header = e.RequestHeader()
-				resp, err := tr.RoundTrip(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := io.ReadAll(resp.Body)
-				_ = resp.Body.Close()
-				if err != nil || resp.StatusCode != e.Status || !bytes.Equal(got, e.Response) {
-					t.Fatalf("the caller got %d and %d bytes (%v), the server sent %d and %d", resp.StatusCode, len(got), err, e.Status, len(e.Response))
-				}
-				wantCorpusClient(t, c, &e)
-			})
+			}
+		})
+	}
+}
+
+// replayHandler serves an entry's response behind NewHandler, written as
+// split says, and checks that the client got it unchanged.
+func replayHandler(t *testing.T, c *rec, e *corpus.Entry, split corpus.Split) {
+	t.Helper()
+	h := openaihttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		for k, v := range e.Header() {
+			w.Header()[k] = v
 		}
+		w.WriteHeader(e.Status)
+		for _, p := range e.Writes(split) {
+			_, _ = w.Write(p)
+			w.(http.Flusher).Flush()
+		}
+	}), openaihttp.WithEngine(c.e), openaihttp.WithErrorHandler(func(err error) { t.Errorf("%s split: recording: %v", split, err) }))
+	req := httptest.NewRequest(e.Method, "http://"+e.Provider+".test"+e.Path, bytes.NewReader(e.Request))
+	req.Header = e.RequestHeader()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != e.Status || !bytes.Equal(w.Body.Bytes(), e.Response) {
+		t.Errorf("%s split: the client got %d and %d bytes, the server sent %d and %d", split, w.Code, w.Body.Len(), e.Status, len(e.Response))
+	}
+}
+
+// replayTransport answers an entry's response through NewTransport, each
+// Read of the body getting at most one piece of split, and checks that the
+// caller got it unchanged.
+func replayTransport(t *testing.T, c *rec, e *corpus.Entry, split corpus.Split) {
+	t.Helper()
+	tr := openaihttp.NewTransport(pieces{e, split}, openaihttp.WithEngine(c.e), openaihttp.WithBackend("b", ""),
+		openaihttp.WithErrorHandler(func(err error) { t.Errorf("%s split: recording: %v", split, err) }))
+	req, err := http.NewRequest(e.Method, "http://"+e.Provider+".test"+e.Path, bytes.NewReader(e.Request))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = e.RequestHeader()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != e.Status || !bytes.Equal(got, e.Response) {
+		t.Errorf("%s split: the caller got %d and %d bytes (%v), the server sent %d and %d", split, resp.StatusCode, len(got), err, e.Status, len(e.Response))
 	}
 }
 
 var finishReasons = []string{"stop", "length", "abort", "error", "repetition"}
 
-// wantCorpusServer checks what the handler recorded for an entry.
-func wantCorpusServer(t *testing.T, c *rec, e *corpus.Entry) {
-	t.Helper()
+// checkServer returns how what the handler recorded for k replays of an
+// entry differs from the expectation.
+func checkServer(c *rec, e *corpus.Entry, k float64) []string {
+	var bad []string
+	differs := func(what string, got, want float64) {
+		if got != want {
+			bad = append(bad, fmt.Sprintf("%s = %v, want %v", what, got, want))
+		}
+	}
 	var total float64
 	for _, r := range finishReasons {
 		total += c.success(r)
 	}
 	if !e.Observed {
-		if total != 0 {
-			t.Errorf("%s: a path not observed was recorded (%v requests)", e.Path, total)
-		}
-		return
+		differs("requests recorded on a path not observed", total, 0)
+		return bad
 	}
 	x := e.Expect
-	if got := c.success(x.Finish); got != 1 || total != 1 {
-		t.Errorf("request_success{%s} = %v of %v requests, want 1 of 1%s", x.Finish, got, total, e.Explain())
-	}
+	differs("requests", total, k)
+	differs("request_success{"+x.Finish+"}", c.success(x.Finish), k)
 	prompt, gen, cached := float64(orZero(x.PromptTokens)), float64(orZero(x.GenerationTokens)), float64(orZero(x.CachedTokens))
-	for _, w := range []struct {
-		family string
-		labels []string
-		want   float64
-	}{
-		{"vllm:prompt_tokens_total", nil, prompt},
-		{"vllm:generation_tokens_total", nil, gen},
-		{"vllm:prompt_tokens_cached_total", nil, cached},
-		{"vllm:prompt_tokens_by_source_total", []string{"source", "local_compute"}, prompt - cached},
-		{"vllm:prompt_tokens_by_source_total", []string{"source", "local_cache_hit"}, cached},
-	} {
-		if got := c.value(w.family, w.labels...); got != w.want {
-			t.Errorf("%s%v = %v, want %v%s", w.family, w.labels, got, w.want, e.Explain())
-		}
+	differs("prompt tokens", c.value("vllm:prompt_tokens_total"), k*prompt)
+	differs("generation tokens", c.value("vllm:generation_tokens_total"), k*gen)
+	differs("cached tokens", c.value("vllm:prompt_tokens_cached_total"), k*cached)
+	differs("local_compute tokens", c.value("vllm:prompt_tokens_by_source_total", "source", "local_compute"), k*(prompt-cached))
+	differs("local_cache_hit tokens", c.value("vllm:prompt_tokens_by_source_total", "source", "local_cache_hit"), k*cached)
+	var usage float64
+	if x.PromptTokens != nil {
+		usage = k
 	}
-	if n := c.count("vllm:request_prompt_tokens"); (n == 1) != (x.PromptTokens != nil) || n > 1 {
-		t.Errorf("request_prompt_tokens count %d, usage in the response %v%s", n, x.PromptTokens != nil, e.Explain())
-	}
-	first := uint64(0)
+	differs("request_prompt_tokens count", float64(c.count("vllm:request_prompt_tokens")), usage)
+	var first float64
 	if e.Streamed && x.ContentChunks > 0 {
-		first = 1
+		first = k
 	}
-	if n := c.count("vllm:time_to_first_token_seconds"); n != first {
-		t.Errorf("TTFT count %d, want %d (%d content chunks)%s", n, first, x.ContentChunks, e.Explain())
-	}
+	differs("TTFT count", float64(c.count("vllm:time_to_first_token_seconds")), first)
 	// The gaps between content chunks: asserted for one choice (with
 	// several, issue 25's defect 4 decides what they are).
-	if len(x.ChunksPerChoice) <= 1 {
-		if n, want := c.count("vllm:inter_token_latency_seconds"), uint64(max(x.ContentChunks-1, 0)); e.Streamed && n != want {
-			t.Errorf("inter-chunk latency count %d, want %d%s", n, want, e.Explain())
-		}
+	if e.Streamed && len(x.ChunksPerChoice) <= 1 {
+		differs("inter-chunk latency count", float64(c.count("vllm:inter_token_latency_seconds")), k*float64(max(x.ContentChunks-1, 0)))
 	}
+	return bad
 }
 
-// wantCorpusClient checks what the transport recorded for an entry: the
-// GenAI client metrics of its leg.
-func wantCorpusClient(t *testing.T, c *rec, e *corpus.Entry) {
-	t.Helper()
+// checkClient returns how what the transport recorded for k replays of an
+// entry (the GenAI client metrics of its legs) differs from the
+// expectation.
+func checkClient(c *rec, e *corpus.Entry, k float64) []string {
+	var bad []string
+	differs := func(what string, got, want float64) {
+		if got != want {
+			bad = append(bad, fmt.Sprintf("%s = %v, want %v", what, got, want))
+		}
+	}
 	op := e.Operation()
 	l := withOperation(clientLabels("b", ""), op)
 	if !e.Observed {
-		if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 0 {
-			t.Errorf("%s: a path not observed was recorded", e.Path)
-		}
-		return
+		differs("legs recorded on a path not observed", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, l...)), 0)
+		return bad
 	}
 	x := e.Expect
-	withErr := l
+	var ok, failed float64
 	if x.Finish == "error" {
-		withErr = append(l[:len(l):len(l)], "error.type", "_OTHER")
+		failed = k
+	} else {
+		ok = k
 	}
-	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, withErr...); n != 1 {
-		t.Errorf("operation duration count %d with %v, want 1 (finish %s)%s", n, withErr, x.Finish, e.Explain())
+	if ok > 0 {
+		differs("operation durations", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, l...)), ok)
+	} else {
+		differs("operation durations with error.type", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, append(l, "error.type", "_OTHER")...)), failed)
 	}
 	for _, w := range []struct {
 		kind string
@@ -176,20 +213,40 @@ func wantCorpusClient(t *testing.T, c *rec, e *corpus.Entry) {
 	}{{"input", x.PromptTokens}, {"output", x.GenerationTokens}} {
 		tl := withOperation(clientLabels("b", "", "gen_ai.token.type", w.kind), op)
 		if w.want == nil {
-			if n := c.clientHist(instrument.NameGenAIClientTokenUsage, tl...); n != 0 {
-				t.Errorf("%s tokens recorded (%d values) from a response without usage%s", w.kind, n, e.Explain())
-			}
-		} else if h := c.r.Histogram(instrument.NameGenAIClientTokenUsage, tl...); h.Count != 1 || h.Sum != float64(*w.want) {
-			t.Errorf("%s tokens: %d values, sum %v, want %d%s", w.kind, h.Count, h.Sum, *w.want, e.Explain())
+			differs(w.kind+" token values without usage", float64(c.clientHist(instrument.NameGenAIClientTokenUsage, tl...)), 0)
+			continue
 		}
+		h := c.r.Histogram(instrument.NameGenAIClientTokenUsage, tl...)
+		differs(w.kind+" token values", float64(h.Count), k)
+		differs(w.kind+" tokens", h.Sum, k*float64(*w.want))
 	}
-	first := uint64(0)
+	var first float64
 	if e.Streamed && x.ContentChunks > 0 {
-		first = 1
+		first = k
 	}
-	if n := c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, l...); n != first {
-		t.Errorf("time to first chunk count %d, want %d%s", n, first, e.Explain())
-	}
+	differs("time to first chunk count", float64(c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, l...)), first)
+	return bad
+}
+
+// lenient is a testing.TB on which a failed look-up of package testutil
+// (a family or series that is not there) is a message to collect, not a
+// failure: a check of several replays at once collects them, and on any
+// replays each split alone to name the failing one.
+type lenient struct {
+	testing.TB
+	msgs []string
+}
+
+func (l *lenient) Fatalf(format string, args ...any) {
+	l.msgs = append(l.msgs, fmt.Sprintf(format, args...))
+}
+func (l *lenient) Errorf(format string, args ...any) { l.Fatalf(format, args...) }
+
+// take returns the messages collected since the last take.
+func (l *lenient) take() []string {
+	m := l.msgs
+	l.msgs = nil
+	return m
 }
 
 // pieces is a RoundTripper answering an entry's response, each Read of its

@@ -116,7 +116,7 @@ def main():
             for idx, it in enumerate(load_cassette(path, raw)):
                 rec = normalize(it)
                 if rec is None:
-                    stats["not an HTTP interaction"] += 1
+                    stats["not an HTTP request and response (Realtime WebSocket frames, xAI gRPC samples)"] += 1
                     continue
                 why = reject(rec)
                 if why:
@@ -947,8 +947,24 @@ def model_span(req):
 
 
 def print_counts(manifest):
-    by = collections.Counter((m["api"], m["provider"]) for m in manifest)
-    print(json.dumps({f"{a}/{p}": v for (a, p), v in sorted(by.items())}, indent=1), file=sys.stderr)
+    """Prints the counts table of README.md: recordings per provider and API,
+    streamed, gzip-encoded, 4xx and not observed."""
+    apis = ["chat", "completions", "embeddings", "responses", "messages"]
+    cols = apis + ["all", "streamed", "gzip", "4xx", "no /v1"]
+    rows = collections.defaultdict(collections.Counter)
+    for m in manifest:
+        for r in (m["provider"], "**all**"):
+            c = rows[r]
+            c[m["api"]] += 1
+            c["all"] += 1
+            c["streamed"] += m["streamed"]
+            c["gzip"] += m["encoding"] == "gzip"
+            c["4xx"] += 400 <= m["status"] < 500
+            c["no /v1"] += not m["observed"]
+    print("| provider | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    for r in sorted(rows, key=lambda r: (r == "**all**", -rows[r]["all"], r)):
+        print(f"| {r} | " + " | ".join(str(rows[r][c] or "") for c in cols) + " |")
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ type Expect struct {
 // Dir is the corpus directory.
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "corpus")
+	return filepath.Join(filepath.Dir(file), "..", "..", "openaihttp", "testdata", "corpus")
 }
 
 // Load reads the manifest and every entry's bodies.

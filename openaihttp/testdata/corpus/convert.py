@@ -80,19 +80,20 @@ PROVIDERS = [
     (r"gpustack", "gpustack"),
 ]
 
-# Keys whose string values are generated or user text (replaced with text of
-# the same shape), and keys whose values are ids (replaced with made-up ids).
-TEXT_KEYS = {"content", "text", "delta", "reasoning", "reasoning_content", "thinking", "refusal",
-             "arguments", "partial_json", "prompt", "input", "instructions", "system", "response",
-             "suffix", "description", "summary", "transcript", "query", "title", "value",
-             "output", "reasoning_text", "logprob_token", "token", "citation", "snippet",
-             "cited_text", "result", "message_text"}
+# Every string value is replaced (text of the same shape, a made-up id, or
+# made-up file data) but those of the keys below: the structural values the
+# APIs define (and the package reads), which are kept.
+KEEP_KEYS = {"model", "object", "type", "role", "finish_reason", "stop_reason", "status", "event",
+             "done_reason", "native_finish_reason", "service_tier", "encoding_format", "reason", "code",
+             "param", "tool_choice", "format", "detail", "voice", "truncation", "effort", "verbosity",
+             "modalities", "media_type", "mime_type", "inference_geo", "error_type", "stream",
+             "include_usage", "n", "max_tokens", "max_completion_tokens", "max_output_tokens",
+             "name", "provider", "phase", "mode", "strict", "parallel_tool_calls", "store", "background",
+             "response_format", "stop_sequence", "created", "created_at", "completed_at", "method"}
 ID_KEYS = {"id", "system_fingerprint", "obfuscation", "signature", "encrypted_content", "item_id",
            "call_id", "tool_call_id", "tool_use_id", "previous_response_id", "response_id",
            "user", "safety_identifier", "prompt_cache_key", "conversation_id", "request_id",
            "fingerprint", "seed_id"}
-# Keys whose strings name data (files, images) sent in requests.
-DATA_KEYS = {"url", "file_data", "data", "image", "image_url", "audio", "b64_json", "file_id"}
 
 MAX_BODY = 256 << 10  # a recording with a larger request or response is left out
 MAX_RESPONSE = 96 << 10  # nor one with a larger response body
@@ -450,30 +451,22 @@ class Rewriter:
         self.shortened = 0
 
     def replace(self, key, parent, raw):
-        if key in ("model", "object", "type", "role", "finish_reason", "stop_reason", "status",
-                   "event", "done_reason", "service_tier", "encoding_format", "name", "reason",
-                   "code", "param", "stop", "tool_choice", "format", "detail", "voice",
-                   "truncation", "effort", "verbosity", "modalities", "stop_sequence",
-                   "created_at", "media_type", "mime_type", "inference_geo", "error_type"):
-            return raw
+        if key in KEEP_KEYS or (key == "message" and parent == "error"):
+            return raw  # a structural value, or a provider's error message
         if key in ID_KEYS:
             if raw not in self.ids:
                 self.ids[raw] = made_up_id(raw, seeded(self.seed + "id", raw))
             return self.ids[raw]
-        if key in DATA_KEYS or parent in DATA_KEYS:
-            if len(raw) > 64 and (raw.startswith("data:") or re.fullmatch(r"[A-Za-z0-9+/=\\n]+", raw)):
-                if self.shorten and len(raw) > MAX_DATA:
-                    self.shortened += 1
-                    raw = raw[:MAX_DATA]
-                return made_up_data(raw, seeded(self.seed, raw))
-            if key == "url" and not raw.startswith("data:"):
-                return raw  # a public URL a test sent
-        if key in TEXT_KEYS or parent in TEXT_KEYS or key == "message" and parent == "error" or \
-                key in ("messages",) or parent in ("messages", "stop_sequences"):
-            if key == "message" and parent == "error":
-                return raw  # a provider's error message is kept
-            return made_up_text(raw, seeded(self.seed, raw))
-        return raw
+        if len(raw) > 64 and (raw.startswith("data:") or re.fullmatch(r"[A-Za-z0-9+/=\\n]+", raw)):
+            if key == "embedding":
+                return raw  # numbers, base64-encoded
+            if self.shorten and len(raw) > MAX_DATA:
+                self.shortened += 1
+                raw = raw[:MAX_DATA]
+            return made_up_data(raw, seeded(self.seed, raw))  # a file or image
+        if key == "url" and re.match(r"^https?://", raw):
+            return raw  # a public URL a test sent
+        return made_up_text(raw, seeded(self.seed, raw))
 
     def body(self, text):
         """Rewrites body text: each JSON document in it, found at a line's

@@ -55,7 +55,7 @@ func scanDocs(t *testing.T) []string {
 		`{"choices":[{"index":1,"finish_reason":"length","delta":{"content":"a"}},{"index":17,"text":"b"}],"usage":{"prompt_tokens":99999999999999999999,"completion_tokens":1}}`,
 		`{"type":"response.output_text.delta","delta":"x","response":{"status":"incomplete","incomplete_details":{"reason":"content_filter"}}}`,
 	}
-	files, _ := filepath.Glob(filepath.Join("testdata", "*"))
+	files, _ := filepath.Glob(filepath.Join("testdata", "*.*")) // the fixtures, not the corpus/ folder
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

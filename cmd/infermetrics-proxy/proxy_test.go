@@ -119,23 +119,10 @@ func TestFixturesThroughProxy(t *testing.T) {
 		}
 	}
 	all := p.scrape(t)
-	// Each model's lines apart: the scrape holds 50 models' series.
-	byModel := map[string]*strings.Builder{}
-	for _, l := range strings.Split(all, "\n") {
-		if _, rest, ok := strings.Cut(l, `model_name="`); ok {
-			m, _, _ := strings.Cut(rest, `"`)
-			if byModel[m] == nil {
-				byModel[m] = &strings.Builder{}
-			}
-			byModel[m].WriteString(l + "\n")
-		}
-	}
+	models := byModel(all) // the scrape holds 50 models' series
 	for i, f := range fs {
 		model := fmt.Sprintf("fixture-%02d", i)
-		var s string
-		if b := byModel[model]; b != nil {
-			s = b.String()
-		}
+		s := models[model]
 		reason := f.Outcome
 		if reason == "abort" {
 			reason = "error" // cut by the server while the client was reading (openaihttp's rule)

@@ -1,6 +1,7 @@
 package openaihttp
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -185,3 +186,35 @@ func TestStringEnd(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkObserveChunk is the observer alone on one streamed content chunk
+// per write, SSE framing and the inter-chunk time included (recorded into
+// a sink, not OpenTelemetry): one choice, and two choices taking turns as
+// an n = 2 stream's do.
+func BenchmarkObserveChunk(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(map[int]string{1: "n1", 2: "n2"}[n], func(b *testing.B) {
+			var events [2][]byte
+			for i := range events {
+				events[i] = []byte("data: " + choiceChunk(i%n, " tok") + "\n\n")
+			}
+			var o observer
+			var sink gapSink
+			o.init(endpoint{stats.OperationChat, dOpenAI}, time.Now(), true)
+			o.gaps, o.ctx = &sink, b.Context()
+			i := 0
+			for b.Loop() {
+				o.write(events[i&1])
+				i++
+			}
+			if o.chunks != int64(i) {
+				b.Fatalf("%d chunks observed of %d", o.chunks, i)
+			}
+		})
+	}
+}
+
+// gapSink counts the inter-chunk times an observer records, keeping none.
+type gapSink struct{ n int }
+
+func (g *gapSink) RecordChunkGap(context.Context, stats.Operation, float64) { g.n++ }

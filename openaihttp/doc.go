@@ -14,9 +14,13 @@
 // vllm:request_success_total by finish reason, the e2e latency, the
 // request's max_tokens and n, and, for a streamed response, the time to its
 // first content chunk as TTFT and the time between content chunks as
-// vllm:inter_token_latency_seconds. A chunk carrying several tokens is one
-// value, so with multi-token chunks these are inter-chunk latencies, fewer
-// and larger than per-token ones. Chunks that arrive in one write (one
+// vllm:inter_token_latency_seconds. With n > 1 choices the time is each
+// choice's own, as vLLM records it: from that choice's previous content
+// chunk (a chunk carrying several choices gives a value for each, a
+// choice's first chunk none); choices past the 16th are not timed one by
+// one and give none, rather than gaps to other choices' chunks. A chunk
+// carrying several tokens is one value, so with multi-token chunks these
+// are inter-chunk latencies, fewer and larger than per-token ones. Chunks that arrive in one write (one
 // Write of the handler, one Read of the transport's caller) are timed
 // alike, once per write: the gaps between them are 0. When the response reports usage it also
 // records the prompt tokens by source, the cached tokens, the generation
@@ -139,7 +143,9 @@
 // gen_ai.client.operation.time_per_output_chunk, gen_ai.client.token.usage)
 // and the backend and backend.role attributes (WithBackend, or per request
 // ContextWithBackend). Both sides set gen_ai.operation.name from the
-// endpoint, as listed above (stats.ObservedRequest.Operation). The
+// endpoint, as listed above (stats.ObservedRequest.Operation), and time
+// chunks alike: gen_ai.client.operation.time_per_output_chunk is per
+// choice as vllm:inter_token_latency_seconds is. The
 // response body is observed as the caller reads it; closing it before the
 // response completed is an abort.
 //

@@ -63,8 +63,9 @@ type observer struct {
 }
 
 // choiceTimes are the first and last content chunk times of each choice of
-// an n > 1 stream, in nanoseconds from the start, for the per-choice time
-// per output token (stats.ObservedRequest.DecodeChoices).
+// a stream, in nanoseconds from the start, for the per-choice inter-chunk
+// times (chunk) and, with n > 1, time per output token
+// (stats.ObservedRequest.DecodeChoices).
 type choiceTimes struct {
 	seen        uint32
 	many        bool // a choice beyond maxChoices: not timed one by one
@@ -305,10 +306,7 @@ func (o *observer) apply(at time.Time) {
 		content = o.streaming && d.content
 	}
 	if content {
-		o.chunk(at)
-		if d.choices != 0 || d.manyChoices {
-			o.choices.add(d.choices, d.manyChoices, at.Sub(o.start).Nanoseconds())
-		}
+		o.chunk(at, d.choices, d.manyChoices)
 	}
 }
 
@@ -427,15 +425,35 @@ func rank(r stats.FinishReason) int {
 	return 0
 }
 
-// chunk counts a content chunk at a time.
-func (o *observer) chunk(at time.Time) {
+// chunk counts a content chunk at a time, with output for choices (a bit
+// per index below maxChoices) and, when many, for a choice beyond them. Its
+// inter-chunk times are per choice, as vLLM's: from each choice's previous
+// content chunk, none for a choice's first or one beyond maxChoices (not
+// timed). A chunk of an API without choices is timed from the last chunk.
+func (o *observer) chunk(at time.Time, choices uint32, many bool) {
 	if o.chunks == 0 {
 		o.first = at
-	} else if o.gaps != nil {
-		o.gaps.RecordChunkGap(o.ctx, o.ep.op, at.Sub(o.last).Seconds())
+	}
+	if choices == 0 && !many {
+		if o.chunks > 0 {
+			o.gap(at.Sub(o.last))
+		}
+	} else {
+		ns := at.Sub(o.start).Nanoseconds()
+		for timed := choices & o.choices.seen; timed != 0; timed &= timed - 1 {
+			o.gap(time.Duration(ns - o.choices.last[bits.TrailingZeros32(timed)]))
+		}
+		o.choices.add(choices, many, ns)
 	}
 	o.last = at
 	o.chunks++
+}
+
+// gap records an inter-chunk time.
+func (o *observer) gap(d time.Duration) {
+	if o.gaps != nil {
+		o.gaps.RecordChunkGap(o.ctx, o.ep.op, d.Seconds())
+	}
 }
 
 // end is how a response ended, as the caller saw it.

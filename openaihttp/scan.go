@@ -87,8 +87,9 @@ const (
 	// reported (ErrDropped): recorded, it could overflow the engine's
 	// running totals.
 	maxCount = stats.MaxRequestTokens
-	// maxChoices is how many choices of an n > 1 stream are timed one by
-	// one, for the time per output token of each (see choiceTimes).
+	// maxChoices is how many choices of a stream are timed one by one, for
+	// the inter-chunk times and time per output token of each (see
+	// choiceTimes).
 	maxChoices = 16
 )
 

@@ -218,3 +218,37 @@ func BenchmarkObserveChunk(b *testing.B) {
 type gapSink struct{ n int }
 
 func (g *gapSink) RecordChunkGap(context.Context, stats.Operation, float64) { g.n++ }
+
+// With n = 2 each choice's inter-chunk times are its own, as vLLM records
+// them: two choices streaming 25 ms apart each, 2 ms from one another,
+// record 25 ms every time, not 2 ms and 23 ms in turn. A chunk carrying
+// both choices gives a gap for each; a choice's first chunk gives none; a
+// choice of index 16 or more is not timed, so gives none.
+func TestInterChunkTimesPerChoice(t *testing.T) {
+	var o observer
+	var gaps gapLog
+	start := time.Unix(1000, 0)
+	o.init(endpoint{stats.OperationChat, dOpenAI}, start, true)
+	o.gaps, o.ctx = &gaps, context.Background()
+	ms := func(v int) time.Time { return start.Add(time.Duration(v) * time.Millisecond) }
+	for step := range 4 {
+		feedAt(t, &o, choiceChunk(0, "tok"), ms(10+25*step))
+		feedAt(t, &o, choiceChunk(1, "tok"), ms(12+25*step))
+	}
+	feedAt(t, &o, `{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]}`, ms(115))
+	for _, at := range []int{116, 150} {
+		feedAt(t, &o, `{"choices":[{"index":16,"delta":{"content":"z"}}]}`, ms(at))
+	}
+	want := []float64{0.025, 0.025, 0.025, 0.025, 0.025, 0.025, 0.030, 0.028}
+	if len(gaps) != len(want) {
+		t.Fatalf("gaps %v, want %v", gaps, want)
+	}
+	for i := range want {
+		if math.Abs(gaps[i]-want[i]) > 1e-9 {
+			t.Fatalf("gaps %v, want %v", gaps, want)
+		}
+	}
+	if o.chunks != 11 {
+		t.Errorf("%d chunks, want 11", o.chunks)
+	}
+}

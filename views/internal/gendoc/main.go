@@ -85,7 +85,8 @@ SimpleCPUOffloadConnector's ` + "`vllm:simple_kv_offload_*`" + ` families.
 A front end that sees requests but no engine step (` + "`openaihttp.NewHandler`" + `, or
 ` + "`instrument.Engine.RecordRequest`" + `) records, per request, only what it observes:
 ` + "`vllm:request_success_total`" + `, ` + "`vllm:e2e_request_latency_seconds`" + `, ` + "`vllm:time_to_first_token_seconds`" + ` and
-` + "`vllm:inter_token_latency_seconds`" + ` (streamed: one value per content chunk, however many tokens it carries),
+` + "`vllm:inter_token_latency_seconds`" + ` (streamed: one value per content chunk, however many tokens it carries, from
+the previous chunk of the same choice with n > 1, as vLLM times each choice; choices past the 16th give none),
 ` + "`vllm:request_params_max_tokens`" + `, ` + "`vllm:request_params_n`" + `, and, when the response reports usage,
 ` + "`vllm:prompt_tokens_total`" + ` by source (cached tokens as ` + "`local_cache_hit`" + `, or ` + "`external_kv_transfer`" + ` behind a
 P/D decode leg: see below), ` + "`vllm:prompt_tokens_cached_total`" + `, ` + "`vllm:generation_tokens_total`" + `, the request token

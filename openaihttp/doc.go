@@ -74,6 +74,10 @@
 //     vllm:request_prefill_time_seconds and
 //     vllm:request_decode_time_seconds.
 //
+// Event streams are read as the SSE standard reads them: lines end in
+// "\n", "\r\n" or "\r", and the data lines of one event are joined by a
+// line feed, so a JSON document may span several.
+//
 // Prefill and decode times are the server's own figures (Ollama, llama.cpp;
 // stats.ObservedRequest.ServerTimes), not observed: a gateway cannot see
 // when a server starts or ends a prefill. With n > 1 choices, the time per

@@ -148,8 +148,8 @@ func (o *observer) writeSSE(p []byte) {
 		if end < 0 {
 			return
 		}
-		s.cr = p[end] == '\r'
 		o.endLine()
+		s.cr = p[end] == '\r'
 		p = p[end+1:]
 	}
 }
@@ -230,11 +230,15 @@ func (o *observer) lineBytes(seg []byte) {
 	}
 }
 
-// endLine ends a line: an empty one ends an event.
+// endLine ends a line: an empty one ends an event. The data lines of an
+// event are joined by a line feed, as the SSE standard joins them.
 func (o *observer) endLine() {
 	s := &o.sse
 	if s.line == lineDone && string(bytes.TrimSpace(s.doneBuf[:s.doneLen])) == "[DONE]" {
 		o.done = true
+	}
+	if s.line == lineData && o.js.started() {
+		o.js.feed(lineFeed)
 	}
 	if s.empty && o.js.started() {
 		o.js.reset() // an event whose document did not complete: not JSON
@@ -244,6 +248,8 @@ func (o *observer) endLine() {
 	}
 	*s = sseState{empty: true}
 }
+
+var lineFeed = []byte{'\n'}
 
 // at returns the time of the bytes being written: the clock is read once
 // per write, at the first document they complete. The documents of one

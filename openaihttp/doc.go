@@ -76,7 +76,10 @@
 //
 // Event streams are read as the SSE standard reads them: lines end in
 // "\n", "\r\n" or "\r", and the data lines of one event are joined by a
-// line feed, so a JSON document may span several.
+// line feed, so a JSON document may span several. A response body that
+// starts with a UTF-8 byte order mark is read past it: an event stream as
+// the standard says, a JSON body as Python's json.loads reads bytes
+// (OpenAI's Python client reads a body so), an NDJSON stream alike.
 //
 // Prefill and decode times are the server's own figures (Ollama, llama.cpp;
 // stats.ObservedRequest.ServerTimes), not observed: a gateway cannot see
@@ -98,7 +101,9 @@
 // # Request bodies as clients write them
 //
 // The request's model, stream, n and max_tokens (max_completion_tokens,
-// max_output_tokens) are read as vLLM reads them: JSON string escapes
+// max_output_tokens) are read as vLLM reads them: past one leading UTF-8
+// byte order mark, which Python's json.loads skips in bytes (a mark after
+// white space, or a second one, is not JSON), JSON string escapes
 // decoded, the last of duplicate keys winning (Python's json); n and
 // max_tokens as pydantic's lax int (100, 100.0, "100"; not 100.5), stream
 // as pydantic's lax bool (true, 1, "true", "1", "yes", "on", "t", "y" and
@@ -107,7 +112,9 @@
 // stats.MaxRequestTokens (2^27), in a request or a response, is dropped
 // for that request alone and reported through the error handler
 // (ErrDropped); the request is recorded without it and nothing a client
-// sends makes later requests unrecordable.
+// sends makes later requests unrecordable. WithIncludeUsage's rewrite
+// (AskUsage) reads a body with a byte order mark too, and writes the body
+// anew without it.
 //
 // # Finish reasons
 //

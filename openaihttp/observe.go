@@ -36,8 +36,9 @@ type observer struct {
 	streaming   bool // SSE: content chunks are counted
 	docs        int64
 
-	js  jsonScan
-	sse sseState
+	js   jsonScan
+	sse  sseState
+	bomN int // bytes of the body matched against a leading byte order mark; 3 once past it
 
 	hasFinish bool
 	finish    stats.FinishReason
@@ -101,11 +102,34 @@ func (o *observer) init(ep endpoint, start time.Time, streaming bool) {
 // write observes the next bytes of the body.
 func (o *observer) write(p []byte) {
 	o.now = time.Time{}
+	if o.bomN < len(utf8BOM) {
+		p = o.skipBOM(p)
+	}
+	o.scan(p)
+}
+
+func (o *observer) scan(p []byte) {
 	if o.streaming {
 		o.writeSSE(p)
 		return
 	}
 	o.writeJSON(p)
+}
+
+// skipBOM returns p past the part of a leading UTF-8 byte order mark it
+// holds, in whatever writes the mark comes. Bytes that only began like
+// one are observed after all.
+func (o *observer) skipBOM(p []byte) []byte {
+	for ; len(p) > 0 && o.bomN < len(utf8BOM); p = p[1:] {
+		if p[0] != utf8BOM[o.bomN] {
+			held := utf8BOM[:o.bomN]
+			o.bomN = len(utf8BOM)
+			o.scan(held)
+			return p
+		}
+		o.bomN++
+	}
+	return p
 }
 
 // writeJSON observes a JSON body: one document, or with Ollama a stream of

@@ -242,6 +242,23 @@ const (
 	rDone
 )
 
+// utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
+// bytes start with (vLLM's server reads request bodies so, and OpenAI's
+// Python client response bodies), and the SSE standard one that a stream
+// starts with; anywhere else it is not JSON.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// trimBOM returns p past one leading UTF-8 byte order mark.
+func trimBOM(p []byte) []byte { return bytes.TrimPrefix(p, utf8BOM) }
+
+// scanRequest reads a request body's first bytes into s: its model,
+// stream, n, max_tokens and stream_options.include_usage, past one leading
+// byte order mark.
+func scanRequest(s *jsonScan, p []byte) {
+	s.root = cRequest
+	s.feed(trimBOM(p))
+}
+
 // reset readies the scanner for a new document of the same dialect.
 func (s *jsonScan) reset() {
 	s.st, s.depth, s.d = stValue, 0, doc{}

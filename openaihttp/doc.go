@@ -121,8 +121,10 @@
 // finish_reason stop, length, abort, error and repetition map to vLLM's
 // (Anthropic's stop_reason and Ollama's done_reason too); tool_calls,
 // function_call, content_filter and other values end a generation normally
-// and count as stop. A request of several choices takes
-// the worst: length over stop, abort and error over both. An HTTP status of
+// and count as stop. A request of several choices (n > 1, or a batch of
+// prompts to /v1/completions) takes the worst, whether they come in one
+// document or in a stream's chunks: length over stop, abort and error over
+// both. An HTTP status of
 // 400 or above, or an error event in a stream, is an error. A client that
 // goes away before the finish (its request context canceled, or a write
 // failing) is an abort. A response that ends without a finish reason while

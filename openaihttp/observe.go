@@ -40,11 +40,10 @@ type observer struct {
 	sse  sseState
 	bomN int // bytes of the body matched against a leading byte order mark; 3 once past it
 
-	hasFinish bool
-	finish    stats.FinishReason
-	errSeen   bool
-	done      bool // [DONE], message_stop, Ollama's done, or the JSON document ended
-	usage     struct {
+	finish  reasonSeen // the worst of the documents'
+	errSeen bool
+	done    bool // [DONE], message_stop, Ollama's done, or the JSON document ended
+	usage   struct {
 		known                      bool
 		prompt, completion, cached int64
 		cachedKnown                bool // from usage (prompt_tokens_details), not timings
@@ -294,26 +293,22 @@ func (o *observer) apply(at time.Time) {
 	if d.dropped != 0 && o.onErr != nil {
 		o.onErr(droppedErr("response", d.dropped))
 	}
-	hasFinish, finish := d.hasFinish, d.finish
+	finish := d.finish
 	switch o.ep.dialect {
 	case dResponses:
-		hasFinish, finish = responseFinish(d)
+		finish = responseFinish(d)
 	case dAnthropic:
 		o.done = o.done || d.event == evMessageStop
 	case dOllama:
 		if d.done {
 			o.done = true
-			if !hasFinish {
-				hasFinish, finish = true, stats.FinishStop
+			if !finish.ok {
+				finish = reasonSeen{true, stats.FinishStop}
 			}
 		}
 	}
-	if hasFinish {
-		// With n > 1 the request's reason is its choices' worst (see rank).
-		if !o.hasFinish || rank(finish) > rank(o.finish) {
-			o.finish = finish
-		}
-		o.hasFinish = true
+	if finish.ok {
+		o.finish.merge(finish.reason)
 	}
 	if d.errSeen || d.event == evError {
 		o.errSeen = true
@@ -392,21 +387,21 @@ func (o *observer) applyUsage(d *doc) {
 // responseFinish is a Responses API document's finish: its response's
 // status (completed, incomplete for max_output_tokens or content_filter,
 // failed, cancelled).
-func responseFinish(d *doc) (bool, stats.FinishReason) {
+func responseFinish(d *doc) reasonSeen {
 	switch d.status {
 	case stCompleted:
-		return true, stats.FinishStop
+		return reasonSeen{true, stats.FinishStop}
 	case stIncomplete:
 		if d.filtered {
-			return true, stats.FinishStop
+			return reasonSeen{true, stats.FinishStop}
 		}
-		return true, stats.FinishLength
+		return reasonSeen{true, stats.FinishLength}
 	case stFailed:
-		return true, stats.FinishError
+		return reasonSeen{true, stats.FinishError}
 	case stCancelled:
-		return true, stats.FinishAbort
+		return reasonSeen{true, stats.FinishAbort}
 	}
-	return false, 0
+	return reasonSeen{}
 }
 
 // add takes in a chunk's choices with output, at ns from the start.
@@ -436,6 +431,21 @@ func (c *choiceTimes) decode() (int64, float64) {
 		}
 	}
 	return int64(bits.OnesCount32(c.seen)), max(time.Duration(sum).Seconds(), 0)
+}
+
+// reasonSeen is a finish reason, once one is known (ok).
+type reasonSeen struct {
+	ok     bool
+	reason stats.FinishReason
+}
+
+// merge takes in the finish reason of one more choice: with n > 1, or a
+// batch of prompts, the request's reason is its choices' worst (see rank),
+// in one document as over several.
+func (s *reasonSeen) merge(r stats.FinishReason) {
+	if !s.ok || rank(r) > rank(s.reason) {
+		s.ok, s.reason = true, r
+	}
 }
 
 // rank orders finish reasons for a request of several choices: one choice
@@ -499,8 +509,8 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	switch {
 	case e.status >= 400 || o.errSeen:
 		r.Reason = stats.FinishError
-	case o.hasFinish:
-		r.Reason = o.finish
+	case o.finish.ok:
+		r.Reason = o.finish.reason
 	case o.done && !o.ep.op.Generates():
 		r.Reason = stats.FinishStop // embeddings and pooling: no finish reason
 	case e.aborted:
@@ -529,6 +539,6 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 
 // complete reports a response that said all it had to: a finish reason, or
 // [DONE], or (not streamed) the end of its JSON document.
-func (o *observer) complete() bool { return o.hasFinish || o.done }
+func (o *observer) complete() bool { return o.finish.ok || o.done }
 
 func nonNegative(d time.Duration) float64 { return max(d.Seconds(), 0) }

@@ -268,3 +268,28 @@ func TestSSEDataLinesJoinedByLineFeed(t *testing.T) {
 		}
 	}
 }
+
+// The choices of one document combine their finish reasons as those of
+// several documents do, the worst winning: a completion of n = 2 or of a
+// batch of prompts that ended [length, stop] is length, not its last
+// choice's stop. Within one choice the last finish_reason key wins, as in
+// Python, null too.
+func TestFinishReasonWorstInDocument(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want stats.FinishReason
+	}{
+		{`{"object":"text_completion","choices":[{"index":0,"text":"a","finish_reason":"length"},{"index":1,"text":"b","finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":17}}`, stats.FinishLength},
+		{`{"object":"chat.completion","choices":[{"index":0,"message":{"content":"a"},"finish_reason":"length"},{"index":1,"message":{"content":"b"},"finish_reason":"stop"}]}`, stats.FinishLength},
+		{`{"choices":[{"index":0,"finish_reason":"stop"},{"index":1,"finish_reason":"abort"},{"index":2,"finish_reason":"length"}]}`, stats.FinishAbort},
+		{`{"choices":[{"index":0,"finish_reason":"length","finish_reason":"stop"},{"index":1,"finish_reason":"stop"}]}`, stats.FinishStop},
+		{`{"choices":[{"index":0,"finish_reason":"length","finish_reason":null},{"index":1,"finish_reason":"stop"}]}`, stats.FinishStop},
+	} {
+		var o observer
+		o.init(endpoint{stats.OperationTextCompletion, dOpenAI}, time.Unix(1000, 0), false)
+		o.write([]byte(c.body))
+		if r := o.result(time.Unix(1001, 0), end{status: 200}); r.Reason != c.want {
+			t.Errorf("%s: reason %v, want %v", c.body, r.Reason, c.want)
+		}
+	}
+}

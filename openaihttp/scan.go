@@ -95,19 +95,19 @@ const (
 
 // doc is what one document told.
 type doc struct {
-	content       bool   // output (text, reasoning, tool calls) in this document
-	choiceContent bool   // output in the choice being read
-	choice        int64  // index of the choice being read
-	choices       uint32 // choices (bit per index < maxChoices) with output
-	manyChoices   bool   // a choice of index >= maxChoices had output
-	deltaText     bool   // Responses API: a non-empty string "delta"
-	event         uint8  // the "type" of an event (evNone, ...)
-	status        uint8  // Responses API: the response's status
-	filtered      bool   // Responses API: incomplete for content_filter
-	hasFinish     bool
-	finish        stats.FinishReason
-	errSeen       bool // a non-null top-level "error", or an error event
-	done          bool // Ollama: "done": true
+	content       bool       // output (text, reasoning, tool calls) in this document
+	choiceContent bool       // output in the choice being read
+	choice        int64      // index of the choice being read
+	choices       uint32     // choices (bit per index < maxChoices) with output
+	manyChoices   bool       // a choice of index >= maxChoices had output
+	deltaText     bool       // Responses API: a non-empty string "delta"
+	event         uint8      // the "type" of an event (evNone, ...)
+	status        uint8      // Responses API: the response's status
+	filtered      bool       // Responses API: incomplete for content_filter
+	finish        reasonSeen // the worst of the choices', or the document's own
+	choiceFinish  reasonSeen // the choice being read's, the last key winning
+	errSeen       bool       // a non-null top-level "error", or an error event
+	done          bool       // Ollama: "done": true
 	dropped       uint8
 
 	usageSeen, usageBad bool
@@ -585,7 +585,7 @@ func (s *jsonScan) opened(ctx uint8) {
 		d.streamOpts, d.includeUsage = true, false
 	case rChoice:
 		if ctx == cChoice {
-			d.choice, d.choiceContent = 0, false
+			d.choice, d.choiceContent, d.choiceFinish = 0, false, reasonSeen{}
 		}
 	}
 }
@@ -593,11 +593,17 @@ func (s *jsonScan) opened(ctx uint8) {
 // close ends the innermost container and reports whether it ended the
 // document.
 func (s *jsonScan) close() bool {
-	if s.stack[s.depth-1] == cChoice && s.d.choiceContent {
-		if s.d.choice < maxChoices {
-			s.d.choices |= 1 << s.d.choice
-		} else {
-			s.d.manyChoices = true
+	if s.stack[s.depth-1] == cChoice {
+		d := &s.d
+		if d.choiceContent {
+			if d.choice < maxChoices {
+				d.choices |= 1 << d.choice
+			} else {
+				d.manyChoices = true
+			}
+		}
+		if d.choiceFinish.ok {
+			d.finish.merge(d.choiceFinish.reason)
 		}
 	}
 	s.depth--
@@ -788,7 +794,7 @@ func (s *jsonScan) endString(v []byte, over bool) {
 	case rDeltaText:
 		d.deltaText = d.deltaText || s.slen > 0
 	case rFinish:
-		d.hasFinish, d.finish = true, finishReason(v, over)
+		s.setFinish(reasonSeen{true, finishReason(v, over)})
 	case rError:
 		d.errSeen = true
 	case rType:
@@ -814,12 +820,24 @@ func (s *jsonScan) endString(v []byte, over bool) {
 	}
 }
 
+// setFinish sets the finish reason of the choice being read, or with no
+// choices (Anthropic, Ollama) the document's: the last key wins.
+func (s *jsonScan) setFinish(r reasonSeen) {
+	if s.stack[s.depth-1] == cChoice {
+		s.d.choiceFinish = r
+	} else {
+		s.d.finish = r
+	}
+}
+
 func (s *jsonScan) endScalar() {
 	s.st = stAfter
 	d := &s.d
 	v := s.val[:s.vlen]
 	null := string(v) == "null"
 	switch s.role {
+	case rFinish:
+		s.setFinish(reasonSeen{}) // null, or not a reason: none
 	case rError:
 		if !null && string(v) != "false" {
 			d.errSeen = true

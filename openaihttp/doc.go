@@ -42,7 +42,10 @@
 //   - /v1/chat/completions (chat) and /v1/completions (text_completion):
 //     content chunks are SSE events whose choices carry text, content,
 //     reasoning, refusal or tool calls; usage is prompt_tokens,
-//     completion_tokens and prompt_tokens_details.cached_tokens. llama.cpp's
+//     completion_tokens and prompt_tokens_details.cached_tokens, and
+//     without completion_tokens (or with it null: OpenAI's API leaves it
+//     out of an empty completion) no token was generated, 0, while the
+//     prompt tokens count (the Responses API's output_tokens alike). llama.cpp's
 //     timings add the cached tokens (cache_n, when usage has no details) and
 //     the server-reported prefill and decode times (prompt_ms,
 //     predicted_ms).

@@ -336,8 +336,10 @@ func (o *observer) apply(at time.Time) {
 }
 
 // applyUsage takes in a document's usage. OpenAI-style usage (chat,
-// completions, embeddings, pooling, the Responses API) counts when whole,
-// the last one winning; Anthropic's is merged over the events, each field's
+// completions, embeddings, pooling, the Responses API) counts when it has
+// the prompt tokens, the last one winning; without completion_tokens (an
+// empty completion, as OpenAI's API reports it) it generated none.
+// Anthropic's is merged over the events, each field's
 // last value winning (message_start, then message_delta); Ollama's is its
 // final document's.
 func (o *observer) applyUsage(d *doc) {
@@ -372,7 +374,7 @@ func (o *observer) applyUsage(d *doc) {
 			o.usage.known, o.usage.prompt, o.usage.completion = true, d.prompt, d.completion
 		}
 	default:
-		if !d.usageSeen || d.usageBad || d.has&fPrompt == 0 || (d.has&fCompletion == 0 && o.ep.op.Generates()) {
+		if !d.usageSeen || d.usageBad || d.has&fPrompt == 0 {
 			return
 		}
 		if d.has&fCached != 0 && d.cached > d.prompt {

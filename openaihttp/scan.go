@@ -843,8 +843,10 @@ func (s *jsonScan) endScalar() {
 			d.errSeen = true
 		}
 	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
-		if null && s.role != rPrompt && s.role != rCompletion {
-			return // unknown, not zero
+		bit, dst := d.count(s.role)
+		if null && s.role != rPrompt {
+			*dst, d.has = 0, d.has&^bit // unknown, not zero; a completion count unknown is none (see applyUsage)
+			return
 		}
 		n, st := parseCount(v, s.over)
 		switch st {
@@ -856,18 +858,7 @@ func (s *jsonScan) endScalar() {
 			d.usageBad = true
 			return
 		}
-		switch s.role {
-		case rPrompt:
-			d.prompt, d.has = n, d.has|fPrompt
-		case rCompletion:
-			d.completion, d.has = n, d.has|fCompletion
-		case rCached:
-			d.cached, d.has = n, d.has|fCached
-		case rCacheRead:
-			d.cacheRead, d.has = n, d.has|fCacheRead
-		default:
-			d.cacheCreation, d.has = n, d.has|fCacheCreation
-		}
+		*dst, d.has = n, d.has|bit
 	case rCacheN:
 		if n, st := parseCount(v, s.over); st == countOK {
 			d.cacheN, d.has = n, d.has|fCacheN
@@ -894,6 +885,21 @@ func (s *jsonScan) endScalar() {
 	case rDone:
 		d.done = string(v) == "true"
 	}
+}
+
+// count returns the field of a usage count's role and its bit in has.
+func (d *doc) count(role uint8) (uint16, *int64) {
+	switch role {
+	case rPrompt:
+		return fPrompt, &d.prompt
+	case rCompletion:
+		return fCompletion, &d.completion
+	case rCached:
+		return fCached, &d.cached
+	case rCacheRead:
+		return fCacheRead, &d.cacheRead
+	}
+	return fCacheCreation, &d.cacheCreation
 }
 
 // param takes in a request's n or max_tokens, as vLLM's pydantic models

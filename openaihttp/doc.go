@@ -27,8 +27,15 @@
 // tokens, the request token histograms and the time per output token;
 // without usage none of them (streaming chat and completion clients get
 // usage with stream_options.include_usage, which WithIncludeUsage adds to
-// requests; the other APIs' streams carry it unasked). Without a cached count the cached tokens are unknown and the
-// prompt counts as computed. Requests in flight are
+// requests; the other APIs' streams carry it unasked). Without a cached
+// count the cached tokens are unknown and the prompt counts as computed;
+// so with cached tokens above the prompt, a split no prompt has (xAI's grok
+// through Azure AI Foundry reports prompt_tokens without the cached part),
+// whose prompt and generation tokens still count, while the Recorder counts
+// the drop in infermetrics.invalid_events (kind value_dropped) and reports
+// it (stats.ObservedRequest.Bounded). Anthropic's usage cannot have such a
+// split (its prompt is input_tokens plus the cache reads and writes), nor
+// Ollama's (no cached count). Requests in flight are
 // vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
 // also records the GenAI server histograms (views.Semconv) by the
 // conventions' rules: the time per output token of successful requests with

@@ -377,9 +377,6 @@ func (o *observer) applyUsage(d *doc) {
 		if !d.usageSeen || d.usageBad || d.has&fPrompt == 0 {
 			return
 		}
-		if d.has&fCached != 0 && d.cached > d.prompt {
-			return
-		}
 		u := &o.usage
 		u.known, u.prompt, u.completion = true, d.prompt, d.completion
 		u.cached, u.cachedKnown = d.cached, d.has&fCached != 0
@@ -527,9 +524,11 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 		r.TimeToFirstToken = min(r.TimeToFirstToken, r.TimeToLastToken)
 		r.DecodeChoices, r.ChoicesDecodeTime = o.choices.decode()
 	}
+	// Cached tokens above the prompt are passed on as they came: the
+	// recording drops them and says so (stats.ObservedRequest.Bounded).
 	if u := o.usage; u.known {
 		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = true, u.prompt, u.completion, u.cached
-		if !u.cachedKnown && o.hasCacheN && o.cacheN <= u.prompt {
+		if !u.cachedKnown && o.hasCacheN {
 			r.CachedPromptTokens = o.cacheN // llama.cpp's timings.cache_n
 		}
 	}

@@ -381,7 +381,7 @@ var catalog = []Descriptor{
 		Recorded:   "each refused event, request or step, each request recorded without a value beyond its bound, once per engine and feature for feature data without its option, and once per engine and Prometheus handler that found the engine on a provider Prometheus.Wrap did not wrap",
 		Attributes: []string{KeyKind},
 		Description: "Input the Recorder refused as invalid, so recorded nothing of, by kind: " + refusalKinds() +
-			"; feature_not_configured counts a feature's data reported without its option (that data is recorded), value_dropped a request recorded without a count beyond stats.MaxRequestTokens, unwrapped_provider an engine whose series a Prometheus handler serves without its zero series (the engine's Recorder is not on the handler's Prometheus.Wrap provider)."},
+			"; feature_not_configured counts a feature's data reported without its option (that data is recorded), value_dropped a request recorded without a count beyond stats.MaxRequestTokens or without cached tokens above its prompt, unwrapped_provider an engine whose series a Prometheus handler serves without its zero series (the engine's Recorder is not on the handler's Prometheus.Wrap provider)."},
 }
 
 // Descriptors returns every instrument the Recorder creates, in a stable order.

@@ -85,7 +85,10 @@ func (e *Engine) recordChunkGap(ctx context.Context, seconds float64) error {
 // (a client's max_tokens or n, an upstream's usage) are dropped for this
 // request alone (stats.ObservedRequest.Bounded): the rest is recorded, and
 // the drop is counted (kind value_dropped) and reported, so no one request
-// can bring a total near its limit and make later ones unrecordable.
+// can bring a total near its limit and make later ones unrecordable. Cached
+// tokens above the prompt (an upstream whose prompt_tokens leaves them out)
+// are dropped alike: the prompt and generation tokens are recorded, the
+// prompt all local_compute.
 func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) {
 	dropped, err := e.recordObserved(ctx, r)
 	if err != nil {

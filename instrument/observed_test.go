@@ -8,6 +8,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/testutil"
 )
 
 // observed is a streamed request with usage: 100 prompt tokens, 40 cached,
@@ -79,7 +80,6 @@ func TestRecordRequestBadInput(t *testing.T) {
 		want   error
 	}{
 		"nan e2e":           {func(r *stats.ObservedRequest) { r.E2ELatency = math.NaN() }, stats.ErrNotFinite},
-		"cached > prompt":   {func(r *stats.ObservedRequest) { r.CachedPromptTokens = 101 }, stats.ErrCachedExceedsPrompt},
 		"tokens w/o usage":  {func(r *stats.ObservedRequest) { r.UsageKnown = false }, stats.ErrOutOfRange},
 		"negative":          {func(r *stats.ObservedRequest) { r.GenerationTokens = -1 }, stats.ErrNegative},
 		"ttft w/o chunk":    {func(r *stats.ObservedRequest) { r.FirstToken = false }, stats.ErrOutOfRange},
@@ -204,5 +204,51 @@ func TestRecordRequestDoesNotAllocate(t *testing.T) {
 		if allocs := testing.AllocsPerRun(100, func() { err = f() }); allocs != 0 || err != nil {
 			t.Errorf("%s allocates %v times per call (err %v), want 0", name, allocs, err)
 		}
+	}
+}
+
+// Usage whose cached tokens exceed its prompt (xAI's grok through Azure AI
+// Foundry reports prompt_tokens without the cached part: 10 prompt, 161
+// cached, 213 completion) is recorded without the cached count, its prompt
+// all computed and its generation tokens counted; the drop is counted
+// (kind value_dropped) and reported, on an Engine and on a Backend. Before,
+// the request was refused whole, 213 generation tokens lost.
+func TestRecordRequestCachedAbovePrompt(t *testing.T) {
+	errs := &testutil.Errors{}
+	r, rec := newReaderRecorder(t, errs.Option())
+	e, _ := rec.Engine(0)
+	b, err := e.Backend("xai", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := observed()
+	req.PromptTokens, req.CachedPromptTokens, req.GenerationTokens = 10, 161, 213
+	e.RecordRequest(t.Context(), &req)
+	b.RecordRequest(t.Context(), &req)
+	for family, want := range map[string]float64{
+		"vllm:prompt_tokens_total":     10,
+		"vllm:generation_tokens_total": 213,
+		"vllm:request_success_total":   1,
+	} {
+		var extra []string
+		if family == "vllm:request_success_total" {
+			extra = []string{"finished_reason", "stop"}
+		}
+		if got := r.Value(family, withLabels(extra...)...); got != want {
+			t.Errorf("%s = %v, want %v", family, got, want)
+		}
+	}
+	if got := r.Value("vllm:prompt_tokens_by_source_total", withLabels("source", "local_compute")...); got != 10 {
+		t.Errorf("local_compute = %v, want 10", got)
+	}
+	if got := r.Value("vllm:prompt_tokens_cached_total", withLabels()...); got != 0 {
+		t.Errorf("prompt_tokens_cached = %v, want 0", got)
+	}
+	if got := r.Value(invalidFamily, withLabels("kind", "value_dropped")...); got != 2 {
+		t.Errorf("value_dropped = %v, want 2 (the Engine's and the Backend's)", got)
+	}
+	reported := errs.Take()
+	if len(reported) != 2 || !errors.Is(reported[0], stats.ErrCachedExceedsPrompt) || !errors.Is(reported[1], stats.ErrCachedExceedsPrompt) {
+		t.Errorf("reported %v, want the cached count dropped twice", reported)
 	}
 }

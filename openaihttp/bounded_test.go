@@ -128,60 +128,67 @@ func TestNoSDKDependency(t *testing.T) {
 }
 
 // Per-chunk cost: a stream of 201 chunks allocates what one of 1 chunk does,
-// through the middleware and through the transport.
+// through the middleware and through the transport, with one choice and
+// with two taking turns (each timed on its own).
 func TestNoAllocationsPerChunk(t *testing.T) {
 	c := newRec(t)
-	frame := []byte(chunk("tok"))
-	stream := func(n int) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-			rc := http.NewResponseController(w) // flushes as httputil.ReverseProxy does: FlushError
-			for range n {
-				_, _ = w.Write(frame)
-				_ = rc.Flush()
-			}
-			_, _ = io.WriteString(w, finishChunk("stop")+usageChunk(1, n, 0)+done)
-		}
-	}
-	serveN := func(n int) func() {
-		h := openaihttp.NewHandler(stream(n), openaihttp.WithEngine(c.e))
-		w := &discard{h: http.Header{}}
-		return func() {
-			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(streamBody)))
-		}
-	}
-	one, many := testing.AllocsPerRun(20, serveN(1)), testing.AllocsPerRun(20, serveN(201))
-	t.Logf("middleware: %v allocations for 1 chunk, %v for 201", one, many)
-	if perChunk := (many - one) / 200; perChunk > 0.01 {
-		t.Errorf("the middleware allocates %.3f times per chunk (%v for 1 chunk, %v for 201)", perChunk, one, many)
-	}
-
-	body := func(n int) []byte {
-		var b bytes.Buffer
-		for range n {
-			b.Write(frame)
-		}
-		b.WriteString(finishChunk("stop") + done)
-		return b.Bytes()
-	}
-	readN := func(n int) func() {
-		tr := openaihttp.NewTransport(fixed(body(n)), openaihttp.WithEngine(c.e), openaihttp.WithBackend("b", ""))
-		buf := make([]byte, len(frame))
-		return func() {
-			req, _ := http.NewRequest(http.MethodPost, "http://b/v1/chat/completions", strings.NewReader(streamBody))
-			resp, _ := tr.RoundTrip(req)
-			for {
-				if _, err := resp.Body.Read(buf); err != nil {
-					break
+	second := strings.Replace(chunk("tok"), `"index":0`, `"index":1`, 1)
+	for name, frames := range map[string][][]byte{
+		"n=1": {[]byte(chunk("tok"))},
+		"n=2": {[]byte(chunk("tok")), []byte(second)},
+	} {
+		frame := func(i int) []byte { return frames[i%len(frames)] }
+		stream := func(n int) http.HandlerFunc {
+			return func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				rc := http.NewResponseController(w) // flushes as httputil.ReverseProxy does: FlushError
+				for i := range n {
+					_, _ = w.Write(frame(i))
+					_ = rc.Flush()
 				}
+				_, _ = io.WriteString(w, finishChunk("stop")+usageChunk(1, n, 0)+done)
 			}
-			_ = resp.Body.Close()
 		}
-	}
-	one, many = testing.AllocsPerRun(20, readN(1)), testing.AllocsPerRun(20, readN(201))
-	t.Logf("transport: %v allocations for 1 chunk, %v for 201", one, many)
-	if perChunk := (many - one) / 200; perChunk > 0.01 {
-		t.Errorf("the transport allocates %.3f times per chunk (%v for 1 chunk, %v for 201)", perChunk, one, many)
+		serveN := func(n int) func() {
+			h := openaihttp.NewHandler(stream(n), openaihttp.WithEngine(c.e))
+			w := &discard{h: http.Header{}}
+			return func() {
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(streamBody)))
+			}
+		}
+		one, many := testing.AllocsPerRun(20, serveN(1)), testing.AllocsPerRun(20, serveN(201))
+		t.Logf("%s middleware: %v allocations for 1 chunk, %v for 201", name, one, many)
+		if perChunk := (many - one) / 200; perChunk > 0.01 {
+			t.Errorf("%s: the middleware allocates %.3f times per chunk (%v for 1 chunk, %v for 201)", name, perChunk, one, many)
+		}
+
+		body := func(n int) []byte {
+			var b bytes.Buffer
+			for i := range n {
+				b.Write(frame(i))
+			}
+			b.WriteString(finishChunk("stop") + done)
+			return b.Bytes()
+		}
+		readN := func(n int) func() {
+			tr := openaihttp.NewTransport(fixed(body(n)), openaihttp.WithEngine(c.e), openaihttp.WithBackend("b", ""))
+			buf := make([]byte, len(frame(0)))
+			return func() {
+				req, _ := http.NewRequest(http.MethodPost, "http://b/v1/chat/completions", strings.NewReader(streamBody))
+				resp, _ := tr.RoundTrip(req)
+				for {
+					if _, err := resp.Body.Read(buf); err != nil {
+						break
+					}
+				}
+				_ = resp.Body.Close()
+			}
+		}
+		one, many = testing.AllocsPerRun(20, readN(1)), testing.AllocsPerRun(20, readN(201))
+		t.Logf("%s transport: %v allocations for 1 chunk, %v for 201", name, one, many)
+		if perChunk := (many - one) / 200; perChunk > 0.01 {
+			t.Errorf("%s: the transport allocates %.3f times per chunk (%v for 1 chunk, %v for 201)", name, perChunk, one, many)
+		}
 	}
 }
 

@@ -209,3 +209,106 @@ func TestOtherPathsPassThrough(t *testing.T) {
 		}
 	}
 }
+
+const bom = "\xef\xbb\xbf"
+
+// A request body that starts with a UTF-8 byte order mark is read as
+// Python's json.loads reads bytes, as vLLM's server does: past one leading
+// mark. Its model reaches WithEngineFor, its stream is seen, and with
+// WithIncludeUsage the server gets it rewritten to ask for usage, without
+// the mark (json.Marshal writes none, and RFC 8259 wants none sent). A mark
+// after white space, or a second one, is not JSON to Python either: no
+// model, passed on unchanged.
+func TestRequestBodyWithBOM(t *testing.T) {
+	for _, tc := range []struct {
+		body, model string
+		asked       bool
+	}{
+		{bom + streamBody, model, true},
+		{bom + " \n" + streamBody, model, true},
+		{" " + bom + streamBody, "", false},
+		{bom + bom + streamBody, "", false},
+	} {
+		var got []string
+		var mu sync.Mutex
+		c := newRec(t)
+		engineFor := openaihttp.WithEngineFor(func(m string) *instrument.Engine {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, m)
+			return c.e
+		})
+		var passed string
+		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			passed = string(b)
+			sseHandler(chunk("a"), finishChunk("stop"), usageChunk(3, 1, 0), done)(w, r)
+		})
+		serveOnce(t, next, http.MethodPost, "/v1/chat/completions", tc.body, engineFor, openaihttp.WithIncludeUsage(),
+			openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+		if len(got) != 1 || got[0] != tc.model {
+			t.Errorf("%q: model %q, want %q", tc.body, got, tc.model)
+		}
+		if !tc.asked {
+			if passed != tc.body {
+				t.Errorf("%q: the server got %q, want it unchanged", tc.body, passed)
+			}
+			continue
+		}
+		var m struct {
+			Model         string `json:"model"`
+			StreamOptions struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		if strings.HasPrefix(passed, bom) || json.Unmarshal([]byte(passed), &m) != nil || !m.StreamOptions.IncludeUsage || m.Model != model {
+			t.Errorf("%q: the server got %q, want it asking for usage, with no mark", tc.body, passed)
+		}
+	}
+	out, ok := openaihttp.AskUsage([]byte(bom + `{"stream":true}`))
+	if want := `{"stream":true,"stream_options":{"include_usage":true}}`; !ok || string(out) != want {
+		t.Errorf("AskUsage with a mark: %q %v, want %q", out, ok, want)
+	}
+}
+
+// A response body that starts with a UTF-8 byte order mark is observed
+// past it, in whatever writes it comes: a JSON document, as Python's
+// json.loads reads bytes (an OpenAI client's response.json()); an event
+// stream, whose standard drops one leading mark; Ollama's NDJSON. Bytes
+// that only begin like a mark are not skipped.
+func TestResponseBodyWithBOM(t *testing.T) {
+	ndjson := `{"message":{"content":"a"},"done":false}` + "\n" +
+		`{"message":{"content":""},"done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":1}` + "\n"
+	for _, tc := range []struct {
+		path, ct, body, reason string
+		first                  uint64 // TTFT values: the stream's first chunk observed
+	}{
+		{"/v1/chat/completions", "application/json", bom + nonStreamResponse, "length", 0},
+		{"/v1/chat/completions", "text/event-stream", bom + chunk("a") + finishChunk("stop") + usageChunk(3, 1, 0) + done, "stop", 1},
+		{"/api/chat", "application/x-ndjson", bom + ndjson, "stop", 1},
+		{"/v1/chat/completions", "application/json", "\xef\xbb" + nonStreamResponse, "error", 0},
+	} {
+		for split := 1; split <= 4; split++ {
+			c := newRec(t)
+			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", tc.ct)
+				for p := tc.body; len(p) > 0; {
+					n := min(split, len(p))
+					_, _ = io.WriteString(w, p[:n])
+					p = p[n:]
+				}
+			})
+			w := serveOnce(t, next, http.MethodPost, tc.path, `{"model":"qwen-7b"}`, openaihttp.WithEngine(c.e),
+				openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+			if w.Body.String() != tc.body {
+				t.Errorf("the client got %q, want %q", w.Body.String(), tc.body)
+			}
+			if got := c.success(tc.reason); got != 1 {
+				t.Errorf("%s %q split %d: request_success{%s} = %v, want 1", tc.ct, tc.body[:8], split, tc.reason, got)
+			}
+			if got := c.count("vllm:time_to_first_token_seconds"); got != tc.first {
+				t.Errorf("%s %q split %d: %d TTFT values, want %d", tc.ct, tc.body[:8], split, got, tc.first)
+			}
+		}
+	}
+}

@@ -14,17 +14,28 @@
 // vllm:request_success_total by finish reason, the e2e latency, the
 // request's max_tokens and n, and, for a streamed response, the time to its
 // first content chunk as TTFT and the time between content chunks as
-// vllm:inter_token_latency_seconds. A chunk carrying several tokens is one
-// value, so with multi-token chunks these are inter-chunk latencies, fewer
-// and larger than per-token ones. Chunks that arrive in one write (one
+// vllm:inter_token_latency_seconds. With n > 1 choices the time is each
+// choice's own, as vLLM records it: from that choice's previous content
+// chunk (a chunk carrying several choices gives a value for each, a
+// choice's first chunk none); choices past the 16th are not timed one by
+// one and give none, rather than gaps to other choices' chunks. A chunk
+// carrying several tokens is one value, so with multi-token chunks these
+// are inter-chunk latencies, fewer and larger than per-token ones. Chunks that arrive in one write (one
 // Write of the handler, one Read of the transport's caller) are timed
 // alike, once per write: the gaps between them are 0. When the response reports usage it also
 // records the prompt tokens by source, the cached tokens, the generation
 // tokens, the request token histograms and the time per output token;
 // without usage none of them (streaming chat and completion clients get
 // usage with stream_options.include_usage, which WithIncludeUsage adds to
-// requests; the other APIs' streams carry it unasked). Without a cached count the cached tokens are unknown and the
-// prompt counts as computed. Requests in flight are
+// requests; the other APIs' streams carry it unasked). Without a cached
+// count the cached tokens are unknown and the prompt counts as computed;
+// so with cached tokens above the prompt, a split no prompt has (xAI's grok
+// through Azure AI Foundry reports prompt_tokens without the cached part),
+// whose prompt and generation tokens still count, while the Recorder counts
+// the drop in infermetrics.invalid_events (kind value_dropped) and reports
+// it (stats.ObservedRequest.Bounded). Anthropic's usage cannot have such a
+// split (its prompt is input_tokens plus the cache reads and writes), nor
+// Ollama's (no cached count). Requests in flight are
 // vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
 // also records the GenAI server histograms (views.Semconv) by the
 // conventions' rules: the time per output token of successful requests with
@@ -38,7 +49,10 @@
 //   - /v1/chat/completions (chat) and /v1/completions (text_completion):
 //     content chunks are SSE events whose choices carry text, content,
 //     reasoning, refusal or tool calls; usage is prompt_tokens,
-//     completion_tokens and prompt_tokens_details.cached_tokens. llama.cpp's
+//     completion_tokens and prompt_tokens_details.cached_tokens, and
+//     without completion_tokens (or with it null: OpenAI's API leaves it
+//     out of an empty completion) no token was generated, 0, while the
+//     prompt tokens count (the Responses API's output_tokens alike). llama.cpp's
 //     timings add the cached tokens (cache_n, when usage has no details) and
 //     the server-reported prefill and decode times (prompt_ms,
 //     predicted_ms).
@@ -70,6 +84,13 @@
 //     vllm:request_prefill_time_seconds and
 //     vllm:request_decode_time_seconds.
 //
+// Event streams are read as the SSE standard reads them: lines end in
+// "\n", "\r\n" or "\r", and the data lines of one event are joined by a
+// line feed, so a JSON document may span several. A response body that
+// starts with a UTF-8 byte order mark is read past it: an event stream as
+// the standard says, a JSON body as Python's json.loads reads bytes
+// (OpenAI's Python client reads a body so), an NDJSON stream alike.
+//
 // Prefill and decode times are the server's own figures (Ollama, llama.cpp;
 // stats.ObservedRequest.ServerTimes), not observed: a gateway cannot see
 // when a server starts or ends a prefill. With n > 1 choices, the time per
@@ -90,7 +111,9 @@
 // # Request bodies as clients write them
 //
 // The request's model, stream, n and max_tokens (max_completion_tokens,
-// max_output_tokens) are read as vLLM reads them: JSON string escapes
+// max_output_tokens) are read as vLLM reads them: past one leading UTF-8
+// byte order mark, which Python's json.loads skips in bytes (a mark after
+// white space, or a second one, is not JSON), JSON string escapes
 // decoded, the last of duplicate keys winning (Python's json); n and
 // max_tokens as pydantic's lax int (100, 100.0, "100"; not 100.5), stream
 // as pydantic's lax bool (true, 1, "true", "1", "yes", "on", "t", "y" and
@@ -99,15 +122,19 @@
 // stats.MaxRequestTokens (2^27), in a request or a response, is dropped
 // for that request alone and reported through the error handler
 // (ErrDropped); the request is recorded without it and nothing a client
-// sends makes later requests unrecordable.
+// sends makes later requests unrecordable. WithIncludeUsage's rewrite
+// (AskUsage) reads a body with a byte order mark too, and writes the body
+// anew without it.
 //
 // # Finish reasons
 //
 // finish_reason stop, length, abort, error and repetition map to vLLM's
 // (Anthropic's stop_reason and Ollama's done_reason too); tool_calls,
 // function_call, content_filter and other values end a generation normally
-// and count as stop. A request of several choices takes
-// the worst: length over stop, abort and error over both. An HTTP status of
+// and count as stop. A request of several choices (n > 1, or a batch of
+// prompts to /v1/completions) takes the worst, whether they come in one
+// document or in a stream's chunks: length over stop, abort and error over
+// both. An HTTP status of
 // 400 or above, or an error event in a stream, is an error. A client that
 // goes away before the finish (its request context canceled, or a write
 // failing) is an abort. A response that ends without a finish reason while
@@ -139,7 +166,9 @@
 // gen_ai.client.operation.time_per_output_chunk, gen_ai.client.token.usage)
 // and the backend and backend.role attributes (WithBackend, or per request
 // ContextWithBackend). Both sides set gen_ai.operation.name from the
-// endpoint, as listed above (stats.ObservedRequest.Operation). The
+// endpoint, as listed above (stats.ObservedRequest.Operation), and time
+// chunks alike: gen_ai.client.operation.time_per_output_chunk is per
+// choice as vllm:inter_token_latency_seconds is. The
 // response body is observed as the caller reads it; closing it before the
 // response completed is an abort.
 //

@@ -32,20 +32,21 @@ type fixture struct {
 	Outcome       string          `json:"outcome"`
 }
 
-// chunks is the total of content_chunks over choices.
-func (f fixture) chunks(t *testing.T) uint64 {
-	var n uint64
-	if json.Unmarshal(f.ContentChunks, &n) == nil {
-		return n
-	}
+// chunks returns the total of content_chunks over choices and the
+// inter-chunk times they make: each choice's own, its chunks - 1.
+func (f fixture) chunks(t *testing.T) (chunks, gaps uint64) {
 	var per []uint64
 	if err := json.Unmarshal(f.ContentChunks, &per); err != nil {
-		t.Fatalf("%s: content_chunks %s", f.File, f.ContentChunks)
+		per = []uint64{0}
+		if err := json.Unmarshal(f.ContentChunks, &per[0]); err != nil {
+			t.Fatalf("%s: content_chunks %s", f.File, f.ContentChunks)
+		}
 	}
 	for _, v := range per {
-		n += v
+		chunks += v
+		gaps += max(v, 1) - 1
 	}
-	return n
+	return chunks, gaps
 }
 
 // reason is the finished_reason recorded for the fixture. The manifest's
@@ -131,14 +132,14 @@ func writeSplit(w http.ResponseWriter, body []byte, size int) {
 // its path, whole and split in small writes, and records the manifest's
 // figures: the finish reason, the usage tokens (none without usage), the
 // cached tokens, the server-reported prefill and decode times, and one TTFT
-// and content chunks - 1 inter-chunk latencies for a stream.
+// and each choice's content chunks - 1 inter-chunk latencies for a stream.
 func TestFixtures(t *testing.T) {
 	for _, f := range loadFixtures(t) {
 		body, err := os.ReadFile(filepath.Join("testdata", f.File))
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunks := f.chunks(t)
+		chunks, gaps := f.chunks(t)
 		for _, split := range []int{0, 7} {
 			t.Run(f.File+"/handler/split"+string(rune('0'+split)), func(t *testing.T) {
 				c := newRec(t)
@@ -154,7 +155,7 @@ func TestFixtures(t *testing.T) {
 					t.Fatal("the client did not get the body unchanged")
 				}
 				c.want(f.reason(), float64(orZero(f.Prompt)), float64(orZero(f.Completion)), float64(orZero(f.Cached)))
-				wantStream(t, c, f, chunks)
+				wantStream(t, c, f, chunks, gaps)
 				wantServerTimes(t, c, f)
 			})
 			t.Run(f.File+"/transport/split"+string(rune('0'+split)), func(t *testing.T) {
@@ -198,29 +199,22 @@ func TestFixtures(t *testing.T) {
 				} else if h := c.r.Histogram(instrument.NameGenAIClientTokenUsage, in...); h.Sum != float64(*f.Prompt) {
 					t.Errorf("input tokens %v, want %d", h.Sum, *f.Prompt)
 				}
-				first, per := uint64(0), uint64(0)
-				if chunks > 0 {
-					first, per = 1, chunks-1
-				}
+				first := min(chunks, 1)
 				plain := withOperation(clientLabels("b", ""), f.operation())
 				if n := c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, plain...); n != first {
 					t.Errorf("time to first chunk count %d, want %d", n, first)
 				}
-				if n := c.clientHist(instrument.NameGenAIClientTimePerOutputChunk, plain...); n != per {
-					t.Errorf("time per output chunk count %d, want %d", n, per)
+				if n := c.clientHist(instrument.NameGenAIClientTimePerOutputChunk, plain...); n != gaps {
+					t.Errorf("time per output chunk count %d, want %d", n, gaps)
 				}
 			})
 		}
 	}
 }
 
-func wantStream(t *testing.T, c *rec, f fixture, chunks uint64) {
+func wantStream(t *testing.T, c *rec, f fixture, chunks, gaps uint64) {
 	t.Helper()
-	first, gaps := uint64(0), uint64(0)
-	if chunks > 0 {
-		first, gaps = 1, chunks-1
-	}
-	if n := c.count("vllm:time_to_first_token_seconds"); n != first {
+	if n, first := c.count("vllm:time_to_first_token_seconds"), min(chunks, 1); n != first {
 		t.Errorf("TTFT count %d, want %d", n, first)
 	}
 	if n := c.count("vllm:inter_token_latency_seconds"); n != gaps {

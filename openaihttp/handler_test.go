@@ -104,7 +104,7 @@ func TestHandlerFailures(t *testing.T) {
 		"malformed usage": {jsonHandler(200, `{"choices":[{"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":"ten","completion_tokens":1}}`),
 			chatBody, "stop", 0, 0, 0},
 		"cached above prompt": {jsonHandler(200, `{"choices":[{"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":5}}}`),
-			chatBody, "stop", 0, 0, 0},
+			chatBody, "stop", 1, 1, 0},
 		"null details": {jsonHandler(200, `{"choices":[{"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":1,"prompt_tokens_details":null}}`),
 			chatBody, "stop", 7, 1, 0},
 		"non-JSON body": {http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

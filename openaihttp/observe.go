@@ -36,14 +36,14 @@ type observer struct {
 	streaming   bool // SSE: content chunks are counted
 	docs        int64
 
-	js  jsonScan
-	sse sseState
+	js   jsonScan
+	sse  sseState
+	bomN int // bytes of the body matched against a leading byte order mark; 3 once past it
 
-	hasFinish bool
-	finish    stats.FinishReason
-	errSeen   bool
-	done      bool // [DONE], message_stop, Ollama's done, or the JSON document ended
-	usage     struct {
+	finish  reasonSeen // the worst of the documents'
+	errSeen bool
+	done    bool // [DONE], message_stop, Ollama's done, or the JSON document ended
+	usage   struct {
 		known                      bool
 		prompt, completion, cached int64
 		cachedKnown                bool // from usage (prompt_tokens_details), not timings
@@ -63,8 +63,9 @@ type observer struct {
 }
 
 // choiceTimes are the first and last content chunk times of each choice of
-// an n > 1 stream, in nanoseconds from the start, for the per-choice time
-// per output token (stats.ObservedRequest.DecodeChoices).
+// a stream, in nanoseconds from the start, for the per-choice inter-chunk
+// times (chunk) and, with n > 1, time per output token
+// (stats.ObservedRequest.DecodeChoices).
 type choiceTimes struct {
 	seen        uint32
 	many        bool // a choice beyond maxChoices: not timed one by one
@@ -100,11 +101,34 @@ func (o *observer) init(ep endpoint, start time.Time, streaming bool) {
 // write observes the next bytes of the body.
 func (o *observer) write(p []byte) {
 	o.now = time.Time{}
+	if o.bomN < len(utf8BOM) {
+		p = o.skipBOM(p)
+	}
+	o.scan(p)
+}
+
+func (o *observer) scan(p []byte) {
 	if o.streaming {
 		o.writeSSE(p)
 		return
 	}
 	o.writeJSON(p)
+}
+
+// skipBOM returns p past the part of a leading UTF-8 byte order mark it
+// holds, in whatever writes the mark comes. Bytes that only began like
+// one are observed after all.
+func (o *observer) skipBOM(p []byte) []byte {
+	for ; len(p) > 0 && o.bomN < len(utf8BOM); p = p[1:] {
+		if p[0] != utf8BOM[o.bomN] {
+			held := utf8BOM[:o.bomN]
+			o.bomN = len(utf8BOM)
+			o.scan(held)
+			return p
+		}
+		o.bomN++
+	}
+	return p
 }
 
 // writeJSON observes a JSON body: one document, or with Ollama a stream of
@@ -147,8 +171,8 @@ func (o *observer) writeSSE(p []byte) {
 		if end < 0 {
 			return
 		}
-		s.cr = p[end] == '\r'
 		o.endLine()
+		s.cr = p[end] == '\r'
 		p = p[end+1:]
 	}
 }
@@ -229,11 +253,15 @@ func (o *observer) lineBytes(seg []byte) {
 	}
 }
 
-// endLine ends a line: an empty one ends an event.
+// endLine ends a line: an empty one ends an event. The data lines of an
+// event are joined by a line feed, as the SSE standard joins them.
 func (o *observer) endLine() {
 	s := &o.sse
 	if s.line == lineDone && string(bytes.TrimSpace(s.doneBuf[:s.doneLen])) == "[DONE]" {
 		o.done = true
+	}
+	if s.line == lineData && o.js.started() {
+		o.js.feed(lineFeed)
 	}
 	if s.empty && o.js.started() {
 		o.js.reset() // an event whose document did not complete: not JSON
@@ -243,6 +271,8 @@ func (o *observer) endLine() {
 	}
 	*s = sseState{empty: true}
 }
+
+var lineFeed = []byte{'\n'}
 
 // at returns the time of the bytes being written: the clock is read once
 // per write, at the first document they complete. The documents of one
@@ -263,26 +293,22 @@ func (o *observer) apply(at time.Time) {
 	if d.dropped != 0 && o.onErr != nil {
 		o.onErr(droppedErr("response", d.dropped))
 	}
-	hasFinish, finish := d.hasFinish, d.finish
+	finish := d.finish
 	switch o.ep.dialect {
 	case dResponses:
-		hasFinish, finish = responseFinish(d)
+		finish = responseFinish(d)
 	case dAnthropic:
 		o.done = o.done || d.event == evMessageStop
 	case dOllama:
 		if d.done {
 			o.done = true
-			if !hasFinish {
-				hasFinish, finish = true, stats.FinishStop
+			if !finish.ok {
+				finish = reasonSeen{true, stats.FinishStop}
 			}
 		}
 	}
-	if hasFinish {
-		// With n > 1 the request's reason is its choices' worst (see rank).
-		if !o.hasFinish || rank(finish) > rank(o.finish) {
-			o.finish = finish
-		}
-		o.hasFinish = true
+	if finish.ok {
+		o.finish.merge(finish.reason)
 	}
 	if d.errSeen || d.event == evError {
 		o.errSeen = true
@@ -305,16 +331,15 @@ func (o *observer) apply(at time.Time) {
 		content = o.streaming && d.content
 	}
 	if content {
-		o.chunk(at)
-		if d.choices != 0 || d.manyChoices {
-			o.choices.add(d.choices, d.manyChoices, at.Sub(o.start).Nanoseconds())
-		}
+		o.chunk(at, d.choices, d.manyChoices)
 	}
 }
 
 // applyUsage takes in a document's usage. OpenAI-style usage (chat,
-// completions, embeddings, pooling, the Responses API) counts when whole,
-// the last one winning; Anthropic's is merged over the events, each field's
+// completions, embeddings, pooling, the Responses API) counts when it has
+// the prompt tokens, the last one winning; without completion_tokens (an
+// empty completion, as OpenAI's API reports it) it generated none.
+// Anthropic's is merged over the events, each field's
 // last value winning (message_start, then message_delta); Ollama's is its
 // final document's.
 func (o *observer) applyUsage(d *doc) {
@@ -349,10 +374,7 @@ func (o *observer) applyUsage(d *doc) {
 			o.usage.known, o.usage.prompt, o.usage.completion = true, d.prompt, d.completion
 		}
 	default:
-		if !d.usageSeen || d.usageBad || d.has&fPrompt == 0 || (d.has&fCompletion == 0 && o.ep.op.Generates()) {
-			return
-		}
-		if d.has&fCached != 0 && d.cached > d.prompt {
+		if !d.usageSeen || d.usageBad || d.has&fPrompt == 0 {
 			return
 		}
 		u := &o.usage
@@ -364,21 +386,21 @@ func (o *observer) applyUsage(d *doc) {
 // responseFinish is a Responses API document's finish: its response's
 // status (completed, incomplete for max_output_tokens or content_filter,
 // failed, cancelled).
-func responseFinish(d *doc) (bool, stats.FinishReason) {
+func responseFinish(d *doc) reasonSeen {
 	switch d.status {
 	case stCompleted:
-		return true, stats.FinishStop
+		return reasonSeen{true, stats.FinishStop}
 	case stIncomplete:
 		if d.filtered {
-			return true, stats.FinishStop
+			return reasonSeen{true, stats.FinishStop}
 		}
-		return true, stats.FinishLength
+		return reasonSeen{true, stats.FinishLength}
 	case stFailed:
-		return true, stats.FinishError
+		return reasonSeen{true, stats.FinishError}
 	case stCancelled:
-		return true, stats.FinishAbort
+		return reasonSeen{true, stats.FinishAbort}
 	}
-	return false, 0
+	return reasonSeen{}
 }
 
 // add takes in a chunk's choices with output, at ns from the start.
@@ -410,6 +432,21 @@ func (c *choiceTimes) decode() (int64, float64) {
 	return int64(bits.OnesCount32(c.seen)), max(time.Duration(sum).Seconds(), 0)
 }
 
+// reasonSeen is a finish reason, once one is known (ok).
+type reasonSeen struct {
+	ok     bool
+	reason stats.FinishReason
+}
+
+// merge takes in the finish reason of one more choice: with n > 1, or a
+// batch of prompts, the request's reason is its choices' worst (see rank),
+// in one document as over several.
+func (s *reasonSeen) merge(r stats.FinishReason) {
+	if !s.ok || rank(r) > rank(s.reason) {
+		s.ok, s.reason = true, r
+	}
+}
+
 // rank orders finish reasons for a request of several choices: one choice
 // at its length limit makes the request's reason length, as an abort or an
 // error of one makes it abort or error.
@@ -427,15 +464,35 @@ func rank(r stats.FinishReason) int {
 	return 0
 }
 
-// chunk counts a content chunk at a time.
-func (o *observer) chunk(at time.Time) {
+// chunk counts a content chunk at a time, with output for choices (a bit
+// per index below maxChoices) and, when many, for a choice beyond them. Its
+// inter-chunk times are per choice, as vLLM's: from each choice's previous
+// content chunk, none for a choice's first or one beyond maxChoices (not
+// timed). A chunk of an API without choices is timed from the last chunk.
+func (o *observer) chunk(at time.Time, choices uint32, many bool) {
 	if o.chunks == 0 {
 		o.first = at
-	} else if o.gaps != nil {
-		o.gaps.RecordChunkGap(o.ctx, o.ep.op, at.Sub(o.last).Seconds())
+	}
+	if choices == 0 && !many {
+		if o.chunks > 0 {
+			o.gap(at.Sub(o.last))
+		}
+	} else {
+		ns := at.Sub(o.start).Nanoseconds()
+		for timed := choices & o.choices.seen; timed != 0; timed &= timed - 1 {
+			o.gap(time.Duration(ns - o.choices.last[bits.TrailingZeros32(timed)]))
+		}
+		o.choices.add(choices, many, ns)
 	}
 	o.last = at
 	o.chunks++
+}
+
+// gap records an inter-chunk time.
+func (o *observer) gap(d time.Duration) {
+	if o.gaps != nil {
+		o.gaps.RecordChunkGap(o.ctx, o.ep.op, d.Seconds())
+	}
 }
 
 // end is how a response ended, as the caller saw it.
@@ -451,8 +508,8 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	switch {
 	case e.status >= 400 || o.errSeen:
 		r.Reason = stats.FinishError
-	case o.hasFinish:
-		r.Reason = o.finish
+	case o.finish.ok:
+		r.Reason = o.finish.reason
 	case o.done && !o.ep.op.Generates():
 		r.Reason = stats.FinishStop // embeddings and pooling: no finish reason
 	case e.aborted:
@@ -467,9 +524,11 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 		r.TimeToFirstToken = min(r.TimeToFirstToken, r.TimeToLastToken)
 		r.DecodeChoices, r.ChoicesDecodeTime = o.choices.decode()
 	}
+	// Cached tokens above the prompt are passed on as they came: the
+	// recording drops them and says so (stats.ObservedRequest.Bounded).
 	if u := o.usage; u.known {
 		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = true, u.prompt, u.completion, u.cached
-		if !u.cachedKnown && o.hasCacheN && o.cacheN <= u.prompt {
+		if !u.cachedKnown && o.hasCacheN {
 			r.CachedPromptTokens = o.cacheN // llama.cpp's timings.cache_n
 		}
 	}
@@ -481,6 +540,6 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 
 // complete reports a response that said all it had to: a finish reason, or
 // [DONE], or (not streamed) the end of its JSON document.
-func (o *observer) complete() bool { return o.hasFinish || o.done }
+func (o *observer) complete() bool { return o.finish.ok || o.done }
 
 func nonNegative(d time.Duration) float64 { return max(d.Seconds(), 0) }

@@ -3,6 +3,7 @@ package openaihttp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -197,4 +198,98 @@ func FuzzSameDocument(f *testing.F) {
 			t.Errorf("root %d, %q after %q:\nwhole        %+v\nbyte by byte %+v", r, variant, doc, w, b)
 		}
 	})
+}
+
+// An SSE data field may span lines, and lines may end in "\n", "\r\n" or
+// "\r": each style, with every event's JSON split over two or three data
+// lines, split into two writes at every byte and written byte by byte,
+// records the stream as with one line per event. Before, the "\n" of
+// "\r\n" was taken for an empty line, which ended the event in its
+// middle: no chunk, no usage, an error.
+func TestSSEMultiLineData(t *testing.T) {
+	events := [][]string{
+		{`{"choices":[{"index":0,`, ` "delta":{"content":"Hi"},`, `"finish_reason":null}]}`},
+		{`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],`, `"usage":{"prompt_tokens":3,"completion_tokens":1}}`},
+		{`[DONE]`},
+	}
+	for name, eol := range map[string]string{"LF": "\n", "CRLF": "\r\n", "CR": "\r"} {
+		var b strings.Builder
+		for _, lines := range events {
+			b.WriteString(": comment" + eol + "event: message" + eol)
+			for _, l := range lines {
+				b.WriteString("data: " + l + eol)
+			}
+			b.WriteString(eol)
+		}
+		stream := []byte(b.String())
+		check := func(how string, writes ...[]byte) {
+			t.Helper()
+			var o observer
+			start := time.Unix(1000, 0)
+			o.init(endpoint{stats.OperationChat, dOpenAI}, start, true)
+			for _, w := range writes {
+				o.write(w)
+			}
+			r := o.result(start.Add(time.Second), end{status: 200})
+			if r.Reason != stats.FinishStop || !r.FirstToken || !r.UsageKnown || r.PromptTokens != 3 ||
+				r.GenerationTokens != 1 || o.chunks != 1 || !o.done {
+				t.Fatalf("%s, %s: reason %v, first token %v, usage %v %d/%d, %d chunks, done %v; want stop, a chunk, usage 3/1, done",
+					name, how, r.Reason, r.FirstToken, r.UsageKnown, r.PromptTokens, r.GenerationTokens, o.chunks, o.done)
+			}
+		}
+		for i := range len(stream) + 1 {
+			check(fmt.Sprintf("split at %d", i), stream[:i], stream[i:])
+		}
+		var bytewise [][]byte
+		for i := range stream {
+			bytewise = append(bytewise, stream[i:i+1])
+		}
+		check("byte by byte", bytewise...)
+	}
+}
+
+// The data lines of an event are joined by a line feed, as the SSE
+// standard (and every client) joins them: a number cut by a line break is
+// two numbers, not JSON, so the usage is not taken; cut after the number,
+// it is.
+func TestSSEDataLinesJoinedByLineFeed(t *testing.T) {
+	for _, c := range []struct {
+		lines string
+		usage bool
+	}{
+		{"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1\ndata: 2,\"completion_tokens\":1}}\n\n", false},
+		{"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12\ndata: ,\"completion_tokens\":1}}\n\n", true},
+	} {
+		var o observer
+		o.init(endpoint{stats.OperationChat, dOpenAI}, time.Unix(1000, 0), true)
+		o.write([]byte(c.lines))
+		if r := o.result(time.Unix(1001, 0), end{status: 200}); r.UsageKnown != c.usage || (c.usage && r.PromptTokens != 12) {
+			t.Errorf("%q: usage %v (%d prompt tokens), want %v", c.lines, r.UsageKnown, r.PromptTokens, c.usage)
+		}
+	}
+}
+
+// The choices of one document combine their finish reasons as those of
+// several documents do, the worst winning: a completion of n = 2 or of a
+// batch of prompts that ended [length, stop] is length, not its last
+// choice's stop. Within one choice the last finish_reason key wins, as in
+// Python, null too.
+func TestFinishReasonWorstInDocument(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want stats.FinishReason
+	}{
+		{`{"object":"text_completion","choices":[{"index":0,"text":"a","finish_reason":"length"},{"index":1,"text":"b","finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":17}}`, stats.FinishLength},
+		{`{"object":"chat.completion","choices":[{"index":0,"message":{"content":"a"},"finish_reason":"length"},{"index":1,"message":{"content":"b"},"finish_reason":"stop"}]}`, stats.FinishLength},
+		{`{"choices":[{"index":0,"finish_reason":"stop"},{"index":1,"finish_reason":"abort"},{"index":2,"finish_reason":"length"}]}`, stats.FinishAbort},
+		{`{"choices":[{"index":0,"finish_reason":"length","finish_reason":"stop"},{"index":1,"finish_reason":"stop"}]}`, stats.FinishStop},
+		{`{"choices":[{"index":0,"finish_reason":"length","finish_reason":null},{"index":1,"finish_reason":"stop"}]}`, stats.FinishStop},
+	} {
+		var o observer
+		o.init(endpoint{stats.OperationTextCompletion, dOpenAI}, time.Unix(1000, 0), false)
+		o.write([]byte(c.body))
+		if r := o.result(time.Unix(1001, 0), end{status: 200}); r.Reason != c.want {
+			t.Errorf("%s: reason %v, want %v", c.body, r.Reason, c.want)
+		}
+	}
 }

@@ -137,8 +137,7 @@ func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, 
 		head = head[:limit+1]
 	}
 	var s jsonScan
-	s.root = cRequest
-	s.feed(head[:min(len(head), limit)])
+	scanRequest(&s, head[:min(len(head), limit)])
 	d := &s.d
 	info.model, info.n, info.maxTokens = string(s.model[:s.modelLen]), d.n, d.maxTokens
 	if d.hasStream {
@@ -177,10 +176,13 @@ func droppedErr(what string, dropped uint8) error {
 // stream_options.include_usage set to true and every other member kept: the
 // rewrite WithIncludeUsage makes, for a proxy that decides itself which
 // requests to rewrite. ok is false, and out nil, when body is not a JSON
-// object or its stream_options is neither an object nor null.
+// object or its stream_options is neither an object nor null. A leading
+// UTF-8 byte order mark is read past, as vLLM's server reads it, and not
+// written: out is encoded anew, and JSON sent over a network carries none
+// (RFC 8259), which servers in Go (Ollama) require.
 func AskUsage(body []byte) (out []byte, ok bool) {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) != nil || m == nil {
+	if json.Unmarshal(trimBOM(body), &m) != nil || m == nil {
 		return nil, false
 	}
 	opts := map[string]json.RawMessage{}

@@ -87,26 +87,27 @@ const (
 	// reported (ErrDropped): recorded, it could overflow the engine's
 	// running totals.
 	maxCount = stats.MaxRequestTokens
-	// maxChoices is how many choices of an n > 1 stream are timed one by
-	// one, for the time per output token of each (see choiceTimes).
+	// maxChoices is how many choices of a stream are timed one by one, for
+	// the inter-chunk times and time per output token of each (see
+	// choiceTimes).
 	maxChoices = 16
 )
 
 // doc is what one document told.
 type doc struct {
-	content       bool   // output (text, reasoning, tool calls) in this document
-	choiceContent bool   // output in the choice being read
-	choice        int64  // index of the choice being read
-	choices       uint32 // choices (bit per index < maxChoices) with output
-	manyChoices   bool   // a choice of index >= maxChoices had output
-	deltaText     bool   // Responses API: a non-empty string "delta"
-	event         uint8  // the "type" of an event (evNone, ...)
-	status        uint8  // Responses API: the response's status
-	filtered      bool   // Responses API: incomplete for content_filter
-	hasFinish     bool
-	finish        stats.FinishReason
-	errSeen       bool // a non-null top-level "error", or an error event
-	done          bool // Ollama: "done": true
+	content       bool       // output (text, reasoning, tool calls) in this document
+	choiceContent bool       // output in the choice being read
+	choice        int64      // index of the choice being read
+	choices       uint32     // choices (bit per index < maxChoices) with output
+	manyChoices   bool       // a choice of index >= maxChoices had output
+	deltaText     bool       // Responses API: a non-empty string "delta"
+	event         uint8      // the "type" of an event (evNone, ...)
+	status        uint8      // Responses API: the response's status
+	filtered      bool       // Responses API: incomplete for content_filter
+	finish        reasonSeen // the worst of the choices', or the document's own
+	choiceFinish  reasonSeen // the choice being read's, the last key winning
+	errSeen       bool       // a non-null top-level "error", or an error event
+	done          bool       // Ollama: "done": true
 	dropped       uint8
 
 	usageSeen, usageBad bool
@@ -240,6 +241,23 @@ const (
 	rOllamaMsg
 	rDone
 )
+
+// utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
+// bytes start with (vLLM's server reads request bodies so, and OpenAI's
+// Python client response bodies), and the SSE standard one that a stream
+// starts with; anywhere else it is not JSON.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
+// trimBOM returns p past one leading UTF-8 byte order mark.
+func trimBOM(p []byte) []byte { return bytes.TrimPrefix(p, utf8BOM) }
+
+// scanRequest reads a request body's first bytes into s: its model,
+// stream, n, max_tokens and stream_options.include_usage, past one leading
+// byte order mark.
+func scanRequest(s *jsonScan, p []byte) {
+	s.root = cRequest
+	s.feed(trimBOM(p))
+}
 
 // reset readies the scanner for a new document of the same dialect.
 func (s *jsonScan) reset() {
@@ -567,7 +585,7 @@ func (s *jsonScan) opened(ctx uint8) {
 		d.streamOpts, d.includeUsage = true, false
 	case rChoice:
 		if ctx == cChoice {
-			d.choice, d.choiceContent = 0, false
+			d.choice, d.choiceContent, d.choiceFinish = 0, false, reasonSeen{}
 		}
 	}
 }
@@ -575,11 +593,17 @@ func (s *jsonScan) opened(ctx uint8) {
 // close ends the innermost container and reports whether it ended the
 // document.
 func (s *jsonScan) close() bool {
-	if s.stack[s.depth-1] == cChoice && s.d.choiceContent {
-		if s.d.choice < maxChoices {
-			s.d.choices |= 1 << s.d.choice
-		} else {
-			s.d.manyChoices = true
+	if s.stack[s.depth-1] == cChoice {
+		d := &s.d
+		if d.choiceContent {
+			if d.choice < maxChoices {
+				d.choices |= 1 << d.choice
+			} else {
+				d.manyChoices = true
+			}
+		}
+		if d.choiceFinish.ok {
+			d.finish.merge(d.choiceFinish.reason)
 		}
 	}
 	s.depth--
@@ -770,7 +794,7 @@ func (s *jsonScan) endString(v []byte, over bool) {
 	case rDeltaText:
 		d.deltaText = d.deltaText || s.slen > 0
 	case rFinish:
-		d.hasFinish, d.finish = true, finishReason(v, over)
+		s.setFinish(reasonSeen{true, finishReason(v, over)})
 	case rError:
 		d.errSeen = true
 	case rType:
@@ -796,19 +820,33 @@ func (s *jsonScan) endString(v []byte, over bool) {
 	}
 }
 
+// setFinish sets the finish reason of the choice being read, or with no
+// choices (Anthropic, Ollama) the document's: the last key wins.
+func (s *jsonScan) setFinish(r reasonSeen) {
+	if s.stack[s.depth-1] == cChoice {
+		s.d.choiceFinish = r
+	} else {
+		s.d.finish = r
+	}
+}
+
 func (s *jsonScan) endScalar() {
 	s.st = stAfter
 	d := &s.d
 	v := s.val[:s.vlen]
 	null := string(v) == "null"
 	switch s.role {
+	case rFinish:
+		s.setFinish(reasonSeen{}) // null, or not a reason: none
 	case rError:
 		if !null && string(v) != "false" {
 			d.errSeen = true
 		}
 	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
-		if null && s.role != rPrompt && s.role != rCompletion {
-			return // unknown, not zero
+		bit, dst := d.count(s.role)
+		if null && s.role != rPrompt {
+			*dst, d.has = 0, d.has&^bit // unknown, not zero; a completion count unknown is none (see applyUsage)
+			return
 		}
 		n, st := parseCount(v, s.over)
 		switch st {
@@ -820,18 +858,7 @@ func (s *jsonScan) endScalar() {
 			d.usageBad = true
 			return
 		}
-		switch s.role {
-		case rPrompt:
-			d.prompt, d.has = n, d.has|fPrompt
-		case rCompletion:
-			d.completion, d.has = n, d.has|fCompletion
-		case rCached:
-			d.cached, d.has = n, d.has|fCached
-		case rCacheRead:
-			d.cacheRead, d.has = n, d.has|fCacheRead
-		default:
-			d.cacheCreation, d.has = n, d.has|fCacheCreation
-		}
+		*dst, d.has = n, d.has|bit
 	case rCacheN:
 		if n, st := parseCount(v, s.over); st == countOK {
 			d.cacheN, d.has = n, d.has|fCacheN
@@ -858,6 +885,21 @@ func (s *jsonScan) endScalar() {
 	case rDone:
 		d.done = string(v) == "true"
 	}
+}
+
+// count returns the field of a usage count's role and its bit in has.
+func (d *doc) count(role uint8) (uint16, *int64) {
+	switch role {
+	case rPrompt:
+		return fPrompt, &d.prompt
+	case rCompletion:
+		return fCompletion, &d.completion
+	case rCached:
+		return fCached, &d.cached
+	case rCacheRead:
+		return fCacheRead, &d.cacheRead
+	}
+	return fCacheCreation, &d.cacheCreation
 }
 
 // param takes in a request's n or max_tokens, as vLLM's pydantic models

@@ -1,6 +1,7 @@
 package openaihttp
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -183,5 +184,71 @@ func TestStringEnd(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkObserveChunk is the observer alone on one streamed content chunk
+// per write, SSE framing and the inter-chunk time included (recorded into
+// a sink, not OpenTelemetry): one choice, and two choices taking turns as
+// an n = 2 stream's do.
+func BenchmarkObserveChunk(b *testing.B) {
+	for _, n := range []int{1, 2} {
+		b.Run(map[int]string{1: "n1", 2: "n2"}[n], func(b *testing.B) {
+			var events [2][]byte
+			for i := range events {
+				events[i] = []byte("data: " + choiceChunk(i%n, " tok") + "\n\n")
+			}
+			var o observer
+			var sink gapSink
+			o.init(endpoint{stats.OperationChat, dOpenAI}, time.Now(), true)
+			o.gaps, o.ctx = &sink, b.Context()
+			i := 0
+			for b.Loop() {
+				o.write(events[i&1])
+				i++
+			}
+			if o.chunks != int64(i) {
+				b.Fatalf("%d chunks observed of %d", o.chunks, i)
+			}
+		})
+	}
+}
+
+// gapSink counts the inter-chunk times an observer records, keeping none.
+type gapSink struct{ n int }
+
+func (g *gapSink) RecordChunkGap(context.Context, stats.Operation, float64) { g.n++ }
+
+// With n = 2 each choice's inter-chunk times are its own, as vLLM records
+// them: two choices streaming 25 ms apart each, 2 ms from one another,
+// record 25 ms every time, not 2 ms and 23 ms in turn. A chunk carrying
+// both choices gives a gap for each; a choice's first chunk gives none; a
+// choice of index 16 or more is not timed, so gives none.
+func TestInterChunkTimesPerChoice(t *testing.T) {
+	var o observer
+	var gaps gapLog
+	start := time.Unix(1000, 0)
+	o.init(endpoint{stats.OperationChat, dOpenAI}, start, true)
+	o.gaps, o.ctx = &gaps, context.Background()
+	ms := func(v int) time.Time { return start.Add(time.Duration(v) * time.Millisecond) }
+	for step := range 4 {
+		feedAt(t, &o, choiceChunk(0, "tok"), ms(10+25*step))
+		feedAt(t, &o, choiceChunk(1, "tok"), ms(12+25*step))
+	}
+	feedAt(t, &o, `{"choices":[{"index":1,"delta":{"content":"x"}},{"index":0,"delta":{"content":"y"}}]}`, ms(115))
+	for _, at := range []int{116, 150} {
+		feedAt(t, &o, `{"choices":[{"index":16,"delta":{"content":"z"}}]}`, ms(at))
+	}
+	want := []float64{0.025, 0.025, 0.025, 0.025, 0.025, 0.025, 0.030, 0.028}
+	if len(gaps) != len(want) {
+		t.Fatalf("gaps %v, want %v", gaps, want)
+	}
+	for i := range want {
+		if math.Abs(gaps[i]-want[i]) > 1e-9 {
+			t.Fatalf("gaps %v, want %v", gaps, want)
+		}
+	}
+	if o.chunks != 11 {
+		t.Errorf("%d chunks, want 11", o.chunks)
 	}
 }

@@ -1,6 +1,9 @@
 package stats
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ObservedRequest is what a front end observes of one finished request: an
 // OpenAI-compatible server, a gateway or a router, which sees the HTTP
@@ -44,7 +47,10 @@ type ObservedRequest struct {
 	UsageKnown bool
 	// PromptTokens, GenerationTokens and CachedPromptTokens are usage's
 	// prompt_tokens, completion_tokens and
-	// prompt_tokens_details.cached_tokens.
+	// prompt_tokens_details.cached_tokens. CachedPromptTokens may exceed
+	// PromptTokens as an upstream reported them (a provider whose
+	// prompt_tokens leaves the cached part out): the split of the prompt
+	// is then unknown, and Bounded drops it.
 	PromptTokens       int64
 	GenerationTokens   int64
 	CachedPromptTokens int64
@@ -62,9 +68,11 @@ type ObservedRequest struct {
 }
 
 // Validate reports the first bad field: an unknown operation or reason, a
-// negative count, cached tokens above the prompt, token counts without UsageKnown, a NaN,
-// infinite, negative or above-MaxSeconds duration, token times without
-// FirstToken, or times out of order (first token <= last token <= end).
+// negative count, token counts without UsageKnown, a NaN, infinite,
+// negative or above-MaxSeconds duration, token times without FirstToken,
+// or times out of order (first token <= last token <= end). Counts from
+// upstreams that cannot be (above MaxRequestTokens, cached tokens above
+// the prompt) are not refused: Bounded drops them for their request.
 func (r ObservedRequest) Validate() error {
 	if err := r.Operation.Validate(); err != nil {
 		return err
@@ -90,9 +98,6 @@ func (r ObservedRequest) Validate() error {
 			// Counts without usage would be invented.
 			return hintedErr(c.name, c.v, ErrOutOfRange, "want 0 without UsageKnown")
 		}
-	}
-	if r.CachedPromptTokens > r.PromptTokens {
-		return fieldErr("CachedPromptTokens", r.CachedPromptTokens, ErrCachedExceedsPrompt)
 	}
 	for _, d := range [...]struct {
 		name string
@@ -139,8 +144,11 @@ const MaxRequestTokens = 1 << 27
 
 // Bounded returns r with its absurd counts dropped, for this request
 // alone: MaxTokens or N above MaxRequestTokens as not set (0), usage with
-// a count above it as unknown. err says what was dropped (matching
-// ErrOutOfRange); it is nil when nothing was.
+// a count above it as unknown, and cached tokens above the prompt as
+// unknown (0): the prompt and generation tokens still count, the prompt
+// all computed, as with usage that has no cached count. err says what was
+// dropped (matching ErrOutOfRange, or ErrCachedExceedsPrompt for the
+// cached tokens); it is nil when nothing was.
 func (r ObservedRequest) Bounded() (ObservedRequest, error) {
 	var errs []error
 	if r.MaxTokens > MaxRequestTokens {
@@ -161,15 +169,30 @@ func (r ObservedRequest) Bounded() (ObservedRequest, error) {
 	if len(errs) > usage {
 		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = false, 0, 0, 0
 	}
+	if r.cachedUnknown() {
+		errs = append(errs, hintedErr("CachedPromptTokens", r.CachedPromptTokens, ErrCachedExceedsPrompt,
+			fmt.Sprintf("above PromptTokens (%d): the split of the prompt is unknown, all of it computed", r.PromptTokens)))
+		r.CachedPromptTokens = 0
+	}
 	return r, errors.Join(errs...)
+}
+
+// cachedUnknown reports cached tokens above the prompt: a split no prompt
+// has, so unknown (see Bounded).
+func (r ObservedRequest) cachedUnknown() bool {
+	return r.CachedPromptTokens > r.PromptTokens
 }
 
 // Prompt returns the usage's prompt tokens by source: the cached ones as
 // local cache hits, or as external KV transfer with CachedByKVTransfer, the
-// rest computed. It is zero without usage.
+// rest computed (all of them with cached tokens above the prompt, see
+// Bounded). It is zero without usage.
 func (r ObservedRequest) Prompt() PromptTokens {
 	if !r.UsageKnown {
 		return PromptTokens{}
+	}
+	if r.cachedUnknown() {
+		r.CachedPromptTokens = 0
 	}
 	p := PromptTokens{Computed: r.PromptTokens - r.CachedPromptTokens}
 	if r.CachedByKVTransfer {

@@ -75,3 +75,30 @@ func TestOperation(t *testing.T) {
 		t.Errorf("Validate(unknown operation) = %v", err)
 	}
 }
+
+// Cached tokens above the prompt (a provider whose prompt_tokens leaves the
+// cached part out: 10 prompt, 161 cached) are a split no prompt has: Valid,
+// and Bounded keeps the prompt and generation tokens, drops the cached
+// count (the prompt all computed) and says so. Before, Validate refused the
+// request whole, its generation tokens with it.
+func TestObservedCachedAbovePrompt(t *testing.T) {
+	r := stats.ObservedRequest{E2ELatency: 1, UsageKnown: true, PromptTokens: 10, GenerationTokens: 213, CachedPromptTokens: 161}
+	if err := r.Validate(); err != nil {
+		t.Fatalf("Validate = %v, want nil", err)
+	}
+	if p := r.Prompt(); p.Computed != 10 || p.LocalCacheHit != 0 || p.Total() != 10 {
+		t.Errorf("Prompt() = %+v, want all 10 computed", p)
+	}
+	b, err := r.Bounded()
+	var fe *stats.FieldError
+	if !errors.Is(err, stats.ErrCachedExceedsPrompt) || !errors.As(err, &fe) || fe.Field != "CachedPromptTokens" {
+		t.Fatalf("Bounded error %v, want CachedPromptTokens matching ErrCachedExceedsPrompt", err)
+	}
+	if !b.UsageKnown || b.PromptTokens != 10 || b.GenerationTokens != 213 || b.CachedPromptTokens != 0 {
+		t.Errorf("Bounded = %+v, want usage 10 prompt, 213 generation, 0 cached", b)
+	}
+	r.CachedPromptTokens = 10 // all cached: a split, kept
+	if b, err := r.Bounded(); err != nil || b.CachedPromptTokens != 10 {
+		t.Errorf("Bounded with cached = prompt: %+v, %v", b, err)
+	}
+}

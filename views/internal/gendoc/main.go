@@ -85,11 +85,17 @@ SimpleCPUOffloadConnector's ` + "`vllm:simple_kv_offload_*`" + ` families.
 A front end that sees requests but no engine step (` + "`openaihttp.NewHandler`" + `, or
 ` + "`instrument.Engine.RecordRequest`" + `) records, per request, only what it observes:
 ` + "`vllm:request_success_total`" + `, ` + "`vllm:e2e_request_latency_seconds`" + `, ` + "`vllm:time_to_first_token_seconds`" + ` and
-` + "`vllm:inter_token_latency_seconds`" + ` (streamed: one value per content chunk, however many tokens it carries),
+` + "`vllm:inter_token_latency_seconds`" + ` (streamed: one value per content chunk, however many tokens it carries, from
+the previous chunk of the same choice with n > 1, as vLLM times each choice; choices past the 16th give none),
 ` + "`vllm:request_params_max_tokens`" + `, ` + "`vllm:request_params_n`" + `, and, when the response reports usage,
 ` + "`vllm:prompt_tokens_total`" + ` by source (cached tokens as ` + "`local_cache_hit`" + `, or ` + "`external_kv_transfer`" + ` behind a
 P/D decode leg: see below), ` + "`vllm:prompt_tokens_cached_total`" + `, ` + "`vllm:generation_tokens_total`" + `, the request token
-histograms and ` + "`vllm:request_time_per_output_token_seconds`" + ` (per choice with n > 1); when the server
+histograms and ` + "`vllm:request_time_per_output_token_seconds`" + ` (per choice with n > 1); usage without
+` + "`completion_tokens`" + ` (OpenAI's for an empty completion) counts its prompt with 0 generated, and usage whose
+cached tokens exceed its prompt (a provider whose ` + "`prompt_tokens`" + ` leaves them out) counts its prompt, all
+` + "`local_compute`" + `, and its generation tokens, the cached count dropped and counted in
+` + "`infermetrics_invalid_events_total{kind=\"value_dropped\"}`" + `; the finish reason of several choices is their
+worst (length over stop, abort and error over both), in one response as over a stream; when the server
 reports them (Ollama's ` + "`prompt_eval_duration`" + ` and ` + "`eval_duration`" + `, llama.cpp's ` + "`timings.prompt_ms`" + ` and
 ` + "`predicted_ms`" + `), ` + "`vllm:request_prefill_time_seconds`" + ` and ` + "`vllm:request_decode_time_seconds`" + `, the
 server's figures; requests in flight as ` + "`vllm:num_requests_running`" + `. Every other family stays at zero

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/felixge/httpsnoop"
@@ -209,7 +208,7 @@ func (rw *responseWriter) commit(code int) {
 	}
 	rw.status, rw.unsent = code, unsent(rw.obs.ctx)
 	h := rw.w.Header()
-	rw.obs.streaming = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+	rw.obs.kind(h.Get("Content-Type"))
 	rw.body.start(h.Get("Content-Encoding"), rw.obs.write)
 }
 

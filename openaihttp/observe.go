@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/bits"
+	"strings"
 	"time"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -34,6 +35,7 @@ type observer struct {
 	now         time.Time // the time of the bytes being written, once taken (at)
 	chunks      int64
 	streaming   bool // SSE: content chunks are counted
+	sniff       bool // the first byte of the body says whether it is SSE (see kind)
 	docs        int64
 
 	js   jsonScan
@@ -98,6 +100,17 @@ func (o *observer) init(ep endpoint, start time.Time, streaming bool) {
 	o.js.root = ep.rootContext()
 }
 
+// kind says what the body is, from its Content-Type: an event stream; any
+// other type (Ollama's NDJSON aside) is what the body's first byte says,
+// '{' or '[' a JSON document and anything else SSE. OpenAI's API has sent
+// streams as application/json (testdata/corpus, entries 0204-0206 and
+// 0212), and its SDKs read a stream they asked for whatever its type; a
+// body that is neither is an error either way.
+func (o *observer) kind(contentType string) {
+	o.streaming = strings.HasPrefix(contentType, "text/event-stream")
+	o.sniff = !o.streaming && o.ep.dialect != dOllama
+}
+
 // write observes the next bytes of the body.
 func (o *observer) write(p []byte) {
 	o.now = time.Time{}
@@ -108,6 +121,17 @@ func (o *observer) write(p []byte) {
 }
 
 func (o *observer) scan(p []byte) {
+	if o.sniff {
+		i := 0
+		for i < len(p) && isSpace(p[i]) {
+			i++
+		}
+		if i == len(p) {
+			return
+		}
+		o.sniff, o.streaming = false, p[i] != '{' && p[i] != '['
+		p = p[i:]
+	}
 	if o.streaming {
 		o.writeSSE(p)
 		return

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -74,7 +73,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	lb := &legBody{ReadCloser: resp.Body, backend: backend, trace: trace, leg: leg,
 		ctx: ctx, status: resp.StatusCode}
-	lb.obs.init(op, start, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"))
+	lb.obs.init(op, start, false)
+	lb.obs.kind(resp.Header.Get("Content-Type"))
 	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
 	if !resp.Uncompressed { // else the base transport decoded it and removed Content-Encoding
 		lb.body.start(resp.Header.Get("Content-Encoding"), lb.obs.write)

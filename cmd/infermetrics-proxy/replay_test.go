@@ -276,6 +276,11 @@ func TestCorpusIncludeUsage(t *testing.T) {
 			if e.Encoding == "gzip" {
 				got, want = gunzipOrNot(got), gunzip(t, want)
 			}
+			if e.Expect.PromptTokens != nil {
+				// The recording carries a usage chunk its client did not
+				// ask for (dd-trace-py's hand-edited cassettes): stripped.
+				want = withoutUsageEvents(want)
+			}
 			if code != e.Status || !bytes.Equal(got, want) {
 				t.Errorf("%s: the client got %d and %d bytes, want the recorded %d and %d bytes%s", e.ID, code, len(got), e.Status, len(want), e.Explain())
 			}
@@ -299,6 +304,18 @@ func TestCorpusIncludeUsage(t *testing.T) {
 }
 
 // gunzipOrNot decodes gzip bytes, and returns others as they are.
+// withoutUsageEvents returns an event stream without its events whose
+// data has empty choices and a usage.
+func withoutUsageEvents(b []byte) []byte {
+	var out []byte
+	for ev := range strings.SplitAfterSeq(string(b), "\n\n") {
+		if !(strings.Contains(ev, `"choices":[]`) && strings.Contains(ev, `"usage"`)) {
+			out = append(out, ev...)
+		}
+	}
+	return out
+}
+
 func gunzipOrNot(b []byte) []byte {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {

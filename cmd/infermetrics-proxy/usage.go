@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"github.com/infermetrics/infermetrics/internal/contentcoding"
@@ -125,11 +124,15 @@ func errOr(err error, r io.Reader) io.Reader {
 	return r
 }
 
-// stripWriter passes a response on, removing from a successful event
-// stream (text/event-stream, no Content-Length) the usage chunk that
-// include_usage adds: an event whose data is a JSON object with an empty
-// "choices" and a non-null "usage". It holds at most one event (maxEvent
-// bytes) at a time; every other response passes through untouched. A
+// stripWriter passes a response on, removing from a successful stream (a
+// 2xx response without Content-Length to a request that asked to stream,
+// of any Content-Type: OpenAI's API has sent streams as application/json,
+// see openaihttp's observer.kind) the usage chunk that include_usage adds:
+// an event whose data is a JSON object with an empty "choices" and a
+// non-null "usage". It holds at most one event (maxEvent bytes) at a time,
+// so a body that is not an event stream is held whole up to maxEvent
+// bytes, then passed on unchanged; every other response passes through
+// untouched. A
 // stream in gzip or deflate is decoded as it comes (each Write decoded
 // before it returns) and sent decoded, without Content-Encoding; one in
 // another encoding passes through untouched, reported to opaque.
@@ -151,7 +154,7 @@ func (s *stripWriter) WriteHeader(code int) {
 	if !s.decided && code >= 200 {
 		s.decided = true
 		h := s.w.Header()
-		s.strip = code < 300 && strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") && h.Get("Content-Length") == ""
+		s.strip = code < 300 && h.Get("Content-Length") == ""
 		switch enc := h.Get("Content-Encoding"); {
 		case !s.strip || contentcoding.Identity(enc):
 		case contentcoding.Decodes(enc):

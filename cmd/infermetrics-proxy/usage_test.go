@@ -254,15 +254,19 @@ func TestStripWriter(t *testing.T) {
 			}
 		}
 	}
-	// Not an event stream, or an error: untouched.
+	// Any type: a stream sent as application/json is stripped too; a JSON
+	// document, held up to maxEvent bytes, passes on unchanged.
+	doc := `{"choices":[],"usage":{"prompt_tokens":1}}`
 	for _, ct := range []string{"application/json", ""} {
-		rec := httptest.NewRecorder()
-		rec.Header().Set("Content-Type", ct)
-		sw := &stripWriter{w: rec}
-		writeSplit(sw, []byte(usage), 5)
-		sw.finish()
-		if rec.Body.String() != usage {
-			t.Errorf("%q: %q", ct, rec.Body.String())
+		for in, want := range map[string]string{usage + "data: [DONE]\n\n": "data: [DONE]\n\n", doc: doc} {
+			rec := httptest.NewRecorder()
+			rec.Header().Set("Content-Type", ct)
+			sw := &stripWriter{w: rec}
+			writeSplit(sw, []byte(in), 5)
+			sw.finish()
+			if rec.Body.String() != want {
+				t.Errorf("%q: %q, want %q", ct, rec.Body.String(), want)
+			}
 		}
 	}
 	rec := httptest.NewRecorder()

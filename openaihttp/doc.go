@@ -35,8 +35,9 @@
 // the drop in infermetrics.invalid_events (kind value_dropped) and reports
 // it (stats.ObservedRequest.Bounded). Anthropic's usage cannot have such a
 // split (its prompt is input_tokens plus the cache reads and writes), nor
-// Ollama's (no cached count). Requests in flight are
-// vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
+// Ollama's (no cached count). A count that is not a non-negative JSON
+// integer (a string, a float, an object) makes its usage unknown. Requests
+// in flight are vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
 // also records the GenAI server histograms (views.Semconv) by the
 // conventions' rules: the time per output token of successful requests with
 // usage and more than one output token only. Every other path and method
@@ -114,11 +115,16 @@
 // max_output_tokens) are read as vLLM reads them: past one leading UTF-8
 // byte order mark, which Python's json.loads skips in bytes (a mark after
 // white space, or a second one, is not JSON), JSON string escapes
-// decoded, the last of duplicate keys winning (Python's json); n and
-// max_tokens as pydantic's lax int (100, 100.0, "100"; not 100.5), stream
-// as pydantic's lax bool (true, 1, "true", "1", "yes", "on", "t", "y" and
-// their false counterparts, case-insensitive). A model longer than 256
-// bytes is "" (WithEngineFor). A count or parameter above
+// decoded, the last of duplicate keys winning (Python's json), NaN and
+// Infinity taken as Python takes them (numbers no parameter accepts),
+// containers nested up to 1,024 deep (Python's json reads about 1,000); n
+// and max_tokens as pydantic's lax int (100, 100.0, "100", true; not
+// 100.5), max_completion_tokens winning over max_tokens when both are set
+// (vLLM's max_completion_tokens or max_tokens); stream and
+// stream_options.include_usage as pydantic's lax bool (true, 1, "true",
+// "1", "yes", "on", "t", "y" and their false counterparts,
+// case-insensitive). A model that is not a string, or is longer than 256
+// bytes, is "" (WithEngineFor). A count or parameter above
 // stats.MaxRequestTokens (2^27), in a request or a response, is dropped
 // for that request alone and reported through the error handler
 // (ErrDropped); the request is recorded without it and nothing a client
@@ -222,7 +228,11 @@
 // Nothing a client sends makes later requests unrecordable or grows series
 // or memory without bound. Counts above stats.MaxRequestTokens (max_tokens,
 // n, usage) are dropped for their request alone and reported through the
-// error handler. Backends past 1,024 per Engine are recorded as
+// error handler. A document nested deeper than 1,024 levels (Python's
+// json refuses one about as deep), or whose contexts read (choices,
+// usage, a Responses event's response, an Anthropic message) nest deeper
+// than 32, is not read, as a body that is not JSON. Backends past 1,024
+// per Engine are recorded as
 // instrument.BackendOther; the HTTP families keep 256 handler values per
 // Engine, then "none". The model a request names reaches WithEngineFor,
 // whose function must map it to a bounded set of Engines.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -56,12 +54,7 @@ func scanDocs(t *testing.T) []string {
 		`{"choices":[{"index":1,"finish_reason":"length","delta":{"content":"a"}},{"index":17,"text":"b"}],"usage":{"prompt_tokens":99999999999999999999,"completion_tokens":1}}`,
 		`{"type":"response.output_text.delta","delta":"x","response":{"status":"incomplete","incomplete_details":{"reason":"content_filter"}}}`,
 	}
-	files, _ := filepath.Glob(filepath.Join("testdata", "*.*")) // the fixtures, not the corpus/ folder
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, b := range testdataFiles(t) {
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			line = bytes.TrimPrefix(bytes.TrimSpace(line), []byte("data:"))
 			if line = bytes.TrimSpace(line); len(line) > 0 && line[0] == '{' {
@@ -85,19 +78,20 @@ type scanResult struct {
 	st       uint8
 	d        doc
 	model    string
+	req      request
 }
 
 // scanDoc reads one document, step bytes per feed, with s.
 func scanDoc(s *jsonScan, p []byte, step int) scanResult {
 	s.reset()
-	s.modelLen = 0
+	s.modelLen, s.req = 0, request{}
 	var r scanResult
 	for len(p) > 0 && !r.complete {
 		k := min(step, len(p))
 		n, complete := s.feed(p[:k])
 		r.n, r.complete, p = r.n+n, complete, p[n:]
 	}
-	r.st, r.d, r.model = s.st, s.d, string(s.model[:s.modelLen])
+	r.st, r.d, r.model, r.req = s.st, s.d, string(s.model[:s.modelLen]), s.req
 	return r
 }
 

@@ -138,13 +138,13 @@ func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, 
 	}
 	var s jsonScan
 	scanRequest(&s, head[:min(len(head), limit)])
-	d := &s.d
-	info.model, info.n, info.maxTokens = string(s.model[:s.modelLen]), d.n, d.maxTokens
-	if d.hasStream {
-		info.stream = d.stream
+	rq := &s.req
+	info.model, info.n, info.maxTokens = string(s.model[:s.modelLen]), rq.n, rq.maxTokensParam()
+	if rq.hasStream {
+		info.stream = rq.stream
 	}
-	info.err = droppedErr("request", d.dropped)
-	if whole && includeUsage && info.stream && !d.includeUsage && ep.takesStreamOptions() {
+	info.err = droppedErr("request", s.d.dropped)
+	if whole && includeUsage && info.stream && !rq.includeUsage && ep.takesStreamOptions() {
 		rewritten, _ = AskUsage(head)
 	}
 	if err != nil {

@@ -28,6 +28,7 @@ type jsonScan struct {
 	root   uint8 // the context of a document's root object (the dialect's)
 	depth  int
 	stack  [maxDepth]uint8 // per open container: its context, with arrayBit
+	top    uint8           // the innermost open container's context, with arrayBit
 	role   uint8           // role of the value being read
 	klen   int
 	kover  bool
@@ -41,9 +42,11 @@ type jsonScan struct {
 	val    [maxValue]byte
 	d      doc
 
-	// model is the request's model, kept across documents.
+	// model is the request's model, req the rest it told, kept across
+	// documents.
 	model    [maxValue]byte
 	modelLen int
+	req      request
 
 	// pre is the start of the last document whose first members nothing
 	// reads (a streamed chunk's id, object, created and model), up to the
@@ -71,15 +74,20 @@ type jsonScan struct {
 	docBegin, contentAt, contentEnd int
 	contentN                        int
 	contentElse                     bool
+
+	// deep continues stack beyond maxDepth, where no context is read: a
+	// bit per open container, set for an array.
+	deep [(maxNesting - maxDepth) / 8]uint8
 }
 
 const (
-	maxDepth  = 32
-	maxKey    = 32
-	maxValue  = 256 // a model name (instrument.MaxModelNameLen)
-	maxPrefix = 256
-	maxLast   = 512
-	arrayBit  = 0x80
+	maxDepth   = 32   // containers whose context is kept; below them only unknown ones
+	maxNesting = 1024 // containers in all, as deep as Python's json reads (its recursion limit)
+	maxKey     = 32
+	maxValue   = 256 // a model name (instrument.MaxModelNameLen)
+	maxPrefix  = 256
+	maxLast    = 512
+	arrayBit   = 0x80
 
 	// maxCount bounds every token count and request parameter (n,
 	// max_tokens) read: stats.MaxRequestTokens (2^27), above any model's
@@ -117,11 +125,25 @@ type doc struct {
 	cacheCreation       int64
 	cacheN              int64   // llama.cpp timings.cache_n
 	prefill, decode     float64 // server-reported, in seconds
+}
 
-	// Request fields.
-	hasStream, stream        bool
-	n, maxTokens             int64
-	streamOpts, includeUsage bool
+// request is what a request body told, its model aside.
+type request struct {
+	hasStream, stream, includeUsage bool
+	n                               int64
+	maxTokens                       [3]int64 // by role: max_tokens, max_output_tokens, max_completion_tokens
+}
+
+// maxTokensParam is the request's output limit as vLLM reads it:
+// max_completion_tokens when set (not 0), else max_output_tokens (the
+// Responses API's), else max_tokens.
+func (r *request) maxTokensParam() int64 {
+	for i := len(r.maxTokens) - 1; i >= 0; i-- {
+		if r.maxTokens[i] != 0 {
+			return r.maxTokens[i]
+		}
+	}
+	return 0
 }
 
 // Fields of doc.has.
@@ -210,19 +232,25 @@ const (
 	rToolCall
 	rFinish
 	rUsage
+	rDetails
+	rError
+	rStreamOptions
+
+	// Roles rPrompt through rIncludeUsage take a scalar only (see
+	// notScalar).
 	rPrompt
 	rCompletion
-	rDetails
 	rCached
 	rCacheRead
 	rCacheCreation
-	rError
 	rModel
 	rStream
 	rN
-	rMaxTokens
-	rStreamOptions
+	rMaxTokens // max_tokens; rMaxOutput and rMaxCompletion follow it
+	rMaxOutput
+	rMaxCompletion
 	rIncludeUsage
+
 	rIndex
 	rTimings
 	rCacheN
@@ -343,8 +371,8 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 		case stAfter:
 			switch {
 			case c == ',':
-				if s.stack[s.depth-1]&arrayBit != 0 {
-					s.st, s.role = stValue, elementRole(s.stack[s.depth-1])
+				if s.top&arrayBit != 0 {
+					s.st, s.role = stValue, elementRole(s.top)
 				} else if i+1 < len(p) && p[i+1] == '"' { // compact JSON: ,"key"
 					i++
 					s.startKey()
@@ -352,7 +380,7 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 					s.st = stObjKey
 				}
 			case c == '}' || c == ']':
-				if (c == ']') != (s.stack[s.depth-1]&arrayBit != 0) {
+				if (c == ']') != (s.top&arrayBit != 0) {
 					s.st = stBad
 					continue
 				}
@@ -540,33 +568,60 @@ func (s *jsonScan) members(p []byte, i, docAt int) int {
 // startKey starts reading a key, after its opening quote.
 func (s *jsonScan) startKey() {
 	s.st, s.inKey, s.klen, s.kover, s.fresh = stString, true, 0, false, true
-	s.capStr = s.stack[s.depth-1] != cOther // keys of unknown objects are skipped
+	s.capStr = s.top != cOther // keys of unknown objects are skipped
 }
 
 // begin starts a value whose first byte is c, of role s.role.
 func (s *jsonScan) begin(c byte) {
 	switch c {
 	case '{', '[':
-		if s.depth == maxDepth {
+		ctx := containerContext(s.role, c == '[', s.root)
+		if s.depth == maxNesting || (s.depth >= maxDepth && ctx != cOther) {
 			s.st = stBad
 			return
 		}
-		ctx := containerContext(s.role, c == '[', s.root)
 		s.opened(ctx)
+		if s.role >= rPrompt && s.role <= rIncludeUsage {
+			s.notScalar()
+		}
 		if c == '[' {
-			s.stack[s.depth] = ctx | arrayBit
-			s.st, s.role = stArrFirst, elementRole(ctx|arrayBit)
+			ctx |= arrayBit
+			s.st, s.role = stArrFirst, elementRole(ctx)
 		} else {
-			s.stack[s.depth] = ctx
 			s.st = stObjFirst
 		}
-		s.depth++
+		s.push(ctx)
 	case '"':
 		s.st, s.inKey, s.vlen, s.slen, s.over, s.fresh = stString, false, 0, 0, false, true
 		s.capStr = captured(s.role)
 	default:
 		s.st, s.vlen, s.over = stScalar, 0, false
 		s.captureByte(c)
+	}
+}
+
+// push adds an open container of a context (with arrayBit).
+func (s *jsonScan) push(ctx uint8) {
+	s.top = ctx
+	if s.depth < maxDepth {
+		s.stack[s.depth] = ctx
+	} else if i, bit := (s.depth-maxDepth)/8, uint8(1)<<((s.depth-maxDepth)%8); ctx&arrayBit != 0 {
+		s.deep[i] |= bit
+	} else {
+		s.deep[i] &^= bit
+	}
+	s.depth++
+}
+
+// pop ends the innermost open container.
+func (s *jsonScan) pop() {
+	s.depth--
+	switch i := s.depth - 1 - maxDepth; {
+	case s.depth == 0:
+	case i < 0:
+		s.top = s.stack[s.depth-1]
+	default:
+		s.top = cOther | (s.deep[i/8]>>(i%8)&1)<<7
 	}
 }
 
@@ -582,7 +637,7 @@ func (s *jsonScan) opened(ctx uint8) {
 		// A repeated key replaces the whole object (last wins).
 		d.usageSeen, d.usageBad, d.has = true, false, d.has&^usageFields
 	case rStreamOptions:
-		d.streamOpts, d.includeUsage = true, false
+		s.req.includeUsage = false
 	case rChoice:
 		if ctx == cChoice {
 			d.choice, d.choiceContent, d.choiceFinish = 0, false, reasonSeen{}
@@ -590,10 +645,29 @@ func (s *jsonScan) opened(ctx uint8) {
 	}
 }
 
+// notScalar takes in a container where a role takes a scalar only: what
+// the key held before is replaced by a value no server takes, as in
+// Python the last key wins.
+func (s *jsonScan) notScalar() {
+	d := &s.d
+	switch s.role {
+	case rModel:
+		s.modelLen = 0
+	case rStream:
+		s.req.hasStream, s.req.stream = true, false
+	case rIncludeUsage:
+		s.req.includeUsage = false
+	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
+		s.param(nil, false)
+	default: // a count
+		d.usageBad = true
+	}
+}
+
 // close ends the innermost container and reports whether it ended the
 // document.
 func (s *jsonScan) close() bool {
-	if s.stack[s.depth-1] == cChoice {
+	if s.top == cChoice {
 		d := &s.d
 		if d.choiceContent {
 			if d.choice < maxChoices {
@@ -606,7 +680,7 @@ func (s *jsonScan) close() bool {
 			d.finish.merge(d.choiceFinish.reason)
 		}
 	}
-	s.depth--
+	s.pop()
 	s.st = stAfter
 	return s.depth == 0
 }
@@ -655,7 +729,7 @@ func (s *jsonScan) whole(b []byte) {
 	if s.inKey {
 		s.st, s.keyR = stColon, rNone
 		if s.capStr && len(b) <= maxKey {
-			s.keyR = keyRole(s.stack[s.depth-1], b)
+			s.keyR = keyRole(s.top, b)
 		}
 		return
 	}
@@ -772,7 +846,7 @@ func (s *jsonScan) endStr() {
 	if s.inKey {
 		s.st, s.keyR = stColon, rNone
 		if s.capStr && !s.kover {
-			s.keyR = keyRole(s.stack[s.depth-1], s.key[:s.klen])
+			s.keyR = keyRole(s.top, s.key[:s.klen])
 		}
 		return
 	}
@@ -809,11 +883,11 @@ func (s *jsonScan) endString(v []byte, over bool) {
 			s.modelLen = copy(s.model[:], v)
 		}
 	case rStream:
-		d.hasStream = true
-		d.stream, _ = laxBool(v, over, true)
+		s.req.hasStream = true
+		s.req.stream, _ = laxBool(v, over, true)
 	case rIncludeUsage:
-		d.includeUsage, _ = laxBool(v, over, true)
-	case rN, rMaxTokens:
+		s.req.includeUsage, _ = laxBool(v, over, true)
+	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(v, true)
 	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
 		d.usageBad = true // a count must be a number
@@ -823,7 +897,7 @@ func (s *jsonScan) endString(v []byte, over bool) {
 // setFinish sets the finish reason of the choice being read, or with no
 // choices (Anthropic, Ollama) the document's: the last key wins.
 func (s *jsonScan) setFinish(r reasonSeen) {
-	if s.stack[s.depth-1] == cChoice {
+	if s.top == cChoice {
 		s.d.choiceFinish = r
 	} else {
 		s.d.finish = r
@@ -838,6 +912,8 @@ func (s *jsonScan) endScalar() {
 	switch s.role {
 	case rFinish:
 		s.setFinish(reasonSeen{}) // null, or not a reason: none
+	case rModel:
+		s.modelLen = 0 // the last "model" wins: not a string, none
 	case rError:
 		if !null && string(v) != "false" {
 			d.errSeen = true
@@ -873,15 +949,15 @@ func (s *jsonScan) endScalar() {
 		s.duration(v, 1e-3)
 	case rPrefillNs, rDecodeNs:
 		s.duration(v, 1e-9)
-	case rN, rMaxTokens:
+	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(v, false)
 	case rStream:
-		d.hasStream = true
-		d.stream, _ = laxBool(v, s.over, false)
+		s.req.hasStream = true
+		s.req.stream, _ = laxBool(v, s.over, false)
 	case rIncludeUsage:
-		d.includeUsage, _ = laxBool(v, s.over, false)
+		s.req.includeUsage, _ = laxBool(v, s.over, false)
 	case rStreamOptions:
-		d.streamOpts, d.includeUsage = false, false // null, or not an object
+		s.req.includeUsage = false // null, or not an object
 	case rDone:
 		d.done = string(v) == "true"
 	}
@@ -902,10 +978,11 @@ func (d *doc) count(role uint8) (uint16, *int64) {
 	return fCacheCreation, &d.cacheCreation
 }
 
-// param takes in a request's n or max_tokens, as vLLM's pydantic models
-// read an int in lax mode: an integer, a float with no fraction (100.0) or
-// a string of digits ("100"). The last occurrence wins; null or a value the
-// server refuses (negative, 100.5, text) unsets it; one beyond maxCount is
+// param takes in a request's n or max_tokens (max_output_tokens,
+// max_completion_tokens), as vLLM's pydantic models read an int in lax
+// mode: an integer, a float with no fraction (100.0), a string of digits
+// ("100") or a bool. The last occurrence wins; null or a value the server
+// refuses (negative, 100.5, text) unsets it; one beyond maxCount is
 // dropped and reported.
 func (s *jsonScan) param(v []byte, str bool) {
 	n, st := int64(0), countBad
@@ -916,13 +993,13 @@ func (s *jsonScan) param(v []byte, str bool) {
 		n = 0
 	}
 	if s.role == rN {
-		s.d.n = n
+		s.req.n = n
 		if st == countHuge {
 			s.d.dropped |= dropN
 		}
 		return
 	}
-	s.d.maxTokens = n
+	s.req.maxTokens[s.role-rMaxTokens] = n
 	if st == countHuge {
 		s.d.dropped |= dropMaxTokens
 	}
@@ -950,7 +1027,7 @@ func (s *jsonScan) duration(v []byte, unit float64) {
 // captured reports a role whose string value is kept (decoded).
 func captured(role uint8) bool {
 	switch role {
-	case rFinish, rModel, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens:
+	case rFinish, rModel, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		return true
 	}
 	return false
@@ -1024,8 +1101,12 @@ func keyRole(ctx uint8, key []byte) uint8 {
 			return rStream
 		case "n":
 			return rN
-		case "max_tokens", "max_completion_tokens", "max_output_tokens":
+		case "max_tokens":
 			return rMaxTokens
+		case "max_output_tokens":
+			return rMaxOutput
+		case "max_completion_tokens":
+			return rMaxCompletion
 		case "stream_options":
 			return rStreamOptions
 		}
@@ -1242,12 +1323,19 @@ func parseCount(v []byte, over bool) (int64, uint8) {
 	return n, countOK
 }
 
-// parseParam parses an int as pydantic's lax mode does: an integer, or a
-// float with no fractional part; in a string (str), an integer only.
+// parseParam parses an int as pydantic's lax mode does: an integer, a
+// float with no fractional part, or a bool; in a string (str), an integer
+// only.
 func parseParam(v []byte, over, str bool) (int64, uint8) {
 	n, st := parseCount(v, over)
 	if st != countBad || str || over {
 		return n, st
+	}
+	switch string(v) {
+	case "true":
+		return 1, countOK
+	case "false":
+		return 0, countOK
 	}
 	f, err := strconv.ParseFloat(string(v), 64)
 	switch {

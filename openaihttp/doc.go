@@ -29,11 +29,11 @@
 // usage with stream_options.include_usage, which WithIncludeUsage adds to
 // requests; the other APIs' streams carry it unasked). Without a cached
 // count the cached tokens are unknown and the prompt counts as computed;
-// so with cached tokens above the prompt, a split no prompt has (xAI's grok
-// through Azure AI Foundry reports prompt_tokens without the cached part),
-// whose prompt and generation tokens still count, while the Recorder counts
-// the drop in infermetrics.invalid_events (kind value_dropped) and reports
-// it (stats.ObservedRequest.Bounded). Anthropic's usage cannot have such a
+// so does a response whose cached tokens exceed its prompt (xAI's grok
+// through Azure AI Foundry reports prompt_tokens without the cached part):
+// its prompt and generation tokens count, and the Recorder counts the
+// dropped cached count in infermetrics.invalid_events (kind value_dropped)
+// and reports it (stats.ObservedRequest.Bounded). Anthropic's usage cannot have such a
 // split (its prompt is input_tokens plus the cache reads and writes), nor
 // Ollama's (no cached count). A count that is not a non-negative JSON
 // integer (a string, a float, an object) makes its usage unknown. Requests
@@ -130,7 +130,8 @@
 // (ErrDropped); the request is recorded without it and nothing a client
 // sends makes later requests unrecordable. WithIncludeUsage's rewrite
 // (AskUsage) reads a body with a byte order mark too, and writes the body
-// anew without it.
+// anew without it; it rewrites only a request that is recorded: one that
+// WithEngineFor maps to nil passes on as it came.
 //
 // # Finish reasons
 //
@@ -140,12 +141,19 @@
 // and count as stop. A request of several choices (n > 1, or a batch of
 // prompts to /v1/completions) takes the worst, whether they come in one
 // document or in a stream's chunks: length over stop, abort and error over
-// both. An HTTP status of
-// 400 or above, or an error event in a stream, is an error. A client that
-// goes away before the finish (its request context canceled, or a write
-// failing) is an abort. A response that ends without a finish reason while
-// its client is still there (a stream cut upstream, a non-JSON body) is an
-// error: the server, not the client, ended it.
+// both. An HTTP status of 400 or above, or an error event in a stream, is
+// an error. A client that goes away before the finish (its request context
+// canceled, or a write failing) is an abort; so is one that goes away
+// before the response's status is written: a status written then reached
+// no one (httputil.ReverseProxy's default error handler writes 502 to a
+// client that has gone), unless what was written shows a finish. A
+// response that says all it had to but names no finish reason is stop: a
+// whole JSON document (a background Responses API response, queued), a
+// stream that sent [DONE] (Snowflake's do, with no finish_reason),
+// Anthropic's message_stop, Ollama's done. One that ends without a finish
+// reason or its end while its client is still there (a stream cut
+// upstream, a body that is not JSON) is an error: the server, not the
+// client, ended it.
 //
 // # HTTP server families
 //
@@ -162,7 +170,14 @@
 // /health and a few more paths out of them
 // (vllm/entrypoints/serve/instrumentator/metrics.py @ 02a69ad2); a server does the
 // same by serving those paths beside the handler, not through it, as
-// example/pd does with /metrics.
+// example/pd does with /metrics. A request whose client left before its
+// status was written counts as 2xx, whatever status was then written to no
+// one, as vLLM's API server counts a client that disconnected before its
+// response: with_cancellation
+// (vllm/frontend/entrypoints/serve/utils/api_utils.py @ 055e47c2) makes the
+// route return None, which FastAPI answers 200 (fastapi/routing.py @
+// c3f316b7), and prometheus-fastapi-instrumentator counts the status the
+// response starts with (middleware.py @ c1c1fb64).
 //
 // # Transport and P/D routers
 //

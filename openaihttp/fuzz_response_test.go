@@ -432,8 +432,10 @@ func ollamaFacts(root object) (f facts) {
 // expect folds the documents of a response of a dialect as the package
 // documents it: content chunks (streamed), the worst finish reason, an
 // error, the last whole usage (Anthropic's fields merged over events,
-// Ollama's from its done document).
-func expect(dialect uint8, streaming bool, docs []object) outcome {
+// Ollama's from its done document); complete says the body said all it had
+// to (a whole document, [DONE]), which makes a response without a finish
+// reason stop, not an error.
+func expect(dialect uint8, streaming bool, docs []object, complete bool) outcome {
 	var out outcome
 	var finish reasonSeen
 	var errSeen bool
@@ -469,6 +471,7 @@ func expect(dialect uint8, streaming bool, docs []object) outcome {
 		if content {
 			out.chunks++
 		}
+		complete = complete || (dialect == dAnthropic && f.event == evMessageStop)
 		if f.finish.ok {
 			finish.merge(f.finish.reason)
 		}
@@ -508,6 +511,8 @@ func expect(dialect uint8, streaming bool, docs []object) outcome {
 		out.reason = stats.FinishError
 	case finish.ok:
 		out.reason = finish.reason
+	case complete:
+		out.reason = stats.FinishStop
 	default:
 		out.reason = stats.FinishError
 	}
@@ -547,10 +552,31 @@ func fuzzResponse(f *testing.F, ep endpoint) {
 		if framing == framingJSON && len(docs) == 0 {
 			return // not an object: an error, as a cut body
 		}
-		if want := expect(ep.dialect, sse, docs); got != want {
+		complete := framing == framingJSON || (framing == framingSSE && sentDone(body))
+		if want := expect(ep.dialect, sse, docs, complete); got != want {
 			t.Errorf("%q (sse %v, step %d):\nobserved %+v\nwant     %+v", body, sse, int(step)%64+1, got, want)
 		}
 	})
+}
+
+// sentDone reports an event stream with a whole line "data: [DONE]" (one
+// optional space after the colon, spaces around the mark).
+func sentDone(body []byte) bool {
+	for len(body) > 0 {
+		i := bytes.IndexAny(body, "\r\n")
+		if i < 0 {
+			return false // a line without its end is not read
+		}
+		line := body[:i]
+		body = body[i+1:]
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if len(v) > 0 && v[0] == '[' && string(bytes.TrimSpace(v)) == "[DONE]" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func FuzzOpenAIResponse(f *testing.F) {

@@ -534,8 +534,12 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 		r.Reason = stats.FinishError
 	case o.finish.ok:
 		r.Reason = o.finish.reason
-	case o.done && !o.ep.op.Generates():
-		r.Reason = stats.FinishStop // embeddings and pooling: no finish reason
+	case o.done:
+		// Complete ([DONE], message_stop, Ollama's done, the document's
+		// end) with no finish reason: embeddings and pooling, a background
+		// Responses API response (queued), servers that send none
+		// (Snowflake's streams): the server ended it normally.
+		r.Reason = stats.FinishStop
 	case e.aborted:
 		r.Reason = stats.FinishAbort
 	default: // truncated: ended without a finish reason, or failed

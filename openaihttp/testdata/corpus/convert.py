@@ -646,6 +646,27 @@ def cached_of(e, details, tags):
             tags.append("cached_above_prompt")
 
 
+def complete(text, streamed, end_type=None):
+    """A body that said all it had to: a whole JSON document, or an event
+    stream that sent [DONE] (or, with end_type, an event of that type)."""
+    if not streamed:
+        try:
+            json.loads(text)
+            return True
+        except Exception:
+            return False
+    for _, d in sse_events(text):
+        if d.strip() == "[DONE]":
+            return True
+        if end_type is not None:
+            try:
+                if json.loads(d).get("type") == end_type:
+                    return True
+            except Exception:
+                pass
+    return False
+
+
 def is_sse(ct, text):
     return "text/event-stream" in ct or re.match(r"^(data|event):", text) is not None
 
@@ -688,11 +709,14 @@ def expected(rec, text):
             e["finish"] = "stop"
         elif err:
             e["finish"] = "error"
-        elif not choices_seen or any(i not in finishes for i in choices_seen):
-            e["finish"] = "error"
-            tags.append("no_finish_reason")
-        else:
+        elif choices_seen and all(i in finishes for i in choices_seen):
             e["finish"] = worst(list(finishes.values()))
+        else:
+            # Complete without a finish reason for each choice: the server
+            # ended it normally (stop, or the worst reason it did send);
+            # cut short: an error.
+            tags.append("no_finish_reason")
+            e["finish"] = worst(list(finishes.values()) or ["stop"]) if complete(text, streamed) else "error"
         if len(choices_seen) > 1:
             tags.append("several_choices_streamed" if streamed else "several_choices")
         if usage is not None and count(usage.get("prompt_tokens")) is not None:
@@ -729,8 +753,11 @@ def expected(rec, text):
         elif st == "cancelled":
             e["finish"] = "abort"
         else:
-            e["finish"] = "error"
+            # A response with another status (queued, in_progress: a
+            # background response) ended normally; a stream without its
+            # final event was cut.
             tags.append("no_finish_reason")
+            e["finish"] = "stop" if final is not None else "error"
         u = final.get("usage") if isinstance(final, dict) else None
         if isinstance(u, dict) and count(u.get("input_tokens")) is not None:
             e["prompt_tokens"] = count(u["input_tokens"])
@@ -757,8 +784,8 @@ def expected(rec, text):
         if err:
             e["finish"] = "error"
         elif stop is None:
-            e["finish"] = "error"
             tags.append("no_finish_reason")
+            e["finish"] = "stop" if complete(text, streamed, "message_stop") else "error"
         else:
             e["finish"] = finish_of(stop)
         if count(merged.get("input_tokens")) is not None:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: staticcheck and vet, race-enabled tests of the
-# library, then the end-to-end suite (e2e/, its own module) against a real
-# Prometheus and a real OpenTelemetry Collector, which scripts/e2e-deps.sh
-# installs and builds when missing or stale.
+# library, a brief run of openaihttp's fuzz targets, then the end-to-end
+# suite (e2e/, its own module) against a real Prometheus and a real
+# OpenTelemetry Collector, which scripts/e2e-deps.sh installs and builds
+# when missing or stale.
 #
 # A passing run prints the phases' names and times and go test's own "ok"
 # lines; anything else is a failure's report. Every go test has an explicit
@@ -34,6 +35,18 @@ go test -race -count=2 -timeout 20m ./...
 # A module of its own (gin, echo): net/http, ReverseProxy, gin, echo, HTTP/2.
 (cd openaihttp/internal/stacktest && go vet ./... && staticcheck ./... && go test -race -count=2 -timeout 10m ./...)
 elapsed "unit tests"
+
+phase "fuzz (briefly)"
+# What clients and servers send, against encoding/json with Python's rules
+# (openaihttp/pyjson_test.go), from the seeds of every fixture and the replay
+# corpus; a finding is written to openaihttp/testdata/fuzz and fails the run.
+# The count of inputs run varies with the machine's load, and the first
+# seconds go to re-running the seeds and the inputs cached from earlier runs;
+# the time does not vary.
+for target in FuzzRequestScan FuzzOpenAIResponse FuzzResponsesAPIResponse FuzzAnthropicResponse FuzzOllamaResponse; do
+	go test -run='^$' -fuzz="^${target}\$" -fuzztime=15s -timeout 10m ./openaihttp/
+done
+elapsed "fuzz"
 
 phase "end-to-end dependencies"
 ./scripts/e2e-deps.sh

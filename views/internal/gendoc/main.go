@@ -99,7 +99,9 @@ worst (length over stop, abort and error over both), in one response as over a s
 reports them (Ollama's ` + "`prompt_eval_duration`" + ` and ` + "`eval_duration`" + `, llama.cpp's ` + "`timings.prompt_ms`" + ` and
 ` + "`predicted_ms`" + `), ` + "`vllm:request_prefill_time_seconds`" + ` and ` + "`vllm:request_decode_time_seconds`" + `, the
 server's figures; requests in flight as ` + "`vllm:num_requests_running`" + `. Every other family stays at zero
-(or absent) on its Recorder. What each API yields is listed in the ` + "`openaihttp`" + ` package doc.
+(or absent) on its Recorder. What each API yields is listed in the ` + "`openaihttp`" + ` package doc, and what
+hosted providers' responses yield (679 recordings of their traffic, replayed in the unit tests: counts by
+provider and API, and each provider's quirks) in the README's ` + "`infermetrics-proxy`" + ` section.
 
 What a P/D router's ` + "`external_kv_transfer`" + ` counts: the decode leg's ` + "`usage.prompt_tokens_details.cached_tokens`" + `,
 which vLLM sets from ` + "`num_cached_tokens`" + `, the tokens the decode engine found computed when it first

@@ -57,12 +57,18 @@ func run(w io.Writer) error {
 	defer recorder.Close()
 
 	// The engine drives one timeline per request and records each step. Here
-	// a 512-token prompt arrives with its KV computed by a prefill node. No
-	// call returns an error: the Recorder counts and reports what it refuses.
+	// a 512-token prompt arrives with its KV computed by a prefill node: all
+	// of it but its last token, which this node computes, came through the KV
+	// connector (stats.RemotePrefillCached). No recording call returns an
+	// error: the Recorder counts and reports what it refuses.
 	arrival := time.Now()
 	req := stats.NewTimeline(stats.Request{Arrival: arrival, PromptTokens: 512})
 	req.Queued(arrival)
-	req.Scheduled(arrival.Add(time.Millisecond), 0, 512)
+	found, err := stats.RemotePrefillCached(512, 0)
+	if err != nil {
+		return err
+	}
+	req.ScheduledWith(arrival.Add(time.Millisecond), found)
 	var step stats.Iteration
 	step.Output(req, arrival.Add(20*time.Millisecond), 1)
 	recorder.RecordIteration(ctx, 0, &step)

@@ -84,11 +84,41 @@ func parseUpstream(v string) (upstream, error) {
 	return up, nil
 }
 
+// routes is the repeatable -route flag: PATTERN=API, openaihttp's routes.
+type routes []openaihttp.Route
+
+func (rs *routes) String() string {
+	s := make([]string, len(*rs))
+	for i, r := range *rs {
+		s[i] = r.Pattern() + "=" + r.API()
+	}
+	return strings.Join(s, ",")
+}
+
+// Set parses PATTERN=API; several comma-separated values are allowed (the
+// environment variable's form).
+func (rs *routes) Set(v string) error {
+	for _, one := range strings.Split(v, ",") {
+		one = strings.TrimSpace(one)
+		i := strings.LastIndexByte(one, '=')
+		if i < 0 {
+			return fmt.Errorf("route %q: want PATTERN=API", one)
+		}
+		r, err := openaihttp.NewRoute(one[:i], one[i+1:])
+		if err != nil {
+			return err
+		}
+		*rs = append(*rs, r)
+	}
+	return nil
+}
+
 // config is everything the flags and their variables set.
 type config struct {
 	listen                string
 	metricsListen         string
 	upstreams             upstreams
+	routes                routes
 	includeUsage          bool
 	maxModels             int
 	defaultModel          string
@@ -109,8 +139,9 @@ var usageText = `infermetrics-proxy: a reverse proxy that gives any OpenAI-compa
 server (Ollama, llama.cpp's server, vLLM, SGLang, ...) vLLM's metrics.
 
 ` + wrap("Every request and response passes through unchanged (but for -include-usage), on every path. "+
-	"POSTs to paths ending in "+list(openaihttp.RecordedPaths())+" are recorded with vLLM's families, "+
-	"per model named in the request, and every request, on every path, in vLLM's HTTP families (http_requests_total, ...). "+
+	"POSTs to paths ending in "+list(openaihttp.RecordedPaths())+", under any base path, and to the -route patterns "+
+	"are recorded with vLLM's families, per model named in the request, and every request, on every path, "+
+	"in vLLM's HTTP families (http_requests_total, ...), by route pattern. "+
 	"They are served on -metrics-listen at /metrics, beside /health, "+
 	"and pushed over OTLP when the standard OTEL_EXPORTER_OTLP_* variables are set.", 80) + `
 
@@ -166,6 +197,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.StringVar(&c.listen, "listen", ":8787", "address the proxy serves clients on")
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
 	fs.Var(&c.upstreams, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional);\nrepeat for several: requests go to them in turn (round robin). Required")
+	fs.Var(&c.routes, "route", wrap("`PATTERN=API`: record the POSTs to the paths that match PATTERN as API, one of "+
+		strings.Join(openaihttp.APIs(), ", ")+" (not recorded); tried before the built-in paths, repeatable. "+
+		"A segment {name} matches one segment, {name...} any number; {model} or {deployment} is the model "+
+		"when the body names none. PATTERN is the handler label of the HTTP families. "+
+		"Example: -route '/serving/{model}/generate=chat'", 88))
 	fs.BoolVar(&c.includeUsage, "include-usage", false, "add stream_options.include_usage to streamed requests that lack it, so that token\ncounts are known, and remove the usage chunk the client did not ask for from its stream\n(those streams are asked for unencoded; gzip and deflate ones are decoded for the client)")
 	fs.IntVar(&c.maxModels, "max-models", 32, "most model names recorded apart, -default-model (always recorded: the HTTP families go on it)\nincluded; requests for further models, or for names that are not UTF-8, are recorded as\nmodel_name=\""+OverflowModel+"\"")
 	fs.StringVar(&c.defaultModel, "default-model", "default", "model_name of requests whose body names no model")

@@ -29,6 +29,13 @@ const RoleAggregated = "aggregated"
 // without bound.
 const OverflowModel = "_overflow"
 
+// DefaultUpstreamIdleTimeout is how long an idle connection to an upstream
+// is kept: below the 5 s after which uvicorn (vLLM's and SGLang's server;
+// timeout_keep_alive in uvicorn/config.py @ e6c7ce79) closes an idle
+// keep-alive connection, so that no POST is sent on one as it closes,
+// which the proxy cannot resend and would answer 502.
+const DefaultUpstreamIdleTimeout = 4 * time.Second
+
 // upstream is one server the proxy forwards to.
 type upstream struct {
 	url  *url.URL
@@ -125,6 +132,7 @@ type config struct {
 	maxRequestBody        int
 	maxModelLen           int
 	responseHeaderTimeout time.Duration
+	upstreamIdleTimeout   time.Duration
 	readHeaderTimeout     time.Duration
 	idleTimeout           time.Duration
 	shutdownTimeout       time.Duration
@@ -208,6 +216,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.IntVar(&c.maxRequestBody, "max-request-body", openaihttp.DefaultMaxRequestBody, "bytes of a request body read to learn its model, stream and max_tokens (the body\nis always passed on whole); -include-usage rewrites only bodies within this size")
 	fs.IntVar(&c.maxModelLen, "max-model-len", instrument.DefaultMaxModelLen, "the model's context length, from which the token histograms get vLLM's 1-2-5 buckets")
 	fs.DurationVar(&c.responseHeaderTimeout, "response-header-timeout", 0, "longest wait for an upstream's response headers (0: no limit); a non-streamed\nresponse's headers come only when its generation is done, so keep it above the longest generation")
+	fs.DurationVar(&c.upstreamIdleTimeout, "upstream-idle-timeout", DefaultUpstreamIdleTimeout, "how long an idle connection to an upstream is kept for the next request (0: no limit);\n"+
+		"keep it below the upstream's keep-alive timeout (uvicorn's, vLLM's and SGLang's: 5 s; gunicorn's: 2 s)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest time a client may take to send its request headers")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive client connection stays open")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT or SIGTERM, how long requests in flight (streams included) may take to\nfinish before they are cut; metrics are flushed after")
@@ -258,7 +268,7 @@ func (c *config) check() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"response-header-timeout", c.responseHeaderTimeout}, {"read-header-timeout", c.readHeaderTimeout}, {"idle-timeout", c.idleTimeout}, {"shutdown-timeout", c.shutdownTimeout}} {
+	}{{"response-header-timeout", c.responseHeaderTimeout}, {"upstream-idle-timeout", c.upstreamIdleTimeout}, {"read-header-timeout", c.readHeaderTimeout}, {"idle-timeout", c.idleTimeout}, {"shutdown-timeout", c.shutdownTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("-%s %v: want 0 or more", d.name, d.v))
 		}

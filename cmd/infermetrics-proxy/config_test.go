@@ -56,6 +56,7 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-upstream", "http://x", "-log-level", "loud"}, nil, "-log-level"},
 		{[]string{"-upstream", "http://x", "-default-model", OverflowModel}, nil, "-default-model"},
 		{[]string{"-upstream", "http://x", "-idle-timeout", "-1s"}, nil, "-idle-timeout"},
+		{[]string{"-upstream", "http://x", "-upstream-idle-timeout", "-1s"}, nil, "-upstream-idle-timeout"},
 		{[]string{"-upstream", "http://x", "extra"}, nil, "unexpected arguments"},
 		{[]string{"-upstream", "http://x", "-route", "/v1/chat"}, nil, "want PATTERN=API"},
 		{[]string{"-upstream", "http://x", "-route", "/v1/chat=chatx"}, nil, `API "chatx"`},
@@ -84,7 +85,7 @@ func TestHelpAndExitCodes(t *testing.T) {
 	}
 	for _, want := range []string{"INFERMETRICS_PROXY_METRICS_LISTEN", "-upstream", "-include-usage", "-max-models", "-shutdown-timeout",
 		"-response-header-timeout", "-read-header-timeout", "-idle-timeout", "-log-format", "-metrics-listen", "wins over",
-		"-route", "ollama_generate"} {
+		"-route", "ollama_generate", "-upstream-idle-timeout"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h lacks %q", want)
 		}

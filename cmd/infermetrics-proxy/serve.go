@@ -192,6 +192,7 @@ func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine
 func upstreamTransport(c *config) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = c.responseHeaderTimeout
+	t.IdleConnTimeout = c.upstreamIdleTimeout
 	t.DisableCompression = true // pass Accept-Encoding and the body as they are
 	t.MaxIdleConnsPerHost = 64
 	return t

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -133,6 +134,8 @@ type config struct {
 	maxModelLen           int
 	responseHeaderTimeout time.Duration
 	upstreamIdleTimeout   time.Duration
+	upstreamCAFile        string
+	upstreamRoots         *x509.CertPool // the system roots and -upstream-ca-file's; nil without the flag
 	readHeaderTimeout     time.Duration
 	idleTimeout           time.Duration
 	shutdownTimeout       time.Duration
@@ -218,6 +221,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.DurationVar(&c.responseHeaderTimeout, "response-header-timeout", 0, "longest wait for an upstream's response headers (0: no limit); a non-streamed\nresponse's headers come only when its generation is done, so keep it above the longest generation")
 	fs.DurationVar(&c.upstreamIdleTimeout, "upstream-idle-timeout", DefaultUpstreamIdleTimeout, "how long an idle connection to an upstream is kept for the next request (0: no limit);\n"+
 		"keep it below the upstream's keep-alive timeout (uvicorn's, vLLM's and SGLang's: 5 s; gunicorn's: 2 s)")
+	fs.StringVar(&c.upstreamCAFile, "upstream-ca-file", "", "PEM file of CA certificates trusted for https upstreams besides the system roots\n(a private CA; the upstream's host name is the server name checked and sent as SNI)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest time a client may take to send its request headers")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive client connection stays open")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT or SIGTERM, how long requests in flight (streams included) may take to\nfinish before they are cut; metrics are flushed after")
@@ -273,6 +277,9 @@ func (c *config) check() error {
 			errs = append(errs, fmt.Errorf("-%s %v: want 0 or more", d.name, d.v))
 		}
 	}
+	if err := c.loadRoots(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("-log-format %q: want text or json", c.logFormat))
 	}
@@ -280,6 +287,27 @@ func (c *config) check() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// loadRoots reads -upstream-ca-file into the roots https upstreams are
+// checked against, beside the system's.
+func (c *config) loadRoots() error {
+	if c.upstreamCAFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(c.upstreamCAFile)
+	if err != nil {
+		return fmt.Errorf("-upstream-ca-file: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(b) {
+		return fmt.Errorf("-upstream-ca-file %q: no PEM certificate in it", c.upstreamCAFile)
+	}
+	c.upstreamRoots = roots
+	return nil
 }
 
 // envLookup is os.Getenv, for parseConfig.

@@ -85,7 +85,7 @@ func TestHelpAndExitCodes(t *testing.T) {
 	}
 	for _, want := range []string{"INFERMETRICS_PROXY_METRICS_LISTEN", "-upstream", "-include-usage", "-max-models", "-shutdown-timeout",
 		"-response-header-timeout", "-read-header-timeout", "-idle-timeout", "-log-format", "-metrics-listen", "wins over",
-		"-route", "ollama_generate", "-upstream-idle-timeout"} {
+		"-route", "ollama_generate", "-upstream-idle-timeout", "-upstream-ca-file"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h lacks %q", want)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -193,6 +194,9 @@ func upstreamTransport(c *config) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = c.responseHeaderTimeout
 	t.IdleConnTimeout = c.upstreamIdleTimeout
+	if c.upstreamRoots != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: c.upstreamRoots}
+	}
 	t.DisableCompression = true // pass Accept-Encoding and the body as they are
 	t.MaxIdleConnsPerHost = 64
 	return t

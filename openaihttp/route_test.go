@@ -319,6 +319,13 @@ func TestRouteLabels(t *testing.T) {
 		{http.MethodPost, "/api/chat", "/api/chat"},
 		{http.MethodPost, "/rerank", "/rerank"},
 		{http.MethodPost, "/v2/rerank", "/{prefix...}/rerank"},
+		{http.MethodPost, "/together/v1/chat/completions", "/{prefix...}/v1/chat/completions"},          // Hugging Face router
+		{http.MethodPost, "/novita/v3/openai/chat/completions", "/{prefix...}/openai/chat/completions"}, // Hugging Face router
+		{http.MethodPost, "/api/v2/cortex/v1/chat/completions", "/{prefix...}/v1/chat/completions"},     // Snowflake
+		{http.MethodPost, "/openai/deployments/d/completions", "/openai/deployments/{deployment}/completions"},
+		{http.MethodPost, "/api/v1/responses", "/api/v1/responses"},
+		{http.MethodPost, "/responses", "/responses"},
+		{http.MethodPost, strings.Repeat("/a", 40) + "/v1/chat/completions", "/{prefix...}/v1/chat/completions"},
 		{http.MethodPost, "/sk-secret-key/v1/chat/completions", "/{prefix...}/v1/chat/completions"},
 		{http.MethodPost, "/tenant-42/chat/completions", "/{prefix...}/chat/completions"},
 		{http.MethodPost, "/serving/llama-3/generate", "/serving/{model}/generate"},

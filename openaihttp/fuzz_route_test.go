@@ -101,3 +101,45 @@ func plainMatch(pattern, segs []string) (model string, ok bool) {
 	}
 	return model, true
 }
+
+// Matching a path allocates nothing, whatever its length: a request's
+// route costs no garbage.
+func TestRouteOfAllocatesNothing(t *testing.T) {
+	r, err := NewRoute("/serving/{model}/generate", "chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := []Route{r}
+	for _, p := range []string{"/v1/chat/completions", "/openai/deployments/gpt-4o/chat/completions", "/serving/m/generate",
+		"/v1/models", strings.Repeat("/a", 1000) + "/v1/chat/completions"} {
+		if n := testing.AllocsPerRun(100, func() { routeOf(p, routes) }); n != 0 {
+			t.Errorf("%.40s: %v allocations", p, n)
+		}
+	}
+}
+
+func BenchmarkRouteOf(b *testing.B) {
+	r, err := NewRoute("/serving/{model}/generate", "chat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	routes := []Route{r}
+	for _, p := range []string{"/v1/chat/completions", "/openai/deployments/gpt-4o/chat/completions", "/v1/models"} {
+		b.Run(strings.ReplaceAll(p[1:], "/", "_"), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				routeOf(p, routes)
+			}
+		})
+	}
+}
+
+// The bases are tried longest first, so that a path takes the longest
+// that ends its prefix (/openai/v1 before /v1).
+func TestBasesLongestFirst(t *testing.T) {
+	for i := 1; i < len(bases); i++ {
+		if len(split(bases[i])) > len(split(bases[i-1])) {
+			t.Errorf("base %q after the shorter %q", bases[i], bases[i-1])
+		}
+	}
+}

@@ -168,11 +168,10 @@ func NewRoute(pattern, api string) (Route, error) {
 
 // wildcard parses a segment {name} or {name...}.
 func wildcard(seg string) (name string, multi bool, err error) {
-	inner, ok := strings.CutPrefix(seg, "{")
-	if inner, ok = strings.CutSuffix(inner, "}"); !ok || inner == "" {
+	if len(seg) < 2 || seg[0] != '{' || seg[len(seg)-1] != '}' {
 		return "", false, fmt.Errorf("segment %q: a wildcard is a whole segment, {name} or {name...}", seg)
 	}
-	name, multi = strings.CutSuffix(inner, "...")
+	name, multi = strings.CutSuffix(seg[1:len(seg)-1], "...")
 	for i, c := range name {
 		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9') {
 			return "", false, fmt.Errorf("segment %q: a wildcard's name is a Go identifier", seg)

@@ -77,10 +77,29 @@ there and are ours. The KV offloading families follow vLLM's OffloadingConnector
 vllm/v1/kv_offload/cpu/spec.py, read from the search store without a commit id); vLLM creates
 them at their first observation, we at start-up when configured. Their transfer time and size
 families have no unit suffix in vLLM, so their streams carry the unit as an annotation (` + "`{s}`" + `,
-` + "`{By}`" + `) that the Prometheus exporter does not append. Not exported: the deprecated
+` + "`{By}`" + `) that the Prometheus exporter does not append. ` + "`vllm:kv_offload_stores_skipped_total`" + ` counts
+the blocks a CPU tier with a ` + "`store_threshold`" + ` of 2 or more did not store (offered fewer times than the
+threshold; ` + "`prepare_store`" + ` and ` + "`get_stats`" + ` of ` + "`vllm/v1/kv_offload/cpu/manager.py`" + ` in a stored copy
+@0358cbbab64eb7761b19d6467d6738de771a647c, its name in ` + "`vllm/v1/kv_offload/cpu/common.py`" + `
+@0a1e91b52a1bebf3a6197271a650a507e09d50bb); vLLM reports it only with such a threshold, we from start-up with
+` + "`instrument.WithKVOffloadStoreThreshold`" + `. Not exported: the deprecated
 ` + "`vllm:kv_offload_total_bytes`, `vllm:kv_offload_total_time` and `vllm:kv_offload_size`" + ` (label
-` + "`transfer_type`" + `), ` + "`vllm:kv_offload_stores_skipped`, `vllm:kv_offload_config_info`" + ` and the
-SimpleCPUOffloadConnector's ` + "`vllm:simple_kv_offload_*`" + ` families.
+` + "`transfer_type`" + `) and ` + "`vllm:kv_offload_config_info`" + `.
+
+The SimpleCPUOffloadConnector's families (` + "`vllm:simple_kv_offload_*`" + `, vLLM's KV offloading to a CPU
+or disk pool) follow ` + "`vllm/v1/simple_kv_offload/metrics.py`" + ` @222790a966d7f60b8fe205a422c77caf153b5677:
+names, types, the ` + "`outcome`" + ` and ` + "`phase`" + ` values and the info gauge's labels. vLLM creates each
+series at its first observation; ` + "`instrument.WithSimpleKVOffload`" + ` creates every outcome and phase at zero
+from start-up and sets the info series, as for the other optional families.
+
+The API server's operation histograms, ` + "`vllm:sleep_mode_operation_duration_seconds`" + ` (sleep mode: ` + "`/sleep`" + `,
+` + "`/wake_up`" + `; ` + "`vllm/entrypoints/serve/dev/sleep/metrics.py`" + ` @47e7f394085ecdfaa68df604a182ee3c33d8a483) and
+` + "`vllm:rl_weight_update_operation_duration_seconds`" + ` (the weight-transfer endpoints of reinforcement
+learning; ` + "`vllm/entrypoints/rl/online/metrics.py`" + ` @6ae75879ceaf2b6dbd36a0918ef4f27dc1cd78a6), time one
+operation each, from the request to its end, by ` + "`operation`" + ` only: like the HTTP families, they carry no
+` + "`model_name`" + `, ` + "`engine`" + ` or constant attribute, and appear with their first operation, as in vLLM
+(` + "`instrument.Engine.RecordSleepModeOperation`, `RecordWeightUpdateOperation`" + `). Not exported: their
+` + "`_in_flight`" + ` gauges, which no vLLM dashboard reads.
 
 A front end that sees requests but no engine step (` + "`openaihttp.NewHandler`" + `, or
 ` + "`instrument.Engine.RecordRequest`" + `) records, per request, only what it observes:
@@ -254,6 +273,12 @@ func feature(f instrument.Feature) string {
 		return "the first refusal of its kind (the Recorder's own counter)"
 	case instrument.HTTPServer:
 		return "an HTTP request served (`openaihttp.WithHTTPMetrics`)"
+	case instrument.SimpleCPUOffload:
+		return "SimpleCPUOffloadConnector (`WithSimpleKVOffload`, or its data in a step)"
+	case instrument.KVOffloadStoreThreshold:
+		return "CPU KV offload store threshold (`WithKVOffloadStoreThreshold`, or skipped stores in a step)"
+	case instrument.ServerOperations:
+		return "the API server's first operation of the kind"
 	}
 	return "-"
 }

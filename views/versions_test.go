@@ -185,7 +185,7 @@ func TestLegacyFamilies(t *testing.T) {
 			continue
 		}
 		if f.Instrument.Name != r.Instrument.Name || f.Type != r.Type || !slices.Equal(f.Labels, r.Labels) ||
-			!slices.Equal(f.Buckets, r.Buckets) || strings.ToLower(f.Type) != strings.ToLower(legacyTypes[f.Name].String()) {
+			!slices.Equal(f.Buckets, r.Buckets) || !strings.EqualFold(f.Type, legacyTypes[f.Name].String()) {
 			t.Errorf("%s %+v does not derive from %s %+v", f.Name, f, r.Name, r)
 		}
 		if f.Deprecated == "" || f.Hidden == "" || f.Removed == "" || f.Changes == "" {

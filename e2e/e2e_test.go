@@ -96,7 +96,10 @@ func TestEndToEnd(t *testing.T) {
 
 	// Scrapes negotiate protobuf, and remote write stores native histograms
 	// (the OTLP path's exponential ones).
-	e := &env{tools: tl, work: t.TempDir(), promArgs: []string{"--enable-feature=native-histograms"}, nativeOTLP: true}
+	// The example also exports an older vLLM version's families, which
+	// llm-d's autoscaler reads in the namespace its scrape job adds.
+	e := &env{tools: tl, work: t.TempDir(), promArgs: []string{"--enable-feature=native-histograms"}, nativeOTLP: true,
+		scrapeConfig: wvaRelabel}
 	ports := distinctPorts(t, 4)
 	promPort, otlpPort, prefillPort, decodePort := ports[0], ports[1], ports[2], ports[3]
 	prefillAddr := fmt.Sprintf("127.0.0.1:%d", prefillPort)
@@ -126,7 +129,7 @@ func TestEndToEnd(t *testing.T) {
 	// before the first request: the example waits startupIdle after its own
 	// start, which is after exampleStart.
 	idleAt := exampleStart.Add(startupIdle - 200*time.Millisecond)
-	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort))
+	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort), "-vllm-version", exampleVLLMVersion)
 	mark("example serving")
 
 	// Prometheus scrapes both instances.
@@ -181,6 +184,8 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("le as vllm writes it", func(t *testing.T) { e.checkLeText(t, evalAt, runSeconds) })
 	t.Run("new families", func(t *testing.T) { e.checkNewFamilies(t, evalAt, final) })
 	t.Run("vllm dashboards", func(t *testing.T) { e.checkVLLMDashboards(t, evalAt, runSeconds) })
+	t.Run("families of an older vllm", func(t *testing.T) { e.checkLegacyFamilies(t, evalAt) })
+	t.Run("llm-d autoscaler queries", func(t *testing.T) { e.checkWVAQueries(t, evalAt) })
 	mark("direct-path assertions")
 
 	// What the direct path holds, per series identity, before the example

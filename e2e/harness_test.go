@@ -412,12 +412,13 @@ func (s *scrape) sum(name string) (float64, int) {
 }
 
 // transportLabels are the labels that say how a sample reached Prometheus,
-// not what it measures: the direct scrape's job/instance, the collector
-// path's job/instance (from service.name/service.instance.id), the
-// external label path, and the OTel scope labels the collector adds.
+// not what it measures: the direct scrape's job/instance (and the namespace
+// its relabelling may add, wvaRelabel), the collector path's job/instance
+// (from service.name/service.instance.id), the external label path, and the
+// OTel scope labels the collector adds.
 func transportLabel(k string) bool {
 	switch k {
-	case "__name__", "job", "instance", "path":
+	case "__name__", "job", "instance", "path", "namespace":
 		return true
 	}
 	return strings.HasPrefix(k, "otel_scope_")

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,23 +23,9 @@ const vllmDashboardsFile = "testdata/vllm_dashboards.txt"
 // a Go engine instrumented with infermetrics, or to this deployment, each
 // with its reason. An expression naming one may be empty (it must still run
 // without a PromQL error); one that returns data anyway is reported, so that
-// the list stays true.
-var notApplicable = []struct{ family, reason string }{
-	// Timed by the API server's /sleep, /wake_up and weight-update
-	// endpoints around the engine calls; the engine-side state is
-	// vllm:engine_sleep_state, which the library exports.
-	{"vllm:sleep_mode_operation_duration_seconds", "sleep mode operations of vLLM's API server"},
-	{"vllm:rl_weight_update_operation_duration_seconds", "RL weight update operations of vLLM's API server"},
-	// The SimpleCPUOffloadConnector's own families: a connector the library
-	// does not model (its KV offloading families are vllm:kv_offload_*).
-	{"vllm:simple_kv_offload_", "families of vLLM's SimpleCPUOffloadConnector, which the library does not model"},
-	// vLLM registers it only with a CPU offloading store_threshold of 2 or
-	// more; the library does not export it (docs/metrics.md).
-	{"vllm:kv_offload_stores_skipped_total", "store-threshold skips of vLLM's CPU offloading spec, not exported by the library"},
-	// The example serves a text-only model: mm_cache_queries stays 0, so the
-	// hit-rate panel's "> 0" guard leaves it empty, as on a text-only vLLM.
-	{"vllm:mm_cache_", "multimodal cache of a text-only model: queries stay 0"},
-}
+// the list stays true. Every family the dashboards read applies now: the
+// list is empty, and an expression that goes dark fails the test.
+var notApplicable []struct{ family, reason string }
 
 // vllmExpr is one expression of vLLM's dashboards.
 type vllmExpr struct {
@@ -48,7 +37,24 @@ type vllmExpr struct {
 // label_values(...) variable definition becomes the query behind it.
 func readVLLMDashboards(t *testing.T) []vllmExpr {
 	t.Helper()
-	f, err := os.Open(vllmDashboardsFile)
+	var out []vllmExpr
+	for _, x := range readExprFile(t, vllmDashboardsFile) {
+		expr := x.expr
+		if q, ok := labelValuesQuery(expr); ok {
+			expr = q
+		} else if strings.HasPrefix(expr, "label_values(") {
+			t.Fatalf("%s:%d: unsupported variable query %q", vllmDashboardsFile, x.line, expr)
+		}
+		out = append(out, vllmExpr{file: x.file, expr: expr, line: x.line})
+	}
+	return out
+}
+
+// readExprFile reads a test data file of PromQL, one "<name> | <expression>"
+// a line, with # comments: the name goes in vllmExpr.file.
+func readExprFile(t *testing.T, path string) []vllmExpr {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,16 +67,11 @@ func readVLLMDashboards(t *testing.T) []vllmExpr {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		file, expr, ok := strings.Cut(line, " | ")
+		name, expr, ok := strings.Cut(line, " | ")
 		if !ok {
-			t.Fatalf("%s:%d: no \" | \" between file and expression", vllmDashboardsFile, n)
+			t.Fatalf("%s:%d: no \" | \" between name and expression", path, n)
 		}
-		if q, ok := labelValuesQuery(expr); ok {
-			expr = q
-		} else if strings.HasPrefix(expr, "label_values(") {
-			t.Fatalf("%s:%d: unsupported variable query %q", vllmDashboardsFile, n, expr)
-		}
-		out = append(out, vllmExpr{file: file, expr: expr, line: n})
+		out = append(out, vllmExpr{file: name, expr: expr, line: n})
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -230,6 +231,43 @@ func (e *env) checkVLLMDashboards(t *testing.T, at time.Time, windowSeconds int)
 	for file, c := range perFile {
 		t.Logf("%s: %d expressions, %d applicable ones empty", file, c[0], c[1])
 	}
+	e.checkDashboardFamilies(t, at, substitute)
 	t.Logf("vLLM's dashboards: %d expressions, %d not applicable (%d of them empty), %d applicable ones empty (%d of %d expressions empty in all)",
 		total, skipped, skippedEmpty, empty, empty+skippedEmpty, total)
+}
+
+// dashboardFamily matches the vllm: metric names in a dashboard expression.
+var dashboardFamily = regexp.MustCompile(`vllm:[a-z0-9_:]+`)
+
+// checkDashboardFamilies: every vllm: metric an applicable expression of
+// vLLM's dashboards names has data over the run, so that an expression
+// joining two families with "or" fails the test when one of them goes dark:
+// a counter or histogram sample above 0 (an increment, an observation), a
+// gauge a series (a gauge at 0 is a value).
+func (e *env) checkDashboardFamilies(t *testing.T, at time.Time, substitute *strings.Replacer) {
+	names := map[string]bool{}
+	for _, x := range readVLLMDashboards(t) {
+		if _, na := notApplicableReason(x.expr); na {
+			continue
+		}
+		for _, name := range dashboardFamily.FindAllString(x.expr, -1) {
+			names[name] = true
+		}
+	}
+	window := substitute.Replace("$__range")
+	dark := 0
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		if slices.ContainsFunc(e.pathNotApplicable, func(p struct{ family, reason string }) bool { return strings.Contains(name, p.family) }) {
+			continue
+		}
+		expr := fmt.Sprintf(`count(last_over_time(%s{path=~".+"}[%s]))`, name, window)
+		if slices.ContainsFunc([]string{"_total", "_bucket", "_count", "_sum"}, func(s string) bool { return strings.HasSuffix(name, s) }) {
+			expr = fmt.Sprintf(`max(max_over_time(%s{path=~".+"}[%s]) > 0)`, name, window)
+		}
+		if v, err := e.prom.query(expr, at); err != nil || len(v) == 0 {
+			dark++
+			t.Errorf("%s: no data over the run (%v): %s", name, err, expr)
+		}
+	}
+	t.Logf("%d vllm: metrics named by vLLM's dashboards, %d without data", len(names), dark)
 }

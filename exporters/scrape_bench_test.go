@@ -223,7 +223,8 @@ func TestScrapeVariantsAgree(t *testing.T) {
 	have := ours.Families()
 	for _, f := range views.Families() {
 		switch f.Instrument.Feature {
-		case instrument.PriorityScheduling, instrument.KVOffload, instrument.KVOffloadCPU, instrument.PDRouting, instrument.InvalidInput:
+		case instrument.PriorityScheduling, instrument.KVOffload, instrument.KVOffloadCPU, instrument.PDRouting, instrument.InvalidInput,
+			instrument.KVOffloadStoreThreshold, instrument.SimpleCPUOffload, instrument.ServerOperations:
 			continue // not in the benchmark's fixture
 		}
 		if !have[f.Name] {

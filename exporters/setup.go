@@ -270,7 +270,7 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 		switch name {
 		case ExporterPrometheus:
 			// The reader learns the resource (for ReservedLabels) and the
-			// views (for the zero series of native histograms), and sends
+			// views (for the zero series of native and legacy histograms), and sends
 			// scrape errors to this Setup's handler.
 			promOpts := append(slices.Clip(c.prometheus), prometheus.WithResource(p.res),
 				prometheus.WithErrorHandler(p.route.report), prometheus.WithProviderViews(vs...))

@@ -78,6 +78,15 @@ const (
 	NameKVOffloadCPUWrite    = "vllm.kv_offload_cpu_cache_write_usage_perc"
 	NameKVOffloadCPURead     = "vllm.kv_offload_cpu_cache_read_usage_perc"
 	NameKVOffloadCPUAlloc    = "vllm.kv_offload_cpu_allocation_size"
+
+	NameKVOffloadStoresSkipped          = "vllm.kv_offload_stores_skipped"
+	NameSimpleKVOffloadSaveOutcomes     = "vllm.simple_kv_offload_save_outcomes"
+	NameSimpleKVOffloadLoadBlocks       = "vllm.simple_kv_offload_load_blocks"
+	NameSimpleKVOffloadUsedBlocks       = "vllm.simple_kv_offload_used_blocks"
+	NameSimpleKVOffloadPendingStore     = "vllm.simple_kv_offload_pending_store_blocks"
+	NameSimpleKVOffloadInfo             = "vllm.simple_kv_offload_info"
+	NameSleepModeOperationDuration      = "vllm.sleep_mode_operation_duration"
+	NameRLWeightUpdateOperationDuration = "vllm.rl_weight_update_operation_duration"
 )
 
 // Attribute keys. model_name and engine are on every instrument but the two
@@ -96,6 +105,15 @@ const (
 	KeyPriority       = "priority" // under priority scheduling, see Descriptor.Priority
 	KeyPolicy         = "policy"
 	KeyStage          = "stage"
+	KeyOutcome        = "outcome"   // store decision of the SimpleCPUOffloadConnector
+	KeyPhase          = "phase"     // of its loads: issued or completed
+	KeyOperation      = "operation" // of the API server's sleep mode and weight-transfer operations
+
+	// The labels of vllm:simple_kv_offload_info.
+	KeyOffloadBackend = "backend"
+	KeyPageCache      = "page_cache"
+	KeyLazyOffload    = "lazy_offload"
+	KeyCapacityBlocks = "capacity_blocks"
 
 	// OpenTelemetry GenAI semantic-convention attributes, carried by the
 	// GenAI server metrics (WithGenAISemconv) and client metrics.
@@ -365,6 +383,34 @@ var catalog = []Descriptor{
 		Description: "Fraction of the CPU KV offload cache pinned by loads in flight, from 0 to 1."},
 	{Name: NameKVOffloadCPUAlloc, Kind: Histogram, Integer: true, Unit: "{chunk}", Buckets: kvOffloadCPUAllocationBuckets, Recorded: perStep, Feature: KVOffloadCPU,
 		Description: "CPU chunks requested by each KV offload store allocation."},
+
+	{Name: NameKVOffloadStoresSkipped, Kind: Counter, Integer: true, Unit: "{block}", Recorded: perStep, Feature: KVOffloadStoreThreshold,
+		Description: "KV blocks a CPU offload tier did not store because they had been offered fewer times than its store threshold."},
+
+	// The SimpleCPUOffloadConnector's families (simpleoffload.go).
+	{Name: NameSimpleKVOffloadSaveOutcomes, Kind: Counter, Integer: true, Unit: "{store}", Recorded: perStep, Feature: SimpleCPUOffload,
+		Attributes: []string{KeyOutcome},
+		Description: "Store admission decisions of the SimpleCPUOffloadConnector, by outcome: " + saveOutcomeList() +
+			"; vLLM classifies its eager mode's boundary hand-off stores, not its lazy mode's."},
+	{Name: NameSimpleKVOffloadLoadBlocks, Kind: Counter, Integer: true, Unit: "{block}", Recorded: perStep, Feature: SimpleCPUOffload,
+		Attributes:  []string{KeyPhase},
+		Description: "KV blocks of the SimpleCPUOffloadConnector's loads, by phase: issued when dispatched to the workers, completed when the load finished successfully."},
+	{Name: NameSimpleKVOffloadUsedBlocks, Kind: Gauge, Integer: true, Unit: "{block}", Recorded: perStep, Feature: SimpleCPUOffload,
+		Description: "Offload pool blocks pinned by transfers in flight or cache hits (capacity minus free; evictable cached blocks are not counted)."},
+	{Name: NameSimpleKVOffloadPendingStore, Kind: Gauge, Integer: true, Unit: "{block}", Recorded: perStep, Feature: SimpleCPUOffload,
+		Description: "Offload pool blocks of pending stores: queued, issued to the workers or awaiting release; a value that keeps growing means a stuck transfer."},
+	{Name: NameSimpleKVOffloadInfo, Kind: Gauge, Integer: true, Recorded: "once per engine at construction (WithSimpleKVOffload)", Feature: SimpleCPUOffload,
+		Attributes:  []string{KeyOffloadBackend, KeyPageCache, KeyLazyOffload, KeyCapacityBlocks},
+		Description: "The SimpleCPUOffloadConnector's deployment: backend cpu or disk, page_cache and lazy_offload true or false, capacity_blocks the pool's size; the value is 1."},
+
+	// The API server's operations (serverops.go): like vLLM's, their
+	// series carry only the operation.
+	{Name: NameSleepModeOperationDuration, Kind: Histogram, Unit: "s", Buckets: serverOperationBuckets, Recorded: perSleepOperation, Feature: ServerOperations,
+		Attributes:  []string{KeyOperation},
+		Description: "Duration of one sleep mode operation of the API server: sleep, release_kv_cache_memory or wake."},
+	{Name: NameRLWeightUpdateOperationDuration, Kind: Histogram, Unit: "s", Buckets: serverOperationBuckets, Recorded: perWeightOperation, Feature: ServerOperations,
+		Attributes:  []string{KeyOperation},
+		Description: "Duration of one weight-transfer operation of the API server (reinforcement learning): init, start, start_draft, update or finish."},
 
 	// The P/D router families (router.go) take vLLM's TTFT buckets: each is
 	// a part of the client's time to first token, so the parts and the

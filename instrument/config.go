@@ -41,7 +41,10 @@ type config struct {
 	priority       bool // WithPriorityScheduling
 	kvOffload      bool // WithKVOffload
 	kvOffloadCPU   bool // WithKVOffloadCPU
-	errorHandler   func(error)
+	// kvOffloadThreshold: WithKVOffloadStoreThreshold of 2 or more.
+	kvOffloadThreshold bool
+	simpleKVOffload    *stats.SimpleKVOffloadConfig // WithSimpleKVOffload
+	errorHandler       func(error)
 }
 
 func newConfig(opts []Option) config {

@@ -183,7 +183,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	e.positionMeasures(cfg.specPositions)
 	e.buildPriority(cfg)
 	e.buildServer(cfg)
-	e.off.on, e.off.cpu = cfg.kvOffload, cfg.kvOffloadCPU
+	e.buildOffload(cfg)
 	return e
 }
 
@@ -227,6 +227,7 @@ func (e *Engine) start(ctx context.Context, cfg *config) {
 		}
 		e.inst.cacheConfigInfo.Record(ctx, 1, newMeasure(kv...).rec...)
 	}
+	e.startSimpleOffload(ctx, cfg)
 }
 
 // observe reports the engine's counters and gauges. Always-on series are
@@ -551,7 +552,7 @@ func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
 			in.kvReuseGap.Record(ctx, g, rec...)
 		}
 	}
-	e.recordOffload(ctx, s.KVOffload)
+	e.recordOffloads(ctx, s)
 }
 
 // positionMeasures returns the measures of draft positions 0..n-1 (at most

@@ -67,3 +67,39 @@ func ExampleNewRecorder() {
 	// vllm.prompt_tokens{source="external_kv_transfer"}: 1500
 	// vllm.iteration_tokens: count 1, sum 2
 }
+
+// An API server with vLLM's sleep mode: each /sleep and /wake_up it serves
+// is timed, by operation only, as vLLM's API server times them.
+func ExampleEngine_RecordSleepModeOperation() {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(ctx)
+
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("llama-3.1-8b"))
+	if err != nil {
+		panic(err)
+	}
+	engine, err := rec.Engine(0)
+	if err != nil {
+		panic(err)
+	}
+	engine.RecordSleepModeOperation(ctx, stats.SleepModeSleep, 3.2) // weights offloaded in 3.2 s
+	engine.RecordSleepModeOperation(ctx, stats.SleepModeWake, 1.4)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == instrument.NameSleepModeOperationDuration {
+			for _, dp := range h.DataPoints {
+				op, _ := dp.Attributes.Value(instrument.KeyOperation)
+				fmt.Printf("%s{operation=%q}: %d in %g s (%d attribute)\n", m.Name, op.AsString(), dp.Count, dp.Sum, dp.Attributes.Len())
+			}
+		}
+	}
+	// Unordered output:
+	// vllm.sleep_mode_operation_duration{operation="sleep"}: 1 in 3.2 s (1 attribute)
+	// vllm.sleep_mode_operation_duration{operation="wake"}: 1 in 1.4 s (1 attribute)
+}

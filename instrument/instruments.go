@@ -46,6 +46,13 @@ type instruments struct {
 	kvOffloadLookupSync, kvOffloadLookupAsync              metric.Float64Histogram
 	kvOffloadCPUUsage, kvOffloadCPUWrite, kvOffloadCPURead metric.Float64ObservableGauge
 	kvOffloadCPUAlloc                                      metric.Int64Histogram
+	kvOffloadStoresSkipped                                 metric.Int64ObservableCounter
+	// The SimpleCPUOffloadConnector (simpleoffload.go) and the API
+	// server's operations (serverops.go).
+	simpleSaves, simpleLoadBlocks   metric.Int64ObservableCounter
+	simpleUsed, simplePending       metric.Int64ObservableGauge
+	simpleInfo                      metric.Int64Gauge
+	sleepOperation, weightOperation metric.Float64Histogram
 	// Families of newer vLLM versions (see docs/metrics.md for the commits).
 	requestNumPreemptions         metric.Int64Histogram
 	kvFetchByStage                metric.Int64ObservableGauge
@@ -217,40 +224,48 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		loraInfo:        b.float64ObservableGauge(NameLoRARequestsInfo),
 		cacheConfigInfo: b.int64Gauge(NameCacheConfigInfo),
 
-		requestPriority:       b.float64Histogram(NameRequestPriority),
-		schedulerPolicy:       b.int64ObservableGauge(NameSchedulerPolicyInfo),
-		kvOffloadLoadBytes:    b.int64ObservableCounter(NameKVOffloadLoadBytes),
-		kvOffloadStoreBytes:   b.int64ObservableCounter(NameKVOffloadStoreBytes),
-		kvOffloadAllocFail:    b.int64ObservableCounter(NameKVOffloadAllocFail),
-		kvOffloadLoadTime:     b.float64ObservableCounter(NameKVOffloadLoadTime),
-		kvOffloadStoreTime:    b.float64ObservableCounter(NameKVOffloadStoreTime),
-		kvOffloadLoadSize:     b.int64Histogram(NameKVOffloadLoadSize),
-		kvOffloadStoreSize:    b.int64Histogram(NameKVOffloadStoreSize),
-		kvOffloadLookupSync:   b.float64Histogram(NameKVOffloadLookupSync),
-		kvOffloadLookupAsync:  b.float64Histogram(NameKVOffloadLookupAsync),
-		kvOffloadCPUUsage:     b.float64ObservableGauge(NameKVOffloadCPUUsage),
-		kvOffloadCPUWrite:     b.float64ObservableGauge(NameKVOffloadCPUWrite),
-		kvOffloadCPURead:      b.float64ObservableGauge(NameKVOffloadCPURead),
-		kvOffloadCPUAlloc:     b.int64Histogram(NameKVOffloadCPUAlloc),
-		requestNumPreemptions: b.int64Histogram(NameRequestNumPreemptions),
-		kvFetchByStage:        b.int64ObservableGauge(NameNumRequestsKVFetchByStage),
-		estFlops:              b.float64ObservableCounter(NameEstimatedFlopsPerGPU),
-		estReadB:              b.float64ObservableCounter(NameEstimatedReadBytesPerGPU),
-		estWriteB:             b.float64ObservableCounter(NameEstimatedWriteBytesPerGPU),
-		nixlNotifsAfterExpiry: b.int64ObservableCounter(NameNIXLNumNotifsAfterExp),
-		clientTokens:          b.int64Histogram(NameGenAIClientTokenUsage),
-		clientDuration:        b.float64Histogram(NameGenAIClientOperationDuration),
-		clientFirstChunk:      b.float64Histogram(NameGenAIClientTimeToFirstChunk),
-		clientPerChunk:        b.float64Histogram(NameGenAIClientTimePerOutputChunk),
-		serverDuration:        b.float64Histogram(NameGenAIServerRequestDuration),
-		serverTTFT:            b.float64Histogram(NameGenAIServerTimeToFirstToken),
-		serverTPOT:            b.float64Histogram(NameGenAIServerTimePerOutputToken),
-		pdPrefillLeg:          b.float64Histogram(NamePDPrefillLegDuration),
-		pdDecodeFirstChunk:    b.float64Histogram(NamePDDecodeLegTimeToFirstChunk),
-		pdHandoff:             b.float64Histogram(NamePDHandoffDuration),
-		httpRequests:          b.int64Counter(NameHTTPRequests),
-		httpDuration:          b.float64Histogram(NameHTTPRequestDuration),
-		httpDurationHigh:      b.float64Histogram(NameHTTPRequestDurationHigh),
+		requestPriority:        b.float64Histogram(NameRequestPriority),
+		schedulerPolicy:        b.int64ObservableGauge(NameSchedulerPolicyInfo),
+		kvOffloadLoadBytes:     b.int64ObservableCounter(NameKVOffloadLoadBytes),
+		kvOffloadStoreBytes:    b.int64ObservableCounter(NameKVOffloadStoreBytes),
+		kvOffloadAllocFail:     b.int64ObservableCounter(NameKVOffloadAllocFail),
+		kvOffloadLoadTime:      b.float64ObservableCounter(NameKVOffloadLoadTime),
+		kvOffloadStoreTime:     b.float64ObservableCounter(NameKVOffloadStoreTime),
+		kvOffloadLoadSize:      b.int64Histogram(NameKVOffloadLoadSize),
+		kvOffloadStoreSize:     b.int64Histogram(NameKVOffloadStoreSize),
+		kvOffloadLookupSync:    b.float64Histogram(NameKVOffloadLookupSync),
+		kvOffloadLookupAsync:   b.float64Histogram(NameKVOffloadLookupAsync),
+		kvOffloadCPUUsage:      b.float64ObservableGauge(NameKVOffloadCPUUsage),
+		kvOffloadCPUWrite:      b.float64ObservableGauge(NameKVOffloadCPUWrite),
+		kvOffloadCPURead:       b.float64ObservableGauge(NameKVOffloadCPURead),
+		kvOffloadCPUAlloc:      b.int64Histogram(NameKVOffloadCPUAlloc),
+		kvOffloadStoresSkipped: b.int64ObservableCounter(NameKVOffloadStoresSkipped),
+		simpleSaves:            b.int64ObservableCounter(NameSimpleKVOffloadSaveOutcomes),
+		simpleLoadBlocks:       b.int64ObservableCounter(NameSimpleKVOffloadLoadBlocks),
+		simpleUsed:             b.int64ObservableGauge(NameSimpleKVOffloadUsedBlocks),
+		simplePending:          b.int64ObservableGauge(NameSimpleKVOffloadPendingStore),
+		simpleInfo:             b.int64Gauge(NameSimpleKVOffloadInfo),
+		sleepOperation:         b.float64Histogram(NameSleepModeOperationDuration),
+		weightOperation:        b.float64Histogram(NameRLWeightUpdateOperationDuration),
+		requestNumPreemptions:  b.int64Histogram(NameRequestNumPreemptions),
+		kvFetchByStage:         b.int64ObservableGauge(NameNumRequestsKVFetchByStage),
+		estFlops:               b.float64ObservableCounter(NameEstimatedFlopsPerGPU),
+		estReadB:               b.float64ObservableCounter(NameEstimatedReadBytesPerGPU),
+		estWriteB:              b.float64ObservableCounter(NameEstimatedWriteBytesPerGPU),
+		nixlNotifsAfterExpiry:  b.int64ObservableCounter(NameNIXLNumNotifsAfterExp),
+		clientTokens:           b.int64Histogram(NameGenAIClientTokenUsage),
+		clientDuration:         b.float64Histogram(NameGenAIClientOperationDuration),
+		clientFirstChunk:       b.float64Histogram(NameGenAIClientTimeToFirstChunk),
+		clientPerChunk:         b.float64Histogram(NameGenAIClientTimePerOutputChunk),
+		serverDuration:         b.float64Histogram(NameGenAIServerRequestDuration),
+		serverTTFT:             b.float64Histogram(NameGenAIServerTimeToFirstToken),
+		serverTPOT:             b.float64Histogram(NameGenAIServerTimePerOutputToken),
+		pdPrefillLeg:           b.float64Histogram(NamePDPrefillLegDuration),
+		pdDecodeFirstChunk:     b.float64Histogram(NamePDDecodeLegTimeToFirstChunk),
+		pdHandoff:              b.float64Histogram(NamePDHandoffDuration),
+		httpRequests:           b.int64Counter(NameHTTPRequests),
+		httpDuration:           b.float64Histogram(NameHTTPRequestDuration),
+		httpDurationHigh:       b.float64Histogram(NameHTTPRequestDurationHigh),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)

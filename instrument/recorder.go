@@ -278,6 +278,11 @@ func (c *config) validate() error {
 			bad("gen_ai attribute value %q (WithGenAI) must be non-empty UTF-8: %w", s, stats.ErrInvalidLabel)
 		}
 	}
+	if c.simpleKVOffload != nil {
+		if err := c.simpleKVOffload.Validate(); err != nil {
+			bad("WithSimpleKVOffload: %w", err)
+		}
+	}
 	if c.cacheConfig != nil {
 		if err := c.cacheConfig.Validate(); err != nil {
 			bad("WithCacheConfig: %w", err)

@@ -64,6 +64,7 @@ const (
 	refusedFeature
 	refusedValue     // a value beyond its bound, dropped from a request recorded without it
 	refusedUnwrapped // an engine an exporter found on a provider it could not complete (CountUnwrapped)
+	refusedServerOperation
 
 	numRefusals = iota + len(eventKinds)
 )
@@ -75,7 +76,8 @@ var eventKinds = [...]stats.EventKind{stats.KindRequest, stats.KindQueued, stats
 // refusalLabels are the KeyKind values of the kinds past the stats events.
 var refusalLabels = [numRefusals - len(eventKinds)]string{"iteration", "scheduler", "finished_request",
 	"observed_request", "chunk_gap", "pd_legs", "client_request", "client_chunk_gap",
-	"http_request", "recorded_twice", "feature_not_configured", "value_dropped", "unwrapped_provider"}
+	"http_request", "recorded_twice", "feature_not_configured", "value_dropped", "unwrapped_provider",
+	"server_operation"}
 
 // String returns the KeyKind value.
 func (k refusal) String() string {
@@ -188,6 +190,8 @@ const (
 	featKVOffload
 	featKVOffloadCPU
 	featCorruption
+	featSimpleKVOffload
+	featKVOffloadStoreThreshold
 	numFeatures
 )
 
@@ -201,6 +205,8 @@ var featureOptions = [numFeatures][2]string{
 	{"Scheduler.KVOffload", "WithKVOffload()"},
 	{"Scheduler.KVOffload.CPU", "WithKVOffloadCPU()"},
 	{"Iteration.CorruptedRequests", "WithCorruptionDetection()"},
+	{"Scheduler.SimpleKVOffload", "WithSimpleKVOffload(cfg)"},
+	{"Scheduler.KVOffload.CPU.StoresSkipped", "WithKVOffloadStoreThreshold(n)"},
 }
 
 // unconfigured reports, once per engine and feature, data of a feature the
@@ -236,5 +242,11 @@ func (e *Engine) checkFeatures(s *stats.Scheduler) {
 	}
 	if s.KVOffload != nil && s.KVOffload.CPU != nil && !e.off.cpu {
 		e.unconfigured(featKVOffloadCPU)
+	}
+	if s.SimpleKVOffload != nil && !e.off.simple.on {
+		e.unconfigured(featSimpleKVOffload)
+	}
+	if k := s.KVOffload; k != nil && k.CPU != nil && k.CPU.StoresSkipped > 0 && !e.off.threshold {
+		e.unconfigured(featKVOffloadStoreThreshold)
 	}
 }

@@ -108,5 +108,11 @@ func configuredFeatures(cfg *config) []Feature {
 	if cfg.kvOffloadCPU {
 		fs = append(fs, KVOffloadCPU)
 	}
+	if cfg.kvOffloadThreshold {
+		fs = append(fs, KVOffloadStoreThreshold)
+	}
+	if cfg.simpleKVOffload != nil {
+		fs = append(fs, SimpleCPUOffload)
+	}
 	return fs
 }

@@ -50,6 +50,9 @@ const (
 	totRequestPreemptions
 	totNIXLNotifsAfterExpiry
 	totClientTokens // gen_ai.client.token.usage (Backend.RecordRequest)
+	totKVOffloadStoresSkipped
+	totSimpleKVOffloadSaves      // over every outcome
+	totSimpleKVOffloadLoadBlocks // issued and completed
 
 	numTotals
 )
@@ -64,6 +67,7 @@ var totalInstruments = [numTotals]string{
 	NameNIXLNumDescriptors, NameNIXLNumFailedTransfers, NameNIXLNumFailedNotifs, NameNIXLNumKVExpiredReqs,
 	NameKVOffloadLoadBytes, NameKVOffloadStoreBytes, NameKVOffloadAllocFail, NameKVOffloadCPUAlloc,
 	NameRequestNumPreemptions, NameNIXLNumNotifsAfterExp, NameGenAIClientTokenUsage,
+	NameKVOffloadStoresSkipped, NameSimpleKVOffloadSaveOutcomes, NameSimpleKVOffloadLoadBlocks,
 }
 
 // increments are what one Record call adds to each total. Values added are
@@ -131,6 +135,7 @@ func (in *increments) scheduler(s *stats.Scheduler) {
 		in.add(totNIXLNotifsAfterExpiry, k.NotificationsAfterExpiry)
 	}
 	in.offload(s.KVOffload)
+	in.simpleOffload(s.SimpleKVOffload)
 }
 
 // reserve adds in to the engine's totals, or returns an error matching

@@ -38,6 +38,10 @@ type KVOffloadCPU struct {
 	// AllocationChunks holds the CPU chunks requested by each store
 	// allocation made this step.
 	AllocationChunks []int64
+	// StoresSkipped counts the blocks not stored this step because they
+	// had been offered fewer times than the tier's store threshold (vLLM's
+	// store_threshold of 2 or more).
+	StoresSkipped int64
 }
 
 // Validate reports negative byte counts, NaN, infinite or negative
@@ -79,7 +83,7 @@ func (t KVOffloadTransfer) Validate() error {
 }
 
 // Validate reports usages that are not fractions from 0 to 1 and negative
-// chunk counts.
+// chunk or block counts.
 func (c *KVOffloadCPU) Validate() error {
 	for _, u := range [...]struct {
 		field string
@@ -92,5 +96,8 @@ func (c *KVOffloadCPU) Validate() error {
 			return hintedErr(u.field, u.v, ErrOutOfRange, "want 0 to 1")
 		}
 	}
-	return checkCounts("AllocationChunks", c.AllocationChunks)
+	if err := checkCounts("AllocationChunks", c.AllocationChunks); err != nil {
+		return err
+	}
+	return checkCount("StoresSkipped", c.StoresSkipped)
 }

@@ -291,6 +291,9 @@ type Scheduler struct {
 	// KVFetch counts the waiting requests of a KV consumer by the stage of
 	// their KV load, nil on an engine that does not receive KV.
 	KVFetch *KVFetch
+	// SimpleKVOffload is what a SimpleCPUOffloadConnector did this step,
+	// nil without one.
+	SimpleKVOffload *SimpleKVOffload
 }
 
 // Waiting returns every waiting request: capacity plus deferred.
@@ -362,6 +365,11 @@ func (s *Scheduler) Validate() error {
 	if s.KVFetch != nil {
 		if err := s.KVFetch.Validate(); err != nil {
 			return prefixed("KVFetch", err)
+		}
+	}
+	if s.SimpleKVOffload != nil {
+		if err := s.SimpleKVOffload.Validate(); err != nil {
+			return prefixed("SimpleKVOffload", err)
 		}
 	}
 	return nil

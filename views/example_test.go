@@ -101,6 +101,25 @@ func ExampleWithBuckets() {
 // Generated tokens per model over all engines: the engine label dropped from
 // one counter family, named as the scrape shows it. The two engines' series
 // sum into one.
+// A scrape for consumers written for vLLM 0.10: its GPU-named cache
+// families and vllm:time_per_output_token_seconds beside the current ones,
+// with the same values.
+func ExampleWithVersion() {
+	srv, rec, stop := serveVLLM([]views.Option{views.WithVersion("0.10")})
+	defer stop()
+
+	rec.RecordScheduler(context.Background(), 0, &stats.Scheduler{Running: 1, KVCacheUsage: 0.25,
+		PrefixCache: stats.CacheQueries{Queries: 1000, Hits: 600}})
+
+	printLines(srv, "vllm:gpu_", "vllm:kv_cache_usage_perc{", "vllm:prefix_cache_hits_total{")
+	// Output:
+	// vllm:gpu_cache_usage_perc{engine="0",model_name="llama-3.1-8b"} 0.25
+	// vllm:gpu_prefix_cache_hits_total{engine="0",model_name="llama-3.1-8b"} 600
+	// vllm:gpu_prefix_cache_queries_total{engine="0",model_name="llama-3.1-8b"} 1000
+	// vllm:kv_cache_usage_perc{engine="0",model_name="llama-3.1-8b"} 0.25
+	// vllm:prefix_cache_hits_total{engine="0",model_name="llama-3.1-8b"} 600
+}
+
 func ExampleWithAttributes() {
 	srv, rec, stop := serveVLLM([]views.Option{views.WithAttributes("vllm:generation_tokens_total", "model_name")},
 		instrument.WithEngines(0, 1))

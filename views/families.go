@@ -55,10 +55,12 @@ func Families() []Family {
 }
 
 // labels returns the label names of an instrument's vLLM family: model_name
-// and engine plus its own attributes; the info gauges carry only their own.
+// and engine plus its own attributes; the info gauges and the API server's
+// operation histograms carry only their own.
 func labels(d instrument.Descriptor) []string {
 	var keys []string
-	if d.Name != instrument.NameLoRARequestsInfo && d.Name != instrument.NameCacheConfigInfo {
+	if d.Name != instrument.NameLoRARequestsInfo && d.Name != instrument.NameCacheConfigInfo &&
+		d.Feature != instrument.ServerOperations {
 		keys = append(keys, instrument.KeyModelName, instrument.KeyEngine)
 	}
 	return append(keys, d.Attributes...)

@@ -38,6 +38,9 @@ var specBuckets = map[string][]float64{
 	"offload_cpu_alloc":    {1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144},
 	// REQUEST_NUM_PREEMPTIONS_BUCKETS (vllm/v1/metrics/buckets.py @139b1c3f).
 	"preemptions": {1, 2, 3, 4, 5, 10, 20},
+	// BUCKETS of vllm/entrypoints/serve/dev/sleep/metrics.py @47e7f394 and
+	// the weight operations' of vllm/entrypoints/rl/online/metrics.py @6ae75879.
+	"operations": {0.01, 0.1, 1, 10, 30, 60, 120, 300, 600},
 }
 
 // specFamily is one row of the family table as it appears in a scrape.
@@ -142,6 +145,21 @@ var specFamilies = []specFamily{
 	counter("vllm:estimated_write_bytes_per_gpu"),
 	counter("vllm:nixl_num_notifications_after_expiry"),
 	gauge("vllm:num_requests_kv_fetch_by_stage").with("stage", "waiting_to_start", "in_progress", "completed_waiting"),
+	// vllm/v1/kv_offload/cpu (store_threshold of 2 or more) and the
+	// SimpleCPUOffloadConnector's vllm/v1/simple_kv_offload/metrics.py.
+	counter("vllm:kv_offload_stores_skipped"),
+	counter("vllm:simple_kv_offload_save_outcomes").with("outcome", "stored", "dropped_cpu_full", "dropped_request_gone",
+		"dropped_null_block", "dropped_not_hashed", "skipped_already_cached", "skipped_in_flight"),
+	counter("vllm:simple_kv_offload_load_blocks").with("phase", "issued", "completed"),
+	gauge("vllm:simple_kv_offload_used_blocks"),
+	gauge("vllm:simple_kv_offload_pending_store_blocks"),
+	{name: "vllm:simple_kv_offload_info", typ: dto.MetricType_GAUGE,
+		labels: []string{"engine", "model_name", "backend", "page_cache", "lazy_offload", "capacity_blocks"}},
+	// The API server's operations: the operation label only.
+	{name: "vllm:sleep_mode_operation_duration_seconds", typ: dto.MetricType_HISTOGRAM, buckets: "operations",
+		labels: []string{"operation"}, extra: "operation", values: []string{"sleep", "wake"}},
+	{name: "vllm:rl_weight_update_operation_duration_seconds", typ: dto.MetricType_HISTOGRAM, buckets: "operations",
+		labels: []string{"operation"}, extra: "operation", values: []string{"init", "update"}},
 }
 
 // labelNames returns the sorted label names of a series.

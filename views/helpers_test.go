@@ -102,7 +102,8 @@ var scenarioOptions = []instrument.Option{
 	instrument.WithSpecDecoding(2), instrument.WithKVConsumer(),
 	instrument.WithCacheConfig(stats.CacheConfig{"block_size": "16", "num_gpu_blocks": "2048",
 		"cache_dtype": "auto", "enable_prefix_caching": "True"}),
-	instrument.WithKVOffloadCPU(),
+	instrument.WithKVOffloadCPU(), instrument.WithKVOffloadStoreThreshold(2),
+	instrument.WithSimpleKVOffload(stats.SimpleKVOffloadConfig{Backend: "cpu", LazyOffload: true, CapacityBlocks: 8192}),
 	// The scenario's corrupted requests and evictions come without their
 	// options, which the Recorder reports once per engine (and counts: the
 	// golden files show infermetrics_invalid_events_total); any other
@@ -219,7 +220,9 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 			FailedTransfers: 1, ExpiredRequests: 2, NotificationsAfterExpiry: 1},
 		Evictions: []stats.KVEviction{{Lifetime: 12.5, IdleBeforeEvict: 3, ReuseGaps: []float64{0.5, 1.5}}},
 		KVOffload: scenarioOffload(),
-		Perf:      &stats.PerfEstimate{FLOPs: 1.6e13, ReadBytes: 1.6e10, WriteBytes: 1.25e8},
+		SimpleKVOffload: &stats.SimpleKVOffload{Stored: 5, DroppedCPUFull: 1, SkippedAlreadyCached: 2,
+			LoadBlocksIssued: 64, LoadBlocksCompleted: 48, UsedBlocks: 80, PendingStoreBlocks: 16},
+		Perf: &stats.PerfEstimate{FLOPs: 1.6e13, ReadBytes: 1.6e10, WriteBytes: 1.25e8},
 	})
 	rec.RecordScheduler(ctx, 1, &stats.Scheduler{
 		Running: 1, WaitingDeferred: 2, KVCacheUsage: 0.75,
@@ -238,6 +241,11 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 	must(err)
 	e0.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.25, Handoff: true, HandoffGap: 0.004,
 		DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05})
+	// The API server's sleep mode and weight-transfer operations.
+	e0.RecordSleepModeOperation(ctx, stats.SleepModeSleep, 2.5)
+	e0.RecordSleepModeOperation(ctx, stats.SleepModeWake, 0.8)
+	e0.RecordWeightUpdateOperation(ctx, stats.WeightInit, 0.05)
+	e0.RecordWeightUpdateOperation(ctx, stats.WeightUpdate, 12)
 }
 
 // scenarioFamilies records the scenario through views.VLLM() and returns the

@@ -22,7 +22,8 @@ func scenarioOffload() *stats.KVOffload {
 		Stores:          []stats.KVOffloadTransfer{{Bytes: 12 << 20, Seconds: 0.008}, {Bytes: 300 << 20, Seconds: 0.125}},
 		LookupSyncDelay: []float64{3e-5, 0.0004}, LookupAsyncDelay: []float64{0.02},
 		AllocationFailures: 2,
-		CPU:                &stats.KVOffloadCPU{CacheUsage: 0.5, WriteUsage: 0.375, ReadUsage: 0.125, AllocationChunks: []int64{12, 300}},
+		CPU: &stats.KVOffloadCPU{CacheUsage: 0.5, WriteUsage: 0.375, ReadUsage: 0.125, AllocationChunks: []int64{12, 300},
+			StoresSkipped: 3},
 	}
 }
 

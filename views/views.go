@@ -121,7 +121,8 @@ type config struct {
 	exponential []string // families with the exponential aggregation
 	expLatency  bool     // every latency family too (WithExponentialLatency)
 	resolution  *sdkmetric.AggregationBase2ExponentialHistogram
-	sdkExemplar bool // the SDK's reservoirs on the latency families too (WithSDKExemplarReservoirs)
+	sdkExemplar bool   // the SDK's reservoirs on the latency families too (WithSDKExemplarReservoirs)
+	version     string // WithVersion
 }
 
 type bucketsOption struct {
@@ -461,10 +462,22 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 // The GenAI server and client metrics are Semconv's.
 func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)
-	if err := c.check(vllmFamilies(), semconvFamilySet()); err != nil {
+	legacy, err := c.legacyOf()
+	if err != nil {
+		return nil, err
+	}
+	own := vllmFamilies()
+	for _, l := range legacy {
+		f := l.family()
+		own.families = append(own.families, optionFamily{f.Name, f.Instrument.Kind, instrument.KeyModelName})
+	}
+	if err := c.check(own, semconvFamilySet()); err != nil {
 		return nil, err
 	}
 	var views []sdkmetric.View
+	for _, l := range legacy {
+		views = append(views, c.stream(l.family().Instrument, l.name, nil))
+	}
 	for _, d := range instrument.Descriptors() {
 		if family, desc, ok := splitBySource(d.Name); ok {
 			total := d

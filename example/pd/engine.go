@@ -23,6 +23,7 @@ const (
 	modelParams      = 8e9  // parameters, for the MFU estimates
 	weightBytes      = 16e9 // bf16 weights read once per step
 	expiryEvery      = 10   // a prefill node's KV of one handoff in this many expires before it is read
+	failedNotifEvery = 25   // a notification of one handoff in this many fails
 )
 
 // role says what an instance does in the prefill/decode deployment.
@@ -63,17 +64,20 @@ type engine struct {
 	arrived, deferred, waiting, running []*job // arrived: the step's new jobs, see admit
 	kvUsed                              int64
 	cache                               *prefixCache
-	offload                             *offloadTier  // host-memory KV tier, or nil (see offload.go)
-	spec                                *specDecoder  // speculative decoding, or nil (see specdecode.go)
-	sleep                               *sleeper      // sleep mode when idle, or nil (see sleep.go)
-	lora                                bool          // requests name LoRA adapters (see lora.go)
-	corruptRate                         float64       // share of requests found corrupted (see corrupt.go)
-	priority                            bool          // priority scheduling: TTFT observed at the finish
-	observed                            *observations // latencies recorded, for -observations, or nil
+	offload                             *offloadTier   // host-memory KV tier, or nil (see offload.go)
+	simple                              *simpleOffload // SimpleCPUOffloadConnector, or nil (see simpleoffload.go)
+	weights                             *weightUpdater // RL weight updates, or nil (see weights.go)
+	mm                                  mmCache        // multimodal cache (see multimodal.go)
+	spec                                *specDecoder   // speculative decoding, or nil (see specdecode.go)
+	sleep                               *sleeper       // sleep mode when idle, or nil (see sleep.go)
+	lora                                bool           // requests name LoRA adapters (see lora.go)
+	corruptRate                         float64        // share of requests found corrupted (see corrupt.go)
+	priority                            bool           // priority scheduling: TTFT observed at the finish
+	observed                            *observations  // latencies recorded, for -observations, or nil
 
-	// Prefill role: handoffs so far, and the KV expiries and late
+	// Prefill role: handoffs so far, and the KV expiries, late and failed
 	// notifications not yet reported.
-	handoffs, expired, lateNotifs int64
+	handoffs, expired, lateNotifs, failedNotifs int64
 }
 
 func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, handoff func(request)) *engine {
@@ -142,6 +146,7 @@ func (e *engine) step(ctx context.Context) bool {
 
 	e.abortGone(end, &it)
 	e.emit(end, &it)
+	e.updateWeights(ctx, end)
 	sched.SpecDecoding = e.spec.take()
 	// Rejected draft tokens were computed too.
 	sched.Perf = e.estimate(computed, it.GenerationTokens+rejected(sched.SpecDecoding))
@@ -186,6 +191,8 @@ func (e *engine) admit(kv *stats.KVTransfer) time.Time {
 	now := time.Now()
 	for _, j := range e.arrived {
 		j.tl.Queued(now)
+		e.lookupImages(j)
+		e.simpleLoad(j)
 		if j.transfer {
 			bytes := (j.prompt - e.localHit(j)) * kvBytesPerToken
 			j.fetchAt = now.Add(2 * time.Millisecond)
@@ -383,6 +390,7 @@ func (e *engine) finishReason(j *job) (stats.FinishReason, bool) {
 
 func (e *engine) finish(now time.Time, j *job, reason stats.FinishReason, it *stats.Iteration) {
 	it.Finish(j.tl, now, reason)
+	e.simpleStore(j, reason)
 	e.drop(j)
 	j.stream.finish(reason, j.tl.Generated())
 	if e.role == prefillRole && reason == stats.FinishLength && j.handsOff(e) {
@@ -396,6 +404,10 @@ func (e *engine) finish(now time.Time, j *job, reason stats.FinishReason, it *st
 			if e.handoffs%(2*expiryEvery) == 0 {
 				e.lateNotifs++
 			}
+		}
+		// Rarer still, the notification from the decode node fails.
+		if e.handoffs%failedNotifEvery == 0 {
+			e.failedNotifs++
 		}
 	}
 }
@@ -426,9 +438,12 @@ func (e *engine) preemptIfFull(now time.Time, it *stats.Iteration) {
 func (e *engine) report(ctx context.Context, it *stats.Iteration, sched *stats.Scheduler, kv *stats.KVTransfer) {
 	kv.ExpiredRequests += e.expired
 	kv.NotificationsAfterExpiry += e.lateNotifs
-	e.expired, e.lateNotifs = 0, 0
+	kv.FailedNotifications += e.failedNotifs
+	e.expired, e.lateNotifs, e.failedNotifs = 0, 0, 0
 	sched.KVTransfer = kv
 	sched.KVOffload = e.offload.take()
+	sched.SimpleKVOffload = e.simple.take()
+	sched.MultimodalCache = e.mm.take()
 	e.rec.RecordScheduler(ctx, sched)
 	if it.GenerationTokens == 0 && it.Preemptions == 0 && len(it.Finished) == 0 {
 		return

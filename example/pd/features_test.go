@@ -68,6 +68,45 @@ func checkFeatures(t *testing.T, final map[string]map[string]*dto.MetricFamily) 
 	checkSpecDecoding(t, final)
 	checkSleep(t, final)
 	checkCorrupted(t, final)
+	checkDashboardFamilies(t, final)
+}
+
+// checkDashboardFamilies checks the families vLLM's dashboards read that
+// the example added last: the multimodal cache on both instances, the
+// prefill tier's skipped stores and its sleep mode operation, the decode
+// instance's SimpleCPUOffloadConnector and RL weight updates.
+func checkDashboardFamilies(t *testing.T, final map[string]map[string]*dto.MetricFamily) {
+	t.Helper()
+	for role, fams := range final {
+		queries, hits := counterTotal(fams, "vllm:mm_cache_queries_total"), counterTotal(fams, "vllm:mm_cache_hits_total")
+		if queries <= 0 || hits <= 0 || hits > queries {
+			t.Errorf("%s: multimodal cache hits %v of %v queries, want some of some", role, hits, queries)
+		}
+	}
+	prefill, decode := final["prefill"], final["decode"]
+	if v := counterTotal(prefill, "vllm:kv_offload_stores_skipped_total"); v <= 0 {
+		t.Errorf("prefill: vllm:kv_offload_stores_skipped_total = %v, want > 0", v)
+	}
+	if n := histogramCount(prefill, "vllm:sleep_mode_operation_duration_seconds", map[string]string{"operation": "sleep"}); n < 1 {
+		t.Errorf("prefill: %v sleep operations, want the one after the load", n)
+	}
+	if v := sum(t, decode, "vllm:simple_kv_offload_save_outcomes_total", map[string]string{"outcome": "stored"}); v <= 0 {
+		t.Errorf("decode: %v stores to the SimpleCPUOffloadConnector's pool, want some", v)
+	}
+	for _, name := range []string{"vllm:simple_kv_offload_load_blocks_total", "vllm:simple_kv_offload_used_blocks",
+		"vllm:simple_kv_offload_pending_store_blocks", "vllm:simple_kv_offload_info"} {
+		if decode[name] == nil {
+			t.Errorf("decode: %s missing", name)
+		}
+	}
+	if prefill["vllm:simple_kv_offload_save_outcomes_total"] != nil {
+		t.Error("prefill: SimpleCPUOffloadConnector families without the connector")
+	}
+	for op, least := range map[string]float64{"init": 1, "update": 1} {
+		if n := histogramCount(decode, "vllm:rl_weight_update_operation_duration_seconds", map[string]string{"operation": op}); n < least {
+			t.Errorf("decode: %v weight-transfer operations %q, want at least %v", n, op, least)
+		}
+	}
 }
 
 // checkLoRA checks vllm:lora_requests_info on both instances: one series

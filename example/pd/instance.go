@@ -45,6 +45,11 @@ type instanceConfig struct {
 	sleepAfter time.Duration
 	// corruptRate is the share of requests found corrupted (0: none).
 	corruptRate float64
+	// simpleOffload: a SimpleCPUOffloadConnector on every engine.
+	simpleOffload bool
+	// weightUpdates is the interval of RL weight updates on engine 0
+	// while it generates (0: none).
+	weightUpdates time.Duration
 	// observed keeps the recorded latencies for -observations, or is nil.
 	observed *observations
 	// recorder are more Recorder options (tests: an error collector).
@@ -106,6 +111,12 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 		if c.sleepAfter > 0 {
 			eng.sleep = &sleeper{after: c.sleepAfter}
 		}
+		if c.simpleOffload {
+			eng.simple = newSimpleOffload(c.seed + uint64(rank))
+		}
+		if c.weightUpdates > 0 && rank == 0 { // the API server's, one per instance
+			eng.weights = newWeightUpdater(c.weightUpdates, c.seed)
+		}
 		eng.lora, eng.corruptRate = c.lora, c.corruptRate
 		eng.priority, eng.observed = c.priority, c.observed
 		in.engines = append(in.engines, eng)
@@ -153,7 +164,10 @@ func (c instanceConfig) features() []instrument.Option {
 		opts = append(opts, instrument.WithPriorityScheduling())
 	}
 	if c.offload {
-		opts = append(opts, instrument.WithKVOffloadCPU())
+		opts = append(opts, instrument.WithKVOffloadStoreThreshold(offloadStoreThreshold))
+	}
+	if c.simpleOffload {
+		opts = append(opts, instrument.WithSimpleKVOffload(stats.SimpleKVOffloadConfig{Backend: "cpu", CapacityBlocks: simpleCapacity}))
 	}
 	if c.specTokens > 0 {
 		opts = append(opts, instrument.WithSpecDecoding(c.specTokens))

@@ -20,6 +20,14 @@
 // (httpmetrics.go). API requests run on the same simulated engines as the
 // generated workload, which -workload=false turns off.
 //
+// Some generated requests carry images, which each engine's multimodal cache
+// may hold; the prefill instance's host-memory KV tier skips the blocks
+// offered once (a store threshold of 2) and its engines sleep when idle
+// after a load, timed as sleep mode operations; the decode instance's
+// engines offload finished requests' KV through a SimpleCPUOffloadConnector,
+// and a reinforcement learning trainer pushes it new weights while it
+// generates (-vllm-version adds the families of an older vLLM).
+//
 // The simulated engines only drive stats.Timeline per request and the
 // Recorder per step: no metric is set directly.
 //
@@ -75,26 +83,37 @@ func run() error {
 	specDecode := flag.Int("spec-decode", 3, "draft tokens per step of speculative decoding on the decode instance (vllm:spec_decode_* families); 0: off")
 	sleepAfter := flag.Duration("sleep-after", 2*time.Second, "idle time after serving requests at which the prefill engines sleep (level 1, vllm:engine_sleep_state) until requests come again; 0: never")
 	corrupt := flag.Float64("corrupt", 0.005, "share of requests the decode instance finds corrupted (NaN logits) and finishes with an error (vllm:corrupted_requests_total); 0: none")
+	multimodal := flag.Float64("multimodal", 0.25, "share of generated requests that carry images, which each engine's multimodal cache may hold (vllm:mm_cache_*); 0: none")
+	simpleOffload := flag.Bool("simple-offload", true, "a SimpleCPUOffloadConnector on the decode instance's engines (vllm:simple_kv_offload_* families)")
+	weightUpdates := flag.Duration("weight-updates", 2*time.Second, "interval of the RL weight updates a trainer pushes to the decode instance while it generates (vllm:rl_weight_update_operation_duration_seconds); 0: none")
 	observationsFile := flag.String("observations", "", "file to write, at exit, every TTFT and e2e latency recorded, as JSON by role and family, for exact quantiles (the end-to-end suite uses it)")
 	var tr tracing
 	flag.BoolVar(&tr.on, "trace", false, "give each request a sampled span context and turn exemplars on (OpenMetrics scrape, OTLP): exemplars of a request's latencies name its trace")
 	flag.IntVar(&tr.slowID, "slow-request", 0, "with -trace, the number of the request (1 is the first) that waits -slow-delay before reaching the prefill instance; its trace ID is printed; 0: none")
 	flag.DurationVar(&tr.delay, "slow-delay", 15*time.Second, "how long the -slow-request request waits")
 	exponential := flag.Bool("exponential-latency", false, "export the latency histograms with the exponential aggregation (views.WithExponentialLatency): native histograms on the protobuf scrape, exponential ones over OTLP")
+	vllmVersion := flag.String("vllm-version", "", "also export the families this vLLM version (0.9 and later, for example 0.10) exported that later versions renamed and removed (views.WithVersion), such as vllm:time_per_output_token_seconds")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
 		return errors.New("-rate must be positive, -decode-engines at least 1 and -idle not negative")
 	}
 	// The Recorder rejects more draft tokens than it counts positions for.
-	if *specDecode < 0 || *sleepAfter < 0 || !(*corrupt >= 0 && *corrupt <= 1) {
-		return errors.New("-spec-decode and -sleep-after must not be negative, -corrupt must be 0 to 1")
+	if *specDecode < 0 || *sleepAfter < 0 || *weightUpdates < 0 || !(*corrupt >= 0 && *corrupt <= 1) || !(*multimodal >= 0 && *multimodal <= 1) {
+		return errors.New("-spec-decode, -sleep-after and -weight-updates must not be negative, -corrupt and -multimodal must be 0 to 1")
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
-	latencyViews, err := views.VLLM(views.WithExponentialLatency())
+	var viewOpts []views.Option
+	if *exponential {
+		viewOpts = append(viewOpts, views.WithExponentialLatency())
+	}
+	if *vllmVersion != "" {
+		viewOpts = append(viewOpts, views.WithVersion(*vllmVersion))
+	}
+	vllmViews, err := views.VLLM(viewOpts...)
 	if err != nil {
 		return err
 	}
@@ -106,8 +125,8 @@ func run() error {
 		if tr.on {
 			opts = append(opts, exporters.WithExemplars(), exporters.WithPrometheus(exporters.WithOpenMetrics()))
 		}
-		if *exponential {
-			opts = append(opts, exporters.WithViews(latencyViews...))
+		if len(viewOpts) > 0 {
+			opts = append(opts, exporters.WithViews(vllmViews...))
 		}
 		var otlp []exporters.OTLPOption
 		if *otlpEndpoint != "" {
@@ -129,7 +148,8 @@ func run() error {
 	}
 	decode, err := newInstance(ctx, instanceConfig{role: decodeRole, listen: *decodeAddr, model: *model,
 		engines: *decodeEngines, kvCapacity: 10 << 10, seed: *seed, setup: setup(decodeRole), priority: *priority,
-		lora: *lora, specTokens: *specDecode, corruptRate: *corrupt, observed: observed})
+		lora: *lora, specTokens: *specDecode, corruptRate: *corrupt, observed: observed,
+		simpleOffload: *simpleOffload, weightUpdates: *weightUpdates})
 	if err != nil {
 		return err
 	}
@@ -176,7 +196,9 @@ func run() error {
 		select {
 		case <-ctx.Done():
 		case <-time.After(*idle):
-			generate(ctx, newWorkload(*seed, maxModelLen), *rate, *duration, prefill, logger, tr)
+			w := newWorkload(*seed, maxModelLen)
+			w.multimodal = *multimodal
+			generate(ctx, w, *rate, *duration, prefill, logger, tr)
 		}
 		if ctx.Err() == nil {
 			logger.Info("load finished; serving /metrics until interrupted", "after", duration.String())

@@ -25,11 +25,18 @@ const (
 // external_kv_transfer tokens; vLLM's OffloadingConnector reports such
 // tokens as connector (external) hits.
 type offloadTier struct {
-	rng    *rand.Rand
-	held   map[int]time.Time // prefix -> last use
-	step   stats.KVOffload   // this step's activity
-	chunks []int64           // CPU chunks allocated by this step's stores
+	rng     *rand.Rand
+	held    map[int]time.Time // prefix -> last use
+	step    stats.KVOffload   // this step's activity
+	chunks  []int64           // CPU chunks allocated by this step's stores
+	skipped int64             // blocks not stored this step (see offloadStoreThreshold)
 }
+
+// offloadStoreThreshold is the tier's store threshold (vLLM's
+// store_threshold): a block is stored once offered that many times, so a
+// prompt without a shared prefix, offered once, is not stored
+// (vllm:kv_offload_stores_skipped_total).
+const offloadStoreThreshold = 2
 
 func newOffloadTier(seed uint64) *offloadTier {
 	return &offloadTier{rng: rand.New(rand.NewPCG(seed, 0x0ff10ad)), held: map[int]time.Time{}}
@@ -70,6 +77,10 @@ func (e *engine) offloadLookup(now time.Time, j *job, sched *stats.Scheduler) {
 	}
 	computed := j.prompt/blockSize*blockSize - hit
 	if computed <= 0 {
+		return
+	}
+	if j.prefix < 0 {
+		t.skipped += computed / blockSize
 		return
 	}
 	if t.rng.Float64() < offloadFailureRate {
@@ -119,10 +130,10 @@ func (t *offloadTier) take() *stats.KVOffload {
 		store += x.Bytes
 	}
 	cpu := stats.KVOffloadCPU{ReadUsage: min(float64(load)/offloadCapacity, 1),
-		WriteUsage: min(float64(store)/offloadCapacity, 1), AllocationChunks: t.chunks}
+		WriteUsage: min(float64(store)/offloadCapacity, 1), AllocationChunks: t.chunks, StoresSkipped: t.skipped}
 	cpu.CacheUsage = min(cpu.ReadUsage+cpu.WriteUsage, 1)
 	s := t.step
 	s.CPU = &cpu
-	t.step, t.chunks = stats.KVOffload{}, nil
+	t.step, t.chunks, t.skipped = stats.KVOffload{}, nil, 0
 	return &s
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	"github.com/infermetrics/infermetrics/stats"
@@ -21,13 +22,19 @@ type sleeper struct {
 // updateSleep returns the engine's sleep state at this step. A busy engine
 // is awake (woken before its requests run); an engine idle for
 // sleeper.after since its last request goes to sleep, which discards its
-// prefix cache. Always awake without a sleeper.
+// prefix cache. Always awake without a sleeper. Going to sleep and waking
+// are the API server's sleep mode operations, each as long as moving the
+// weights between the accelerator and host memory
+// (vllm:sleep_mode_operation_duration_seconds).
 func (e *engine) updateSleep(now time.Time, busy bool) stats.SleepState {
 	s := e.sleep
 	switch {
 	case s == nil:
 		return stats.Awake
 	case busy:
+		if s.state != stats.Awake {
+			e.rec.RecordSleepModeOperation(context.Background(), stats.SleepModeWake, weightBytes/offloadRate)
+		}
 		s.state, s.served, s.idleSince = stats.Awake, true, time.Time{}
 	case !s.served:
 	case s.idleSince.IsZero():
@@ -35,6 +42,7 @@ func (e *engine) updateSleep(now time.Time, busy bool) stats.SleepState {
 	case now.Sub(s.idleSince) >= s.after:
 		s.state, s.served = stats.WeightsOffloaded, false
 		clear(e.cache.entry) // the host-memory tiers keep theirs
+		e.rec.RecordSleepModeOperation(context.Background(), stats.SleepModeSleep, weightBytes/offloadRate)
 	}
 	return s.state
 }

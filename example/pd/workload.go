@@ -24,6 +24,8 @@ type request struct {
 	// ctx carries the request's span when the example traces requests
 	// (-trace), else it is nil.
 	ctx context.Context
+	// images are the ids of the images it carries (see multimodal.go).
+	images []int
 }
 
 // The log-normal shape of the tokens a request generates before its stop
@@ -41,10 +43,13 @@ type workload struct {
 	maxModelLen int64
 	prefixes    []int64
 	next        int
+	multimodal  float64    // share of requests with images
+	imageRng    *rand.Rand // draws the images, apart from the other draws
 }
 
 func newWorkload(seed uint64, maxModelLen int64) *workload {
-	w := &workload{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), maxModelLen: maxModelLen}
+	w := &workload{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), maxModelLen: maxModelLen,
+		imageRng: rand.New(rand.NewPCG(seed, 0x1a6e))}
 	for range 6 {
 		w.prefixes = append(w.prefixes, w.logNormal(400, 0.6, 64, 1500))
 	}
@@ -84,5 +89,6 @@ func (w *workload) request(now time.Time) request {
 	if w.rng.Float64() < 0.03 {
 		r.abortAfter = 1 + w.rng.Int64N(max(r.output, 1))
 	}
+	r.images = w.images()
 	return r
 }

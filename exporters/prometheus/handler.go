@@ -34,8 +34,8 @@ type scrapeHandler struct {
 	series    *instrument.SeriesSet // nil: no completion
 	formats   []expfmt.Format
 	goBuckets bool
-	native    map[string]int32 // schema of the zero series of families exported as native histograms
-	handle    func(error)      // gathering and writing errors
+	views     viewFamilies // what the completion needs of the provider's views
+	handle    func(error)  // gathering and writing errors
 
 	mu        sync.Mutex
 	unwrapped map[[2]string]bool // engines reported as recorded on an unwrapped provider
@@ -72,7 +72,7 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.series != nil {
 		engines := h.series.Engines()
 		h.reportUnwrapped(mfs, engines)
-		mfs = completeStartup(mfs, engines, h.native)
+		mfs = completeStartup(mfs, engines, h.views)
 	}
 	if r.URL != nil {
 		if names := r.URL.Query()["name[]"]; len(names) > 0 {
@@ -236,10 +236,15 @@ func exported(mf *dto.MetricFamily) bool {
 }
 
 // exportedHistograms are the scrape names of the histogram families the
-// views export: vLLM's, the HTTP server families and the GenAI ones.
+// views export: vLLM's, those of older vLLM versions, the HTTP server
+// families and the GenAI ones.
 var exportedHistograms = sync.OnceValue(func() map[string]struct{} {
 	names := map[string]struct{}{}
-	for _, fs := range [][]views.Family{views.Families(), views.HTTPFamilies(), views.ClientFamilies(), views.ServerFamilies()} {
+	legacy := make([]views.Family, 0, len(views.LegacyFamilies()))
+	for _, f := range views.LegacyFamilies() {
+		legacy = append(legacy, f.Family)
+	}
+	for _, fs := range [][]views.Family{views.Families(), legacy, views.HTTPFamilies(), views.ClientFamilies(), views.ServerFamilies()} {
 		for _, f := range fs {
 			if f.Type == instrument.Histogram.String() {
 				names[scrapeName(f)] = struct{}{}

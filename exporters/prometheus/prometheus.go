@@ -198,9 +198,11 @@ func WithGoBucketText() Option {
 // reader is registered on, so that the zero series it shows before a
 // family's first observation (see Handler) have the family's aggregation:
 // native histograms for the families the views export with the base-2
-// exponential aggregation (views.WithExponential). Without it such a family
-// shows classic zero series until one engine observes it, native ones after.
-// Setup passes its views.
+// exponential aggregation (views.WithExponential), and the histogram
+// families of an older vLLM version the views export (views.WithVersion)
+// at all. Without it such a family shows classic zero series until one
+// engine observes it, native ones after, and a legacy histogram family
+// none until its first observation. Setup passes its views.
 func WithProviderViews(v ...sdkmetric.View) Option {
 	return optionFunc(func(c *config) { c.views = append(c.views, v...) })
 }
@@ -291,7 +293,7 @@ func New(opts ...Option) (*Exporter, error) {
 		formats = expfmt.DefaultOpenMetricsAcceptedFormats()
 	}
 	h := &scrapeHandler{gatherer: c.registry, series: st.series, formats: formats, goBuckets: c.goBuckets,
-		native: nativeSchemas(c.views), handle: c.handle}
+		views: providerFamilies(c.views), handle: c.handle}
 	return &Exporter{Reader: exp, Handler: h, Registry: c.registry, series: st.series, reserved: c.reservedLabels(),
 		openMetrics: c.openMetrics}, nil
 }

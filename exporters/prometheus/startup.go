@@ -24,10 +24,11 @@ import (
 // semantics (see docs/design.md).
 
 // startupFamilies are what the completion needs of views.Families: the
-// histogram families, and the anchors, the always-present families with
-// model_name and engine only, whose series show an engine's labels as
-// exported (constant, scope and resource labels included) from the first
-// collection after NewRecorder.
+// histogram families, the legacy ones after them (views.WithVersion, which
+// the completion adds only where the views export them), and the anchors,
+// the always-present families with model_name and engine only, whose series
+// show an engine's labels as exported (constant, scope and resource labels
+// included) from the first collection after NewRecorder.
 var startupFamilies = sync.OnceValues(func() (histograms []views.Family, anchors []string) {
 	for _, f := range views.Families() {
 		switch {
@@ -38,19 +39,37 @@ var startupFamilies = sync.OnceValues(func() (histograms []views.Family, anchors
 			anchors = append(anchors, f.Name)
 		}
 	}
+	for _, f := range views.LegacyFamilies() {
+		if f.Type == instrument.Histogram.String() {
+			histograms = append(histograms, f.Family)
+		}
+	}
 	return histograms, anchors
 })
+
+// viewFamilies is what the completion needs of the provider's views.
+type viewFamilies struct {
+	native map[string]int32    // schema of the zero series of the families exported as native histograms
+	legacy map[string]struct{} // the legacy histogram families the views export (views.WithVersion)
+}
+
+// isLegacy reports whether a histogram family of startupFamilies is one of
+// an older vLLM version.
+func isLegacy(name string) bool {
+	return slices.ContainsFunc(views.LegacyFamilies(), func(f views.LegacyFamily) bool { return f.Name == name })
+}
 
 // maxNativeSchema is the finest schema of a Prometheus native histogram; the
 // OpenTelemetry exporter merges the buckets of finer scales down to it.
 const maxNativeSchema = 8
 
-// nativeSchemas returns, for each histogram family that the views export
-// with the base-2 exponential aggregation, the schema its points start at
-// (the view's highest scale, as the exporter clamps it).
-func nativeSchemas(vs []sdkmetric.View) map[string]int32 {
+// providerFamilies returns the legacy histogram families the views export
+// and, for each histogram family that they export with the base-2
+// exponential aggregation, the schema its points start at (the view's
+// highest scale, as the exporter clamps it).
+func providerFamilies(vs []sdkmetric.View) viewFamilies {
 	histograms, _ := startupFamilies()
-	out := map[string]int32{}
+	out := viewFamilies{native: map[string]int32{}, legacy: map[string]struct{}{}}
 	for _, f := range histograms {
 		d := f.Instrument
 		in := sdkmetric.Instrument{Name: d.Name, Description: d.Description, Kind: sdkmetric.InstrumentKindHistogram,
@@ -60,8 +79,11 @@ func nativeSchemas(vs []sdkmetric.View) map[string]int32 {
 			if !ok || s.Name != f.Name {
 				continue
 			}
+			if isLegacy(f.Name) {
+				out.legacy[f.Name] = struct{}{}
+			}
 			if a, ok := s.Aggregation.(sdkmetric.AggregationBase2ExponentialHistogram); ok {
-				out[f.Name] = min(a.MaxScale, maxNativeSchema)
+				out.native[f.Name] = min(a.MaxScale, maxNativeSchema)
 			}
 		}
 	}
@@ -69,9 +91,10 @@ func nativeSchemas(vs []sdkmetric.View) map[string]int32 {
 }
 
 // completeStartup returns mfs (sorted by name, as Gather returns them) with
-// the zero histogram series of engines that it lacks; native holds the
-// zero-series schema of the families exported as native histograms.
-func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries, native map[string]int32) []*dto.MetricFamily {
+// the zero histogram series of engines that it lacks; vf says which legacy
+// families the views export and the zero-series schema of the families
+// exported as native histograms.
+func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries, vf viewFamilies) []*dto.MetricFamily {
 	if len(engines) == 0 {
 		return mfs
 	}
@@ -90,7 +113,11 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 	for i, f := range histograms {
 		mf := find(f.Name)
 		fams[i] = startupFamily{mf: mf, keepModel: true, keepEngine: true}
-		if s, ok := native[f.Name]; ok {
+		if _, exported := vf.legacy[f.Name]; !exported && isLegacy(f.Name) {
+			fams[i].skip = true
+			continue
+		}
+		if s, ok := vf.native[f.Name]; ok {
 			fams[i].schema = &s
 		}
 		if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM || len(mf.Metric) == 0 {
@@ -117,7 +144,7 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 		}
 		for i, f := range histograms {
 			fam := &fams[i]
-			if !e.Has(f.Instrument.Feature) || (fam.mf != nil && fam.mf.GetType() != dto.MetricType_HISTOGRAM) {
+			if fam.skip || !e.Has(f.Instrument.Feature) || (fam.mf != nil && fam.mf.GetType() != dto.MetricType_HISTOGRAM) {
 				continue
 			}
 			labels := template
@@ -158,7 +185,8 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 // startupFamily is what the gathered series of a histogram family show of
 // its views, and the series it has.
 type startupFamily struct {
-	mf *dto.MetricFamily
+	mf   *dto.MetricFamily
+	skip bool // a legacy family the views do not export
 	// observed: the family has gathered series; then bounds are those
 	// of its first (views.WithBuckets overrides show there), and
 	// model_name or engine are kept only if one of them has it

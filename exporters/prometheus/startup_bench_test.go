@@ -44,7 +44,7 @@ func BenchmarkCompleteStartup(b *testing.B) {
 			}
 			engines := p.series.Engines()
 			before := countSeries(mfs)
-			if after := countSeries(completeStartup(cloneFamilies(mfs), engines, nil)); after <= before {
+			if after := countSeries(completeStartup(cloneFamilies(mfs), engines, viewFamilies{})); after <= before {
 				b.Fatalf("the completion added no series (%d before, %d after)", before, after)
 			}
 			b.ReportAllocs()
@@ -52,7 +52,7 @@ func BenchmarkCompleteStartup(b *testing.B) {
 				b.StopTimer()
 				in := cloneFamilies(mfs)
 				b.StartTimer()
-				completeStartup(in, engines, nil)
+				completeStartup(in, engines, viewFamilies{})
 			}
 		})
 	}

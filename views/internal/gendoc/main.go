@@ -84,10 +84,29 @@ there and are ours. The KV offloading families follow vLLM's OffloadingConnector
 vllm/v1/kv_offload/cpu/spec.py, read from the search store without a commit id); vLLM creates
 them at their first observation, we at start-up when configured. Their transfer time and size
 families have no unit suffix in vLLM, so their streams carry the unit as an annotation (` + "`{s}`" + `,
-` + "`{By}`" + `) that the Prometheus exporter does not append. Not exported: the deprecated
+` + "`{By}`" + `) that the Prometheus exporter does not append. ` + "`vllm:kv_offload_stores_skipped_total`" + ` counts
+the blocks a CPU tier with a ` + "`store_threshold`" + ` of 2 or more did not store (offered fewer times than the
+threshold; ` + "`prepare_store`" + ` and ` + "`get_stats`" + ` of ` + "`vllm/v1/kv_offload/cpu/manager.py`" + ` in a stored copy
+@0358cbbab64eb7761b19d6467d6738de771a647c, its name in ` + "`vllm/v1/kv_offload/cpu/common.py`" + `
+@0a1e91b52a1bebf3a6197271a650a507e09d50bb); vLLM reports it only with such a threshold, we from start-up with
+` + "`instrument.WithKVOffloadStoreThreshold`" + `. Not exported: the deprecated
 ` + "`vllm:kv_offload_total_bytes`, `vllm:kv_offload_total_time` and `vllm:kv_offload_size`" + ` (label
-` + "`transfer_type`" + `), ` + "`vllm:kv_offload_stores_skipped`, `vllm:kv_offload_config_info`" + ` and the
-SimpleCPUOffloadConnector's ` + "`vllm:simple_kv_offload_*`" + ` families.
+` + "`transfer_type`" + `) and ` + "`vllm:kv_offload_config_info`" + `.
+
+The SimpleCPUOffloadConnector's families (` + "`vllm:simple_kv_offload_*`" + `, vLLM's KV offloading to a CPU
+or disk pool) follow ` + "`vllm/v1/simple_kv_offload/metrics.py`" + ` @222790a966d7f60b8fe205a422c77caf153b5677:
+names, types, the ` + "`outcome`" + ` and ` + "`phase`" + ` values and the info gauge's labels. vLLM creates each
+series at its first observation; ` + "`instrument.WithSimpleKVOffload`" + ` creates every outcome and phase at zero
+from start-up and sets the info series, as for the other optional families.
+
+The API server's operation histograms, ` + "`vllm:sleep_mode_operation_duration_seconds`" + ` (sleep mode: ` + "`/sleep`" + `,
+` + "`/wake_up`" + `; ` + "`vllm/entrypoints/serve/dev/sleep/metrics.py`" + ` @47e7f394085ecdfaa68df604a182ee3c33d8a483) and
+` + "`vllm:rl_weight_update_operation_duration_seconds`" + ` (the weight-transfer endpoints of reinforcement
+learning; ` + "`vllm/entrypoints/rl/online/metrics.py`" + ` @6ae75879ceaf2b6dbd36a0918ef4f27dc1cd78a6), time one
+operation each, from the request to its end, by ` + "`operation`" + ` only: like the HTTP families, they carry no
+` + "`model_name`" + `, ` + "`engine`" + ` or constant attribute, and appear with their first operation, as in vLLM
+(` + "`instrument.Engine.RecordSleepModeOperation`, `RecordWeightUpdateOperation`" + `). Not exported: their
+` + "`_in_flight`" + ` gauges, which no vLLM dashboard reads.
 
 A front end that sees requests but no engine step (` + "`openaihttp.NewHandler`" + `, or
 ` + "`instrument.Engine.RecordRequest`" + `) records, per request, only what it observes:
@@ -157,6 +176,12 @@ TTFT buckets, being parts of the client's time to first token.
 	for _, f := range views.Families() {
 		fmt.Fprintf(&b, "- `%s`: %s\n", f.Name, f.Instrument.Description)
 	}
+	b.WriteString(legacyIntro)
+	for _, f := range views.LegacyFamilies() {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` | %s | %s | %s | %s | %s |\n",
+			f.Name, f.Type, code(f.Labels), buckets(f.Family), f.Replacement, f.Deprecated, f.Hidden, f.Removed, f.Changes,
+			versionsBefore(f.Hidden))
+	}
 	b.WriteString(serverIntro)
 	genAITable(&b, views.ServerFamilies())
 	b.WriteString(clientIntro)
@@ -173,6 +198,20 @@ func genAITable(b *bytes.Buffer, fs []views.Family) {
 		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s | %s | %s |\n",
 			f.Name, f.Type, code(f.Labels), buckets(f), code1(d.Unit), d.Recorded, d.Description)
 	}
+}
+
+// versionsBefore lists the 0.x versions from 0.9 (the oldest WithVersion
+// takes) to the one before hidden, which exported the family by default.
+func versionsBefore(hidden string) string {
+	minor, err := strconv.Atoi(strings.TrimPrefix(hidden, "0."))
+	if err != nil {
+		return "before " + hidden
+	}
+	var vs []string
+	for m := 9; m < minor; m++ {
+		vs = append(vs, code1("0."+strconv.Itoa(m)))
+	}
+	return strings.Join(vs, ", ")
 }
 
 func code(keys []string) string {
@@ -241,9 +280,47 @@ func feature(f instrument.Feature) string {
 		return "the first refusal of its kind (the Recorder's own counter)"
 	case instrument.HTTPServer:
 		return "an HTTP request served (`openaihttp.WithHTTPMetrics`)"
+	case instrument.SimpleCPUOffload:
+		return "SimpleCPUOffloadConnector (`WithSimpleKVOffload`, or its data in a step)"
+	case instrument.KVOffloadStoreThreshold:
+		return "CPU KV offload store threshold (`WithKVOffloadStoreThreshold`, or skipped stores in a step)"
+	case instrument.ServerOperations:
+		return "the API server's first operation of the kind"
 	}
 	return "-"
 }
+
+// legacyIntro heads the table of the families of older vLLM versions.
+const legacyIntro = `
+## Families of older vLLM versions
+
+vLLM deprecates a family in a version X.Y, hides it in X.Y+1 (shown only with
+` + "`--show-hidden-metrics-for-version=X.Y`" + `) and removes it in X.Y+2 (its deprecation policy, as
+` + "`docs/usage/metrics.md`" + ` and PR #29330 state it). Dashboards, autoscalers (llm-d's workload variant
+autoscaler reads ` + "`vllm:time_per_output_token_seconds`" + `) and benchmark scripts still read the old
+names. ` + "`views.VLLM(views.WithVersion(\"0.10\"))`" + ` also exports the families that version exported by
+default and later versions renamed and removed, as it did; every current family stays, as with vLLM's
+flag. Each is a second stream of its replacement's instrument, so it carries exactly its values, labels
+and buckets: vLLM set ` + "`vllm:gpu_cache_usage_perc`" + ` and incremented the ` + "`vllm:gpu_prefix_cache_*`" + `
+counters from the same scheduler stats as their replacements, and observed
+` + "`vllm:time_per_output_token_seconds`" + ` per output, the gap to the request's previous output
+(` + "`IterationStats.time_per_output_tokens_iter`" + ` in ` + "`vllm/v1/metrics/stats.py`" + `, renamed
+` + "`inter_token_latencies_iter`" + ` by PR #24110 @ 2417798471af8521e488c04f3a43c91e6836a705, which observed both
+families from it), not the per-request mean that ` + "`vllm:request_time_per_output_token_seconds`" + ` is. Read in
+` + "`vllm/v1/metrics/loggers.py`" + ` in three stored versions of the search store, whose commit ids it does not
+give but whose comments date them: the gpu_ families shown unconditionally ("Deprecated in 0.9 ... TODO: in
+0.10, only enable if show_hidden_metrics=True"; a copy at 005a810bc40faa25b8870fbc8559c3462581eee3), 0.11's
+(gpu_ families behind ` + "`show_hidden_metrics`" + `, "With 0.11.x you can enable with
+--show-hidden-metrics-for-version=0.10"; time_per_output_token_seconds shown, "Deprecated in 0.11 ... TODO:
+in 0.12, only enable if show_hidden_metrics=True") and 0.12's (time_per_output_token_seconds behind
+` + "`show_hidden_metrics`" + `, "With 0.12.x you can enable with --show-hidden-metrics-for-version=0.11, TODO:
+remove in 0.13.0"); and the descriptions of PRs #18354, #29330 and #32661. The Prometheus handler of package
+` + "`exporters`" + ` completes a legacy histogram family at zero from start-up like the others when it knows the
+provider's views (` + "`exporters.Setup`" + ` passes them; ` + "`exporters.WithProviderViews`" + ` otherwise).
+
+| family | type | labels | buckets | replaced by | deprecated | hidden from | removed | vLLM changes | ` + "`WithVersion`" + ` of |
+|---|---|---|---|---|---|---|---|---|---|
+`
 
 // serverIntro heads the table of the GenAI server families.
 const serverIntro = `

@@ -1,0 +1,159 @@
+package views
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// LegacyFamily is a family an older vLLM exported that a later one renamed
+// and then hid and removed. It is a second stream of the instrument of the
+// family that replaced it (Family.Instrument): the same measurements, so
+// the same values, labels and buckets, under the old name.
+type LegacyFamily struct {
+	Family
+	// Replacement is the family that replaced it.
+	Replacement string
+	// Deprecated is the vLLM version that deprecated it; Hidden the first
+	// version that exported it only with
+	// --show-hidden-metrics-for-version=<the version before>; Removed when
+	// vLLM deleted it. Changes names the vLLM pull requests.
+	Deprecated, Hidden, Removed, Changes string
+}
+
+// legacy is one row of the table of legacy families: the one place that
+// says what each is, the rest derives from its instrument.
+type legacy struct {
+	name       string // stream name, as VLLMName gives one
+	instrument string
+	description,
+	deprecated, hidden, removed, changes string
+}
+
+// legacyFamilies are the families vLLM V1 exported from 0.9 on that it has
+// since renamed, hidden and removed, as vllm/v1/metrics/loggers.py defined
+// them (docs/metrics.md names the code read). Each was incremented or
+// observed with exactly the values of its replacement: gpu_cache_usage_perc
+// was set from scheduler_stats.kv_cache_usage like kv_cache_usage_perc, the
+// gpu_prefix_cache counters added prefix_cache_stats.queries and .hits like
+// prefix_cache_queries and _hits, and time_per_output_token_seconds observed
+// each output's gap to the request's previous output (IterationStats'
+// time_per_output_tokens_iter, renamed inter_token_latencies_iter by #24110),
+// with the inter-token latency buckets.
+var legacyFamilies = []legacy{
+	{name: "vllm:gpu_cache_usage_perc", instrument: instrument.NameKVCacheUsage,
+		description: "GPU KV-cache usage, from 0 to 1: vllm:kv_cache_usage_perc under vLLM's name before 0.9.2.",
+		deprecated:  "0.9.2", hidden: "0.11", removed: "0.12", changes: "#18354 (deprecated), #29330 (removed)"},
+	{name: "vllm:gpu_prefix_cache_queries", instrument: instrument.NamePrefixCacheQueries,
+		description: "GPU prefix cache queries, in tokens: vllm:prefix_cache_queries_total under vLLM's name before 0.9.2.",
+		deprecated:  "0.9.2", hidden: "0.11", removed: "0.12", changes: "#18354 (deprecated), #29330 (removed)"},
+	{name: "vllm:gpu_prefix_cache_hits", instrument: instrument.NamePrefixCacheHits,
+		description: "GPU prefix cache hits, in tokens: vllm:prefix_cache_hits_total under vLLM's name before 0.9.2.",
+		deprecated:  "0.9.2", hidden: "0.11", removed: "0.12", changes: "#18354 (deprecated), #29330 (removed)"},
+	{name: "vllm:time_per_output_token_seconds", instrument: instrument.NameInterTokenLatency,
+		description: "Time between consecutive outputs of a request: vllm:inter_token_latency_seconds under vLLM's name before 0.11.",
+		deprecated:  "0.11", hidden: "0.12", removed: "after 0.13", changes: "#24110 (deprecated), #29330 (hidden), #32661 (removed)"},
+}
+
+// oldestVersion is the oldest vLLM version WithVersion takes: the V1
+// engine's families from 0.9 on are the ones read (docs/metrics.md).
+var oldestVersion = version{0, 9}
+
+// LegacyFamilies returns every family of an older vLLM that WithVersion
+// can export again, in a stable order.
+func LegacyFamilies() []LegacyFamily {
+	out := make([]LegacyFamily, 0, len(legacyFamilies))
+	for _, l := range legacyFamilies {
+		out = append(out, l.family())
+	}
+	return out
+}
+
+// family returns the LegacyFamily of a row, from its instrument's descriptor.
+func (l legacy) family() LegacyFamily {
+	var d instrument.Descriptor
+	for _, x := range instrument.Descriptors() {
+		if x.Name == l.instrument {
+			d = x
+		}
+	}
+	replacement := exposedName(VLLMName(d), d.Kind)
+	d.Description = l.description
+	return LegacyFamily{
+		Family:      Family{Name: exposedName(l.name, d.Kind), Type: d.Kind.String(), Labels: labels(d), Buckets: d.Buckets, Instrument: d},
+		Replacement: replacement,
+		Deprecated:  l.deprecated, Hidden: l.hidden, Removed: l.removed, Changes: l.changes,
+	}
+}
+
+// WithVersion also exports the families vLLM v ("0.10", or with a patch
+// number, "0.10.2") exported by default that later versions renamed and
+// removed, as v did: for 0.9 and 0.10 vllm:gpu_cache_usage_perc,
+// vllm:gpu_prefix_cache_queries_total, vllm:gpu_prefix_cache_hits_total and
+// vllm:time_per_output_token_seconds; for 0.11
+// vllm:time_per_output_token_seconds (what vLLM 0.12 gave with
+// --show-hidden-metrics-for-version=0.11); none for 0.12 and later
+// (LegacyFamilies lists them, with the versions). Every current family
+// stays. Versions before 0.9 (the V0 engine's families) are refused with
+// ErrOption. The legacy families take WithBuckets, WithAttributes and
+// WithExponential like the others.
+func WithVersion(v string) Option {
+	return optionFunc(func(c *config) { c.version = v })
+}
+
+// version is a vLLM minor version: the families changed only between minors.
+type version struct{ major, minor int }
+
+// parseVersion reads "X.Y" or "X.Y.Z" (a leading "v" allowed).
+func parseVersion(s string) (version, bool) {
+	parts := strings.Split(strings.TrimPrefix(s, "v"), ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return version{}, false
+	}
+	var n [3]int
+	for i, p := range parts {
+		x, err := strconv.Atoi(p)
+		if err != nil || x < 0 || p != strconv.Itoa(x) {
+			return version{}, false
+		}
+		n[i] = x
+	}
+	return version{n[0], n[1]}, true
+}
+
+func (v version) less(w version) bool {
+	return v.major < w.major || v.major == w.major && v.minor < w.minor
+}
+
+// exportedBy reports whether vLLM v exported the family by default: every
+// version before the one that hid it.
+func (l legacy) exportedBy(v version) bool {
+	hidden, _ := parseVersion(l.hidden)
+	return v.less(hidden)
+}
+
+// legacyOf returns the legacy families of the configured version; an error
+// matching ErrOption for a version WithVersion does not take.
+func (c *config) legacyOf() ([]legacy, error) {
+	if c.version == "" {
+		return nil, nil
+	}
+	v, ok := parseVersion(c.version)
+	if !ok {
+		return nil, fmt.Errorf("%w: WithVersion(%q): want a vLLM version such as \"0.10\" or \"0.10.2\"", ErrOption, c.version)
+	}
+	if v.less(oldestVersion) {
+		return nil, fmt.Errorf("%w: WithVersion(%q): vLLM before %d.%d (the V0 engine's families) is not modelled; "+
+			"the oldest version is \"%d.%d\"", ErrOption, c.version, oldestVersion.major, oldestVersion.minor,
+			oldestVersion.major, oldestVersion.minor)
+	}
+	var out []legacy
+	for _, l := range legacyFamilies {
+		if l.exportedBy(v) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}

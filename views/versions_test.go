@@ -1,0 +1,195 @@
+package views_test
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/infermetrics/infermetrics/views"
+)
+
+// The legacy families as vLLM's vllm/v1/metrics/loggers.py defined them
+// before it hid them (docs/metrics.md names the code read): exposition
+// name, type, and for the histogram its buckets, copied from that code.
+var (
+	gpuCacheUsage      = "vllm:gpu_cache_usage_perc"
+	gpuPrefixQueries   = "vllm:gpu_prefix_cache_queries_total"
+	gpuPrefixHits      = "vllm:gpu_prefix_cache_hits_total"
+	timePerOutputToken = "vllm:time_per_output_token_seconds"
+	vllmTPOTBuckets    = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	legacyTypes = map[string]dto.MetricType{gpuCacheUsage: dto.MetricType_GAUGE,
+		gpuPrefixQueries: dto.MetricType_COUNTER, gpuPrefixHits: dto.MetricType_COUNTER,
+		timePerOutputToken: dto.MetricType_HISTOGRAM}
+)
+
+// versionFamilies are the legacy families each vLLM version exported by
+// default (the scrape of that version without --show-hidden-metrics-for-version).
+var versionFamilies = map[string][]string{
+	"0.9":    {gpuCacheUsage, gpuPrefixHits, gpuPrefixQueries, timePerOutputToken},
+	"0.10":   {gpuCacheUsage, gpuPrefixHits, gpuPrefixQueries, timePerOutputToken},
+	"0.10.2": {gpuCacheUsage, gpuPrefixHits, gpuPrefixQueries, timePerOutputToken},
+	"v0.10":  {gpuCacheUsage, gpuPrefixHits, gpuPrefixQueries, timePerOutputToken},
+	"0.11":   {timePerOutputToken},
+	"0.11.2": {timePerOutputToken},
+	"0.12":   nil,
+	"0.13":   nil,
+	"1.0":    nil,
+}
+
+// TestWithVersionFamilies: each version exports the legacy families it
+// exported, each with exactly its replacement's values on every engine, and
+// every current family stays.
+func TestWithVersionFamilies(t *testing.T) {
+	all := scenarioReader(t).Families()
+	for v, want := range versionFamilies {
+		t.Run(v, func(t *testing.T) {
+			r := scenarioReader(t, views.WithVersion(v))
+			got := r.Families()
+			var legacy []string
+			for _, name := range got {
+				if !slices.Contains(all, name) {
+					legacy = append(legacy, name)
+				}
+			}
+			if !slices.Equal(legacy, want) {
+				t.Fatalf("legacy families %v, want %v", legacy, want)
+			}
+			if n := len(got) - len(legacy); n != len(all) {
+				t.Errorf("%d current families, want %d", n, len(all))
+			}
+			replaced := map[string]string{}
+			for _, f := range views.LegacyFamilies() {
+				replaced[f.Name] = f.Replacement
+			}
+			for _, name := range legacy {
+				var sum float64 // over the engines: the scenario leaves some at 0
+				for _, engine := range []string{"0", "1"} {
+					labels := []string{"model_name", modelName, "engine", engine}
+					if legacyTypes[name] == dto.MetricType_HISTOGRAM {
+						old, cur := r.Histogram(name, labels...), r.Histogram(replaced[name], labels...)
+						if old.Count != cur.Count || old.Sum != cur.Sum || !slices.Equal(old.Counts, cur.Counts) || old.Count == 0 {
+							t.Errorf("engine %s: %s %+v, %s %+v: want equal, observed", engine, name, old, replaced[name], cur)
+						}
+						continue
+					}
+					old, cur := r.Value(name, labels...), r.Value(replaced[name], labels...)
+					if old != cur {
+						t.Errorf("engine %s: %s = %g, %s = %g: want equal", engine, name, old, replaced[name], cur)
+					}
+					sum += cur
+				}
+				if legacyTypes[name] != dto.MetricType_HISTOGRAM && sum == 0 {
+					t.Errorf("%s: 0 on every engine: the scenario does not test its value", name)
+				}
+			}
+		})
+	}
+}
+
+// TestWithVersionScrape: in a Prometheus scrape the legacy families have
+// vLLM's names, types, label names and buckets, and a description of their own.
+func TestWithVersionScrape(t *testing.T) {
+	vs, err := views.VLLM(views.WithVersion("0.10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExported(t, vs, scenarioOptions...)
+	recordScenario(t, x.rec)
+	fams := families(t, x.scrape())
+	for name, typ := range legacyTypes {
+		mf := fams[name]
+		if mf == nil {
+			t.Errorf("%s absent from the scrape", name)
+			continue
+		}
+		if mf.GetType() != typ {
+			t.Errorf("%s: type %s, want %s", name, mf.GetType(), typ)
+		}
+		if !strings.Contains(mf.GetHelp(), "vLLM's name before") {
+			t.Errorf("%s: help %q, want the legacy family's description", name, mf.GetHelp())
+		}
+		for _, m := range mf.GetMetric() {
+			var keys []string
+			for _, l := range m.GetLabel() {
+				keys = append(keys, l.GetName())
+			}
+			if !slices.Equal(keys, []string{"engine", "model_name"}) {
+				t.Errorf("%s: labels %v, want engine and model_name", name, keys)
+			}
+			if typ != dto.MetricType_HISTOGRAM {
+				continue
+			}
+			var bounds []float64
+			for _, b := range m.GetHistogram().GetBucket() {
+				if !math.IsInf(b.GetUpperBound(), 1) {
+					bounds = append(bounds, b.GetUpperBound())
+				}
+			}
+			if !slices.Equal(bounds, vllmTPOTBuckets) {
+				t.Errorf("%s buckets %v, want vLLM's %v", name, bounds, vllmTPOTBuckets)
+			}
+		}
+	}
+}
+
+// TestWithVersionOptions: a bad or pre-V1 version is refused, and the
+// options name a legacy family only where the version exports it.
+func TestWithVersionOptions(t *testing.T) {
+	for _, v := range []string{"0.8", "0.8.5", "0", "10", "0.x", "0.10.2.1", "0.-1", "0.010", "", " 0.10"} {
+		if v == "" {
+			continue // unset: no legacy family
+		}
+		if _, err := views.VLLM(views.WithVersion(v)); !errors.Is(err, views.ErrOption) {
+			t.Errorf("WithVersion(%q): %v, want ErrOption", v, err)
+		}
+	}
+	if _, err := views.VLLM(views.WithVersion("0.11"), views.WithBuckets(timePerOutputToken, 0.1, 1)); err != nil {
+		t.Errorf("WithBuckets of a legacy family the version exports: %v", err)
+	}
+	if _, err := views.VLLM(views.WithVersion("0.11"), views.WithAttributes(gpuPrefixHits, "model_name")); !errors.Is(err, views.ErrOption) {
+		t.Errorf("WithAttributes of a legacy family 0.11 did not export: %v, want ErrOption", err)
+	}
+	if _, err := views.VLLM(views.WithBuckets(timePerOutputToken, 0.1, 1)); !errors.Is(err, views.ErrOption) {
+		t.Errorf("WithBuckets of a legacy family without WithVersion: %v, want ErrOption", err)
+	}
+	r := scenarioReader(t, views.WithVersion("0.11"), views.WithBuckets(timePerOutputToken, 0.1, 1))
+	h := r.Histogram(timePerOutputToken, "model_name", modelName, "engine", "0")
+	if !slices.Equal(h.Bounds, []float64{0.1, 1}) {
+		t.Errorf("%s bounds %v with WithBuckets, want [0.1 1]", timePerOutputToken, h.Bounds)
+	}
+	if cur := r.Histogram("vllm:inter_token_latency_seconds", "model_name", modelName, "engine", "0"); slices.Equal(cur.Bounds, h.Bounds) {
+		t.Errorf("WithBuckets of the legacy family changed its replacement's buckets too: %v", cur.Bounds)
+	}
+}
+
+// TestLegacyFamilies: each legacy family derives from its replacement's
+// instrument, with that family's type, labels and buckets.
+func TestLegacyFamilies(t *testing.T) {
+	current := map[string]views.Family{}
+	for _, f := range views.Families() {
+		current[f.Name] = f
+	}
+	fs := views.LegacyFamilies()
+	if len(fs) != len(legacyTypes) {
+		t.Fatalf("%d legacy families, want %d", len(fs), len(legacyTypes))
+	}
+	for _, f := range fs {
+		r, ok := current[f.Replacement]
+		if !ok {
+			t.Errorf("%s: replacement %s is not a family of views.Families", f.Name, f.Replacement)
+			continue
+		}
+		if f.Instrument.Name != r.Instrument.Name || f.Type != r.Type || !slices.Equal(f.Labels, r.Labels) ||
+			!slices.Equal(f.Buckets, r.Buckets) || !strings.EqualFold(f.Type, legacyTypes[f.Name].String()) {
+			t.Errorf("%s %+v does not derive from %s %+v", f.Name, f, r.Name, r)
+		}
+		if f.Deprecated == "" || f.Hidden == "" || f.Removed == "" || f.Changes == "" {
+			t.Errorf("%s: a version or change missing: %+v", f.Name, f)
+		}
+	}
+}

@@ -424,9 +424,11 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	fm := e.finishedOf(f) // with the priority label under priority scheduling
 	in, rec := e.inst, fm.plain.rec
 	e.countSuccess(f)
-	in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
+	if f.PromptTokens > 0 { // else it ended before its prompt length was known
+		in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
+		in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
+	}
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
-	in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
 	if f.MaxTokens > 0 {
 		in.paramsMaxTokens.Record(ctx, f.MaxTokens, rec...)
 	}

@@ -1,6 +1,8 @@
 package instrument
 
 import (
+	"time"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -41,6 +43,7 @@ type config struct {
 	priority       bool // WithPriorityScheduling
 	kvOffload      bool // WithKVOffload
 	kvOffloadCPU   bool // WithKVOffloadCPU
+	eventWindow    time.Duration
 	errorHandler   func(error)
 }
 
@@ -50,6 +53,7 @@ func newConfig(opts []Option) config {
 		maxModelLen:    DefaultMaxModelLen,
 		genAIOperation: DefaultGenAIOperation,
 		genAIProvider:  DefaultGenAIProvider,
+		eventWindow:    DefaultEventWindow,
 	}
 	for _, o := range opts {
 		o.apply(&c)

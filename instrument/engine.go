@@ -83,6 +83,7 @@ type Engine struct {
 
 	backends backends   // the client metrics' handles, see Backend
 	http     httpSeries // the HTTP server families' attribute sets, see RecordHTTPRequest
+	events   *Events    // the engine's steps without a scheduler, see Events
 
 	warned [numFeatures]atomic.Bool // feature data reported without its option, see unconfigured
 
@@ -184,6 +185,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	e.buildPriority(cfg)
 	e.buildServer(cfg)
 	e.off.on, e.off.cpu = cfg.kvOffload, cfg.kvOffloadCPU
+	e.events = newEvents(e, cfg.eventWindow)
 	return e
 }
 
@@ -332,6 +334,12 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) {
 
 // recordIteration is RecordIteration, returning its refusal.
 func (e *Engine) recordIteration(ctx context.Context, it *stats.Iteration) error {
+	return e.recordStep(ctx, it, false)
+}
+
+// recordStep records a step, or a window of Events, which observes iteration
+// tokens only when a request produced tokens in it.
+func (e *Engine) recordStep(ctx context.Context, it *stats.Iteration, window bool) error {
 	if err := e.usable(it == nil); err != nil {
 		return err
 	}
@@ -358,7 +366,9 @@ func (e *Engine) recordIteration(ctx context.Context, it *stats.Iteration) error
 	addPositive(&c.generation, it.GenerationTokens)
 	addPositive(&c.preemptions, it.Preemptions)
 	addPositive(&c.corrupted, it.CorruptedRequests)
-	in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
+	if !window || it.GenerationTokens > 0 {
+		in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
+	}
 	if !e.prio.priority { // else TTFT is observed at the finish, see WithPriorityScheduling
 		for i, v := range it.TTFT {
 			in.ttft.Record(requestContext(ctx, it.TTFTContexts, i), v, e.plain.rec...)

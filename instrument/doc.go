@@ -20,7 +20,9 @@
 //
 // An engine without a scheduler step (one goroutine per request, tokens on
 // timers) reports each request's events as they happen through
-// Engine.Events, which forms one step per window of WithEventWindow:
+// Engine.Events, which forms one step per window of WithEventWindow, and
+// sets each gauge or adds each count when it changes (Engine.SetRunning,
+// Engine.AddPrefixCache, Engine.RecordSchedulerCounts, ...):
 //
 //	events := engine.Events() // safe for concurrent use
 //	// on each request's goroutine:

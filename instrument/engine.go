@@ -467,7 +467,10 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 // is refused: nothing of it is recorded, and the refusal is counted and
 // reported (see RecordIteration). Feature data on a Recorder without the
 // feature's option (Scheduler.SpecDecoding without WithSpecDecoding, ...) is
-// recorded and reported once per engine (ErrFeatureNotConfigured).
+// recorded and reported once per engine (ErrFeatureNotConfigured). It sets
+// every gauge from s: an engine without a step sets each when it changes
+// instead (SetRunning, SetWaiting, SetKVCacheUsage, SetSleepState) and adds
+// its counts with AddPrefixCache and RecordSchedulerCounts.
 func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) {
 	if err := e.recordSchedulerStep(ctx, s); err != nil {
 		e.refuse(refusedScheduler, "RecordScheduler", err)
@@ -476,6 +479,25 @@ func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) {
 
 // recordSchedulerStep is RecordScheduler, returning its refusal.
 func (e *Engine) recordSchedulerStep(ctx context.Context, s *stats.Scheduler) error {
+	return e.recordSchedulerParts(ctx, s, allGauges|schedulerCounts)
+}
+
+// The parts of a Scheduler that recordSchedulerParts records: each gauge
+// that every step sets, and the rest (counts and optional parts).
+type schedulerParts uint8
+
+const (
+	gaugeRunning schedulerParts = 1 << iota
+	gaugeWaiting
+	gaugeKVCacheUsage
+	gaugeSleepState
+	schedulerCounts
+
+	allGauges = gaugeRunning | gaugeWaiting | gaugeKVCacheUsage | gaugeSleepState
+)
+
+// recordSchedulerParts validates the whole of s and records its parts.
+func (e *Engine) recordSchedulerParts(ctx context.Context, s *stats.Scheduler, parts schedulerParts) error {
 	if err := e.usable(s == nil); err != nil {
 		return err
 	}
@@ -486,24 +508,38 @@ func (e *Engine) recordSchedulerStep(ctx context.Context, s *stats.Scheduler) er
 		return fmt.Errorf("instrument: %d speculative decoding positions, at most %d: %w",
 			len(sd.AcceptedPerPosition), maxSpecPositions, stats.ErrOutOfRange)
 	}
-	var inc increments
-	inc.scheduler(s)
-	if err := e.reserve(&inc); err != nil {
-		return err
+	if parts&schedulerCounts != 0 {
+		var inc increments
+		inc.scheduler(s)
+		if err := e.reserve(&inc); err != nil {
+			return err
+		}
 	}
-	e.recordScheduler(ctx, s)
-	e.checkFeatures(s)
+	c := &e.c
+	if parts&gaugeRunning != 0 {
+		c.running.Store(s.Running)
+	}
+	if parts&gaugeWaiting != 0 {
+		c.waiting.Store(s.Waiting())
+		c.waitingBy[0].Store(s.WaitingCapacity)
+		c.waitingBy[1].Store(s.WaitingDeferred)
+	}
+	if parts&gaugeKVCacheUsage != 0 {
+		c.kvUsage.Store(math.Float64bits(s.KVCacheUsage))
+	}
+	if parts&gaugeSleepState != 0 {
+		c.sleepState.Store(int64(s.SleepState))
+	}
+	if parts&schedulerCounts != 0 {
+		e.recordSchedulerCounts(ctx, s)
+		e.checkFeatures(s)
+	}
 	return nil
 }
 
-func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
+// recordSchedulerCounts records what s adds, and its optional states.
+func (e *Engine) recordSchedulerCounts(ctx context.Context, s *stats.Scheduler) {
 	in, rec, c := e.inst, e.plain.rec, &e.c
-	c.running.Store(s.Running)
-	c.waiting.Store(s.Waiting())
-	c.waitingBy[0].Store(s.WaitingCapacity)
-	c.waitingBy[1].Store(s.WaitingDeferred)
-	c.kvUsage.Store(math.Float64bits(s.KVCacheUsage))
-	c.sleepState.Store(int64(s.SleepState))
 	addPositive(&c.prefixQ, s.PrefixCache.Queries)
 	addPositive(&c.prefixH, s.PrefixCache.Hits)
 	addPositive(&c.mmQ, s.MultimodalCache.Queries)

@@ -295,8 +295,9 @@ func TestProxy(t *testing.T) {
 			t.Errorf("%s: proxy %v, instance %v: want equal, and above the %d of phase 1", name, p, i, got.completion)
 		}
 	}
-	// Every request served, on every path, in the HTTP families, by the path
-	// the client asked for: the LLM endpoints' posts above, and the GETs.
+	// Every request served, on every path, in the HTTP families, by its
+	// route's pattern: the LLM endpoints' posts above, and the GETs, which
+	// match no route of the proxy's (none).
 	for _, c := range []struct {
 		sel  string
 		want float64
@@ -304,8 +305,8 @@ func TestProxy(t *testing.T) {
 		{`handler="/v1/chat/completions", method="POST", status="2xx"`, 6 + 3 + 3 + 3}, // curl, OpenAI streams, OpenAI chats; phase 2's curl
 		{`handler="/v1/completions", method="POST", status="2xx"`, 3},
 		{`handler="/v1/messages", method="POST", status="2xx"`, 4},
-		{`handler="/v1/models", method="GET", status="2xx"`, 1},
-		{`handler="/no/such/path", method="GET", status="4xx"`, 1},
+		{`handler="none", method="GET", status="2xx"`, 1}, // /v1/models
+		{`handler="none", method="GET", status="4xx"`, 2}, // /health (the instance serves none) and /no/such/path
 	} {
 		expr := `sum(http_requests_total{` + proxySel + `, ` + c.sel + `})`
 		if v := q(expr); v != c.want {

@@ -9,7 +9,10 @@
 //     present at zero from start-up (OTLP has no point without a
 //     measurement); options turn them on or off, copy resource attributes
 //     onto the series, or negotiate OpenMetrics (the format that shows
-//     exemplars).
+//     exemplars). It is package exporters/prometheus, which a program that
+//     only serves a scrape imports instead of this one: it links no OTLP
+//     exporter and no gRPC. The names here (NewPrometheus, Prometheus,
+//     WithRegistry, ...) are aliases of that package's.
 //   - NewOTLP: a periodic reader that pushes to an OpenTelemetry collector
 //     over OTLP, protobuf over HTTP (the default) or gRPC, configured from
 //     the standard environment variables, options winning over them. It

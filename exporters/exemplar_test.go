@@ -72,11 +72,12 @@ func TestSetupExemplars(t *testing.T) {
 	}
 }
 
-// With OpenMetrics, the one Prometheus format that shows exemplars, Setup
-// keeps the SDK's trace-based default.
+// When its Prometheus handler serves OpenMetrics, a text format that shows
+// exemplars, Setup keeps the SDK's trace-based default.
 func TestSetupOpenMetricsKeepsExemplars(t *testing.T) {
+	t.Setenv(EnvMetricsExporter, "")
 	t.Setenv(EnvExemplarFilter, "")
-	if wantsOpenMetrics(nil) || !wantsOpenMetrics([]PrometheusOption{WithOpenMetrics()}) {
-		t.Error("wantsOpenMetrics does not follow WithOpenMetrics")
+	if n := exemplarsReceived(t, WithPrometheus(WithOpenMetrics())); n == 0 {
+		t.Error("WithPrometheus(WithOpenMetrics()): no exemplar exported")
 	}
 }

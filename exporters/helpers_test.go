@@ -2,12 +2,9 @@ package exporters
 
 import (
 	"context"
-	"io"
 	"maps"
 	"math"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	collpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
@@ -26,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	grpcstats "google.golang.org/grpc/stats"
 
+	"github.com/infermetrics/infermetrics/exporters/internal/exportertest"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/internal/benchvariants"
 	"github.com/infermetrics/infermetrics/stats"
@@ -161,62 +156,16 @@ func closedAddr(t testing.TB) string {
 	return addr
 }
 
-// scrape GETs h and returns the status and body.
-func scrape(t *testing.T, h http.Handler, accept string) (int, string, http.Header) {
-	t.Helper()
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, req)
-	body, _ := io.ReadAll(w.Result().Body)
-	return w.Code, string(body), w.Result().Header
-}
+// The scrape helpers shared with package exporters/prometheus's tests.
+var (
+	scrape      = exportertest.Scrape
+	parseScrape = exportertest.ParseScrape
+)
 
-// sample is one series' value in a form both paths map to.
-type sample struct {
-	Value   float64
-	Count   uint64
-	Sum     float64
-	Buckets map[float64]uint64 // cumulative counts by finite upper bound
-}
-
-// parseScrape maps every counter, gauge and histogram series of a text scrape.
-func parseScrape(t *testing.T, body string) map[string]sample {
-	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := p.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse scrape: %v\n%s", err, body)
-	}
-	out := map[string]sample{}
-	for name, mf := range families {
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			key := benchvariants.Key(name, labels)
-			switch mf.GetType() {
-			case dto.MetricType_COUNTER:
-				out[key] = sample{Value: m.GetCounter().GetValue()}
-			case dto.MetricType_GAUGE:
-				out[key] = sample{Value: m.GetGauge().GetValue()}
-			case dto.MetricType_HISTOGRAM:
-				h := m.GetHistogram()
-				s := sample{Count: h.GetSampleCount(), Sum: h.GetSampleSum(), Buckets: map[float64]uint64{}}
-				for _, b := range h.GetBucket() {
-					if !math.IsInf(b.GetUpperBound(), 1) {
-						s.Buckets[b.GetUpperBound()] = b.GetCumulativeCount()
-					}
-				}
-				out[key] = s
-			}
-		}
-	}
-	return out
-}
+type (
+	sample    = exportertest.Sample
+	errorSink = exportertest.Errors // collects the errors given to an error handler
+)
 
 // compareSamples reports every series that is not the same in the scrape
 // and at the OTLP receiver, and counts the non-zero counters and non-empty

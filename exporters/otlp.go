@@ -17,12 +17,6 @@ import (
 	"google.golang.org/grpc/encoding"
 )
 
-// ErrConfig reports an invalid option or environment variable value that
-// this package does not fall back from (OTEL_METRICS_EXPORTER with "none"
-// and another name, a malformed endpoint URL in code or in the environment,
-// a bad compression given in code).
-var ErrConfig = errors.New("exporters: invalid configuration")
-
 // Environment variables read by this package. The OpenTelemetry SDK and the
 // OTLP exporters read the others themselves (see the package documentation).
 const (

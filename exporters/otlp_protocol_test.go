@@ -253,13 +253,13 @@ func TestOTLPUnsupportedProtocolWarns(t *testing.T) {
 	t.Setenv(EnvOTLPMetricsProtocol, "http/json")
 	t.Setenv(EnvOTLPEndpoint, "http://"+hr.addr)
 	var sink errorSink
-	p, err := Setup(t.Context(), WithErrorHandler(sink.handle))
+	p, err := Setup(t.Context(), WithErrorHandler(sink.Handle))
 	if err != nil {
 		t.Fatal(err)
 	}
 	recordGeneration(t, newRecorder(t, p), 2)
 	shutdown(t, p)
-	errs := sink.get()
+	errs := sink.Get()
 	if len(errs) != 1 || !errors.Is(errs[0], ErrConfig) || !strings.Contains(errs[0].Error(), EnvOTLPMetricsProtocol) {
 		t.Errorf("handler got %v, want one ErrConfig warning about %s", errs, EnvOTLPMetricsProtocol)
 	}

@@ -149,10 +149,10 @@ func TestOutageCollectorDownAtStart(t *testing.T) {
 	cleanEnv(t)
 	addr := closedAddr(t)
 	var sink errorSink
-	p, rec := setupRecorder(t, outageOTLP(addr, Cumulative, 100*time.Millisecond), WithErrorHandler(sink.handle))
+	p, rec := setupRecorder(t, outageOTLP(addr, Cumulative, 100*time.Millisecond), WithErrorHandler(sink.Handle))
 	start := time.Now()
 	l := startLoad(rec)
-	waitFor(t, "three failed exports", func() bool { return len(sink.get()) >= 3 })
+	waitFor(t, "three failed exports", func() bool { return len(sink.Get()) >= 3 })
 	down, downSteps, maxDown := time.Since(start), l.steps.Load(), l.lap()
 
 	recv := &receiver{}
@@ -170,7 +170,7 @@ func TestOutageCollectorDownAtStart(t *testing.T) {
 	}
 	t.Logf("collector down %v (%d failed exports, %d steps on each engine, longest Record call %v); "+
 		"first export %v after it came up; %d steps in all (longest call while up %v); receiver holds them all",
-		down.Round(time.Millisecond), len(sink.get()), downSteps, maxDown, recovery.Round(time.Millisecond),
+		down.Round(time.Millisecond), len(sink.Get()), downSteps, maxDown, recovery.Round(time.Millisecond),
 		steps, maxUp)
 }
 
@@ -180,14 +180,14 @@ func TestOutageCollectorStopsAndReturns(t *testing.T) {
 	recv := &receiver{}
 	stop := recv.serve(t, "127.0.0.1:0")
 	var sink errorSink
-	p, rec := setupRecorder(t, outageOTLP(recv.addr, Cumulative, 100*time.Millisecond), WithErrorHandler(sink.handle))
+	p, rec := setupRecorder(t, outageOTLP(recv.addr, Cumulative, 100*time.Millisecond), WithErrorHandler(sink.Handle))
 	l := startLoad(rec)
 	waitFor(t, "an export with data", func() bool { return lastExport(recv)[generationKey("0")].Value > 0 })
 	l.lap()
 
 	stop()
 	stopped, before := time.Now(), len(recv.requests())
-	waitFor(t, "three failed exports", func() bool { return len(sink.get()) >= 3 })
+	waitFor(t, "three failed exports", func() bool { return len(sink.Get()) >= 3 })
 	time.Sleep(time.Second) // a longer outage: the gRPC reconnect backoff grows
 	outage, maxDown := time.Since(stopped), l.lap()
 
@@ -204,7 +204,7 @@ func TestOutageCollectorStopsAndReturns(t *testing.T) {
 	}
 	t.Logf("collector stopped for %v (%d failed exports, longest Record call %v); first export %v after it came back; "+
 		"%d steps on each engine in all; receiver holds them all",
-		outage.Round(time.Millisecond), len(sink.get()), maxDown, recovery.Round(time.Millisecond), steps)
+		outage.Round(time.Millisecond), len(sink.Get()), maxDown, recovery.Round(time.Millisecond), steps)
 }
 
 // deltaSum adds up the delta points of the generation tokens of engine 0.

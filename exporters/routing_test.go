@@ -74,7 +74,7 @@ func TestErrorHandlerPerSetup(t *testing.T) {
 		opts := []Option{WithOTLP(WithEndpoint(recvs[name].addr), WithInsecure(), WithInterval(20*time.Millisecond))}
 		if name != "C" {
 			sinks[name] = &errorSink{}
-			opts = append(opts, WithErrorHandler(sinks[name].handle))
+			opts = append(opts, WithErrorHandler(sinks[name].Handle))
 		}
 		p, err := Setup(t.Context(), opts...)
 		if err != nil {
@@ -84,7 +84,7 @@ func TestErrorHandlerPerSetup(t *testing.T) {
 		recordGeneration(t, newRecorder(t, p), 1)
 	}
 	waitFor(t, "three failed exports at each handler and at C's receiver", func() bool {
-		return len(sinks["A"].get()) >= 3 && len(sinks["B"].get()) >= 3 && recvs["C"].calls.Load() >= 3
+		return len(sinks["A"].Get()) >= 3 && len(sinks["B"].Get()) >= 3 && recvs["C"].calls.Load() >= 3
 	})
 	for _, name := range []string{"A", "B", "C"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -95,7 +95,7 @@ func TestErrorHandlerPerSetup(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"A", "B"} {
-		errs := sinks[name].get()
+		errs := sinks[name].Get()
 		for _, err := range errs {
 			if !strings.Contains(err.Error(), "refused by receiver "+name) {
 				t.Errorf("handler %s got %q, not an error of its own Setup", name, err)
@@ -124,20 +124,20 @@ func TestErrorHandlerKeepsPreviousGlobalHandler(t *testing.T) {
 	prev := otel.GetErrorHandler()
 	t.Cleanup(func() { otel.SetErrorHandler(prev) })
 	var global errorSink
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(global.handle))
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(global.Handle))
 
 	t.Setenv(EnvMetricsExporter, "console") // an unsupported name: a warning of this Setup
 	var own errorSink
-	p, err := Setup(t.Context(), WithErrorHandler(own.handle))
+	p, err := Setup(t.Context(), WithErrorHandler(own.Handle))
 	if err != nil {
 		t.Fatal(err)
 	}
 	otel.Handle(errors.New("from elsewhere"))
 	shutdown(t, p)
-	if errs := own.get(); len(errs) != 2 || !errors.Is(errs[0], ErrConfig) {
+	if errs := own.Get(); len(errs) != 2 || !errors.Is(errs[0], ErrConfig) {
 		t.Errorf("Setup's handler got %v, want the warning and the other error", errs)
 	}
-	if errs := global.get(); len(errs) != 1 || errs[0].Error() != "from elsewhere" {
+	if errs := global.Get(); len(errs) != 1 || errs[0].Error() != "from elsewhere" {
 		t.Errorf("previous global handler got %v, want only the other error", errs)
 	}
 	if otel.GetErrorHandler() == otel.ErrorHandler(routing) {

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/prometheus/client_golang/prometheus"
+	promclient "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/infermetrics/infermetrics/exporters/prometheus"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -264,16 +265,16 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 		return fail(err, nil)
 	}
 	var readers []sdkmetric.Reader
-	var prom *Prometheus
+	var prom *prometheus.Exporter
 	for _, name := range names {
 		switch name {
 		case ExporterPrometheus:
 			// The reader learns the resource (for ReservedLabels) and the
 			// views (for the zero series of native histograms), and sends
 			// scrape errors to this Setup's handler.
-			promOpts := append(slices.Clip(c.prometheus), withResource(p.res), withScrapeErrors(p.route.report),
-				WithProviderViews(vs...))
-			if prom, err = NewPrometheus(promOpts...); err != nil {
+			promOpts := append(slices.Clip(c.prometheus), prometheus.WithResource(p.res),
+				prometheus.WithErrorHandler(p.route.report), prometheus.WithProviderViews(vs...))
+			if prom, err = prometheus.New(promOpts...); err != nil {
 				return fail(err, readers)
 			}
 			readers = append(readers, prom.Reader)
@@ -302,7 +303,7 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	if c.cardinalityLimit != nil {
 		mpOpts = append(mpOpts, sdkmetric.WithCardinalityLimit(*c.cardinalityLimit))
 	}
-	if !c.exemplars && os.Getenv(EnvExemplarFilter) == "" && !wantsOpenMetrics(c.prometheus) {
+	if !c.exemplars && os.Getenv(EnvExemplarFilter) == "" && (prom == nil || !prom.ServesOpenMetrics()) {
 		mpOpts = append(mpOpts, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
 	}
 	p.sdk = sdkmetric.NewMeterProvider(mpOpts...)
@@ -316,24 +317,15 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 // registerProcessCollector registers client_golang's process collector on
 // reg, which serves the process_* families vLLM's scrape has. A registry
 // that already has one (the caller's own, or another Setup's) keeps it.
-func registerProcessCollector(reg *prometheus.Registry) error {
+func registerProcessCollector(reg *promclient.Registry) error {
 	err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if _, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+	if _, ok := errors.AsType[promclient.AlreadyRegisteredError](err); ok {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("exporters: process metrics: %w", err)
 	}
 	return nil
-}
-
-// wantsOpenMetrics reports whether the Prometheus options enable OpenMetrics.
-func wantsOpenMetrics(opts []PrometheusOption) bool {
-	var c promConfig
-	for _, o := range opts {
-		o.applyPrometheus(&c)
-	}
-	return c.openMetrics
 }
 
 // selectExporters reads OTEL_METRICS_EXPORTER. An unsupported name

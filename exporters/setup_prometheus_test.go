@@ -28,12 +28,12 @@ func TestScrapeErrorsGoToTheirSetup(t *testing.T) {
 	broken.MustRegister(failingCollector{prometheus.NewDesc("broken", "fails", nil, nil)})
 
 	var a, b errorSink
-	pa, err := Setup(t.Context(), WithErrorHandler(a.handle), WithPrometheus(WithRegistry(broken)), WithoutProcessMetrics())
+	pa, err := Setup(t.Context(), WithErrorHandler(a.Handle), WithPrometheus(WithRegistry(broken)), WithoutProcessMetrics())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer shutdown(t, pa)
-	pb, err := Setup(t.Context(), WithErrorHandler(b.handle))
+	pb, err := Setup(t.Context(), WithErrorHandler(b.Handle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +45,8 @@ func TestScrapeErrorsGoToTheirSetup(t *testing.T) {
 	if code, _, _ := scrape(t, pb.Handler(), ""); code != http.StatusOK {
 		t.Fatalf("scrape of the healthy registry: HTTP %d, want 200", code)
 	}
-	if len(a.get()) != 1 || len(b.get()) != 0 {
-		t.Errorf("handler of the broken Setup got %v, the other %v: want one error, to the broken Setup's handler only", a.get(), b.get())
+	if len(a.Get()) != 1 || len(b.Get()) != 0 {
+		t.Errorf("handler of the broken Setup got %v, the other %v: want one error, to the broken Setup's handler only", a.Get(), b.Get())
 	}
 }
 

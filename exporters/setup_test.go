@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +20,6 @@ import (
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
 )
-
-// errorSink collects the errors given to a WithErrorHandler function.
-type errorSink struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (s *errorSink) handle(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.errs = append(s.errs, err)
-}
-
-func (s *errorSink) get() []error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]error(nil), s.errs...)
-}
 
 func shutdown(t testing.TB, p *Provider) {
 	t.Helper()
@@ -98,7 +79,7 @@ func TestMetricsExporterEnv(t *testing.T) {
 				t.Setenv(EnvOTLPEndpoint, "http://"+recv.addr)
 			}
 			var sink errorSink
-			opts := []Option{WithErrorHandler(sink.handle)}
+			opts := []Option{WithErrorHandler(sink.Handle)}
 			if tc.withOTLP {
 				opts = append(opts, WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(recv.addr), WithInsecure(), WithInterval(time.Hour)))
 			}
@@ -115,7 +96,7 @@ func TestMetricsExporterEnv(t *testing.T) {
 			if got := p.Exporters(); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Exporters() = %v, want %v", got, tc.want)
 			}
-			if errs := sink.get(); len(errs) != tc.warnings {
+			if errs := sink.Get(); len(errs) != tc.warnings {
 				t.Errorf("warnings %v, want %d", errs, tc.warnings)
 			} else {
 				for _, e := range errs {
@@ -147,7 +128,7 @@ func TestSDKDisabled(t *testing.T) {
 	t.Setenv(EnvSDKDisabled, "true")
 	t.Setenv(EnvMetricsExporter, "bogus") // not even read
 	var sink errorSink
-	p, err := Setup(context.Background(), WithOTLP(), WithErrorHandler(sink.handle))
+	p, err := Setup(context.Background(), WithOTLP(), WithErrorHandler(sink.Handle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +150,7 @@ func TestSDKDisabled(t *testing.T) {
 	}
 	logged := captureStdLog(t)
 	otel.Handle(errors.New("after a disabled setup"))
-	if got := sink.get(); len(got) != 0 {
+	if got := sink.Get(); len(got) != 0 {
 		t.Errorf("a disabled Setup installed the error handler: %v", got)
 	}
 	logged.expect(t, "after a disabled setup") // by OpenTelemetry's default handler
@@ -183,7 +164,7 @@ func TestCollectorDown(t *testing.T) {
 	var sink errorSink
 	p, err := Setup(context.Background(),
 		WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(closedAddr(t)), WithInsecure(), WithInterval(50*time.Millisecond), WithTimeout(time.Second)),
-		WithErrorHandler(sink.handle))
+		WithErrorHandler(sink.Handle))
 	if err != nil {
 		t.Fatalf("Setup with the collector down: %v", err)
 	}
@@ -192,7 +173,7 @@ func TestCollectorDown(t *testing.T) {
 	if code != 200 || !strings.Contains(body, generationSeries+" 11") {
 		t.Errorf("scrape: HTTP %d, want the series at 11:\n%s", code, body)
 	}
-	waitFor(t, "an export error at the error handler", func() bool { return len(sink.get()) > 0 })
+	waitFor(t, "an export error at the error handler", func() bool { return len(sink.Get()) > 0 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -207,10 +188,10 @@ func TestCollectorDown(t *testing.T) {
 	}
 
 	// After Shutdown the handler is detached.
-	n := len(sink.get())
+	n := len(sink.Get())
 	logged := captureStdLog(t)
 	otel.Handle(errors.New("after shutdown"))
-	if got := sink.get(); len(got) != n {
+	if got := sink.Get(); len(got) != n {
 		t.Errorf("the error handler was called after Shutdown: %v", got[n:])
 	}
 	logged.expect(t, "after shutdown") // by the handler installed before
@@ -220,23 +201,23 @@ func TestErrorHandlerChain(t *testing.T) {
 	cleanEnv(t)
 	t.Setenv(EnvMetricsExporter, "none")
 	var sink1, sink2 errorSink
-	p1, err := Setup(context.Background(), WithErrorHandler(sink1.handle))
+	p1, err := Setup(context.Background(), WithErrorHandler(sink1.Handle))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := Setup(context.Background(), WithErrorHandler(sink2.handle))
+	p2, err := Setup(context.Background(), WithErrorHandler(sink2.Handle))
 	if err != nil {
 		t.Fatal(err)
 	}
 	sentinel := errors.New("boom")
 	otel.Handle(sentinel)
-	got1, got2 := sink1.get(), sink2.get()
+	got1, got2 := sink1.Get(), sink2.Get()
 	if len(got1) != 1 || len(got2) != 1 || !errors.Is(got1[0], sentinel) || !errors.Is(got2[0], sentinel) {
 		t.Fatalf("handlers got %v and %v, want the error once each", got1, got2)
 	}
 	shutdown(t, p1)
 	otel.Handle(sentinel)
-	got1, got2 = sink1.get(), sink2.get()
+	got1, got2 = sink1.Get(), sink2.Get()
 	if len(got1) != 1 || len(got2) != 2 {
 		t.Errorf("after the first Shutdown: %d and %d calls, want 1 and 2", len(got1), len(got2))
 	}
@@ -244,7 +225,7 @@ func TestErrorHandlerChain(t *testing.T) {
 	logged := captureStdLog(t)
 	otel.Handle(errors.New("logged by the default handler"))
 	logged.expect(t, "logged by the default handler")
-	got1, got2 = sink1.get(), sink2.get()
+	got1, got2 = sink1.Get(), sink2.Get()
 	if len(got1) != 1 || len(got2) != 2 {
 		t.Errorf("after both Shutdowns: %d and %d calls, want 1 and 2", len(got1), len(got2))
 	}

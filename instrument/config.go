@@ -117,8 +117,11 @@ func WithCacheConfig(cfg stats.CacheConfig) Option {
 	return optionFunc(func(c *config) { c.cacheConfig = cfg })
 }
 
-// WithKVConnector declares a KV connector, so that its counters (external
-// prefix cache, failed transfers, ...) exist at zero from start-up.
+// WithKVConnector declares a KV connector, so that its families
+// (Scheduler.KVTransfer: vLLM's NIXL transfer histograms and failure
+// counters) exist at zero from start-up. The external prefix cache counters
+// (Scheduler.ConnectorPrefixCache) need no option: they always exist, as in
+// vLLM.
 func WithKVConnector() Option {
 	return optionFunc(func(c *config) { c.kvConnector = true })
 }

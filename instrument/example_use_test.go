@@ -11,7 +11,7 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/infermetrics/infermetrics/exporters"
+	"github.com/infermetrics/infermetrics/exporters/prometheus"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
@@ -23,7 +23,7 @@ import (
 // data-parallel engines, one request recorded on each, and a scrape.
 func Example() {
 	ctx := context.Background()
-	prom, err := exporters.NewPrometheus() // serves what vLLM serves on /metrics
+	prom, err := prometheus.New() // serves what vLLM serves on /metrics
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/infermetrics/infermetrics/exporters"
+	"github.com/infermetrics/infermetrics/exporters/prometheus"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/internal/eventtest"
 	"github.com/infermetrics/infermetrics/stats"
@@ -41,7 +41,7 @@ type harness struct {
 	mp     *sdkmetric.MeterProvider
 	rec    *instrument.Recorder
 	reader *sdkmetric.ManualReader
-	prom   *exporters.Prometheus // nil unless newScrapedHarness
+	prom   *prometheus.Exporter // nil unless newScrapedHarness
 	// errs collects what the Recorder refuses: a test that provokes
 	// refusals takes them (refused); any left at the end fail the test.
 	errs *testutil.Errors
@@ -82,12 +82,12 @@ func newHarness(t testing.TB, opts ...instrument.Option) *harness {
 }
 
 // newScrapedHarness is a harness whose provider is also read by the
-// vLLM-identical Prometheus reader of package exporters: see scrape.
+// vLLM-identical Prometheus reader of package exporters/prometheus: see scrape.
 func newScrapedHarness(t testing.TB, opts ...instrument.Option) *harness {
 	t.Helper()
-	prom, err := exporters.NewPrometheus()
+	prom, err := prometheus.New()
 	if err != nil {
-		t.Fatalf("NewPrometheus: %v", err)
+		t.Fatalf("prometheus.New: %v", err)
 	}
 	return buildHarness(t, prom, opts...)
 }
@@ -104,13 +104,13 @@ func newSemconvHarness(t testing.TB, opts ...instrument.Option) *harness {
 	return buildHarnessViews(t, nil, sc, append([]instrument.Option{instrument.WithGenAISemconv()}, opts...)...)
 }
 
-func buildHarness(t testing.TB, prom *exporters.Prometheus, opts ...instrument.Option) *harness {
+func buildHarness(t testing.TB, prom *prometheus.Exporter, opts ...instrument.Option) *harness {
 	t.Helper()
 	return buildHarnessViews(t, prom, nil, opts...)
 }
 
 // buildHarnessViews builds a harness with views.VLLM's views and extra ones.
-func buildHarnessViews(t testing.TB, prom *exporters.Prometheus, extra []sdkmetric.View, opts ...instrument.Option) *harness {
+func buildHarnessViews(t testing.TB, prom *prometheus.Exporter, extra []sdkmetric.View, opts ...instrument.Option) *harness {
 	t.Helper()
 	vs, err := views.VLLM()
 	if err != nil {

@@ -16,6 +16,7 @@ type config struct {
 	maxRequestBody int
 	backend        Backend
 	onError        func(error)
+	routes         []Route
 	http           *httpMetrics // WithHTTPMetrics; the handler only
 }
 
@@ -66,7 +67,7 @@ func WithEngineFor(f func(model string) *instrument.Engine) Option {
 }
 
 // WithIncludeUsage asks for usage in streaming chat and text completion
-// requests (/v1/chat/completions, /v1/completions) that did not: it sets
+// requests (/chat/completions, /completions) that did not: it sets
 // stream_options.include_usage in the request body before passing it on,
 // so that token counts are known. The other APIs report usage in their
 // streams unasked and are passed on unchanged, as is a request recorded on
@@ -83,6 +84,22 @@ func WithIncludeUsage() Option {
 // passed on whole and unchanged. Fields beyond are not learned.
 func WithMaxRequestBody(n int) Option {
 	return optionFunc(func(c *config) { c.maxRequestBody = n })
+}
+
+// WithRoutes maps the paths of routes to their APIs (see NewRoute), tried
+// in order, before the package's own rules (RecordedPaths) and after the
+// routes of an earlier WithRoutes: a path an API is served on that ends in
+// none of the package's paths, a model named in a path, or a route of API
+// none for a path that ends like an API but is none. Each route's pattern
+// is the handler label of the requests it matches (WithHTTPMetrics).
+func WithRoutes(routes ...Route) Option {
+	return optionFunc(func(c *config) {
+		for _, r := range routes {
+			if r.pattern != "" {
+				c.routes = append(c.routes, r)
+			}
+		}
+	})
 }
 
 // WithBackend names the backend a transport sends to and its role (for

@@ -44,8 +44,11 @@ func splits(e *corpus.Entry, seen map[string]bool) []corpus.Split {
 // realistic pieces and odd byte splits: the client gets exactly the
 // recorded bytes (gzip included), and the package records the recording's
 // finish reason, usage, cached tokens and content chunks, as each API
-// defines them (computed by testdata/corpus/convert.py). A path the
-// package does not observe (no /v1: issue 27) passes through unrecorded.
+// defines them (computed by testdata/corpus/convert.py), on the path each
+// provider serves it on (DeepSeek's /chat/completions, Azure's
+// /openai/deployments/{deployment}/..., Gemini's /v1beta/openai/...). A
+// path the package does not observe (none in the corpus today) passes
+// through unrecorded.
 //
 // Both sides replay an entry once per split on one Recorder, whose figures
 // are then the expected ones times the splits; when they are not, each

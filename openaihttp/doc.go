@@ -44,6 +44,23 @@
 // passes through untouched (GET /v1/models, /tokenize, /api/tags, ...),
 // recorded only in the HTTP families of WithHTTPMetrics (see below).
 //
+// # Paths
+//
+// An API is recognised wherever a base URL puts it, by the final segments
+// of the request's path (RecordedPaths; doubled and trailing slashes
+// aside): /chat/completions is chat, any other /completions text
+// completion, /responses the Responses API, /v1/messages Anthropic's (its
+// /v1 kept: /messages alone ends OpenAI's threads' paths), /embeddings,
+// /pooling, /classify, /score, /rerank, and Ollama's /api/chat and
+// /api/generate. So /v1/chat/completions (OpenAI, vLLM), /chat/completions
+// (DeepSeek, Perplexity, LiteLLM), /openai/deployments/{deployment}/chat/completions
+// (Azure OpenAI, whose deployment is the model when the body names none),
+// /models/chat/completions (Azure AI Foundry), /openai/v1/... (Azure, Groq),
+// /api/v1/... (OpenRouter), /v1beta/openai/... (Gemini) are all recorded;
+// /v1/models, /v1/chat/completions/{id} and /v1/messages/count_tokens are
+// not. WithRoutes maps any other path pattern to an API (NewRoute), or a
+// path that ends like an API but is none to no API.
+//
 // What each API yields (gen_ai.operation.name in parentheses; the fixtures
 // in testdata, written from each server's source, show each format):
 //
@@ -164,9 +181,12 @@
 // http_request_duration_highr_seconds, for every request the handler
 // serves, on any path and method, from its arrival to the end of its
 // handler. status is the class ("2xx" ... "5xx"), handler the route
-// template (the ServeMux pattern's path, or what the route function
-// returns), "none" for a request no route took, as the instrumentator
-// groups them. They carry no model_name or engine. vLLM leaves /metrics,
+// template (the ServeMux pattern's path, what the route function returns,
+// or the pattern of the route the path matches: /v1/chat/completions,
+// /openai/deployments/{deployment}/chat/completions, and
+// /{prefix...}/v1/chat/completions for a base path the package does not
+// know), "none" for a request no route took, as the instrumentator groups
+// them: no part of a path a client chose becomes a label. They carry no model_name or engine. vLLM leaves /metrics,
 // /health and a few more paths out of them
 // (vllm/entrypoints/serve/instrumentator/metrics.py @ 02a69ad2); a server does the
 // same by serving those paths beside the handler, not through it, as

@@ -13,10 +13,11 @@ import (
 )
 
 // NewHandler returns middleware that records the requests next serves to
-// the endpoints of the package doc (POST to /v1/chat/completions,
-// /v1/completions, /v1/responses, /v1/messages, /v1/embeddings, vLLM's
-// pooling endpoints, Ollama's /api/chat and /api/generate; other requests
-// pass through unrecorded) on the Engine of WithEngine or WithEngineFor:
+// the APIs of the package doc (POST to a path ending in /chat/completions,
+// /completions, /responses, /v1/messages, /embeddings, vLLM's pooling
+// endpoints, Ollama's /api/chat and /api/generate, under any base path, or
+// to a route of WithRoutes; other requests pass through unrecorded) on the
+// Engine of WithEngine or WithEngineFor:
 // the request in flight (vllm:num_requests_running), each content chunk as
 // it is written (time to first token, inter-chunk latency), the finish
 // reason and, when the response reports it, usage (see
@@ -54,13 +55,13 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, passed **http.Re
 	if passed != nil {
 		*passed = r
 	}
-	op, ok := instrumented(r)
+	rt, ok := instrumented(r, h.cfg.routes)
 	if !ok || h.cfg.engine == nil {
 		h.next.ServeHTTP(w, r)
 		return
 	}
 	start := time.Now()
-	info, body, rewritten := readBody(r, h.cfg.maxRequestBody, h.cfg.includeUsage)
+	info, body, rewritten := readBody(r, rt, h.cfg.maxRequestBody, h.cfg.includeUsage)
 	if info.err != nil { // values dropped (ErrDropped)
 		h.cfg.onError(info.err)
 	}
@@ -81,7 +82,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, passed **http.Re
 	e.RequestStarted()
 	rw := &responseWriter{w: w}
 	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
-	rw.obs.init(op, start, false) // the kind of body is known at WriteHeader
+	rw.obs.init(apis[rt.api].ep, start, false) // the kind of body is known at WriteHeader
 	defer func() {
 		v := recover()
 		h.finish(e, rw, r, trace, info, v)

@@ -26,8 +26,11 @@ type httpMetrics struct {
 // or engine; e is the Engine (of any Recorder) they are recorded on. route
 // returns a request's handler label, its route template, after the wrapped
 // handler ran; nil takes the path of the http.ServeMux pattern that served
-// it (Request.Pattern, "/v1/chat/completions"), "none" when there is none
-// (a router other than ServeMux: give route). Handler values are bounded
+// it (Request.Pattern, "/v1/chat/completions"), else the pattern of the
+// route its path matches (WithRoutes, then the package's own:
+// "/openai/deployments/{deployment}/chat/completions", see NewRoute), any
+// method, else "none": no part of a path a client chose (an ID, a key)
+// becomes a label. Handler values are bounded
 // (see instrument.HTTPHandlerNone), so a client cannot grow the series. A
 // request whose client left before its status was written counts as 200,
 // as vLLM's API server counts a client that disconnected first (its route
@@ -39,11 +42,25 @@ func WithHTTPMetrics(e *instrument.Engine, route func(*http.Request) string) Opt
 			c.http = nil
 			return
 		}
-		if route == nil {
-			route = patternPath
-		}
 		c.http = &httpMetrics{engine: e, route: route}
 	})
+}
+
+// handlerLabel returns the handler label of a request served: the route
+// function's, else the ServeMux pattern's path or the matched route's
+// pattern ("" for none).
+func (c *config) handlerLabel(r *http.Request) string {
+	if c.http.route != nil {
+		return c.http.route(r)
+	}
+	if p := patternPath(r); p != "" {
+		return p
+	}
+	if r.URL == nil {
+		return ""
+	}
+	rt, _ := routeOf(r.URL.Path, c.routes)
+	return rt.pattern
 }
 
 // patternPath returns the path of the ServeMux pattern that served r:
@@ -73,8 +90,7 @@ func (h *handler) serveHTTPMetrics(w http.ResponseWriter, r *http.Request, serve
 		case status == 0:
 			status = http.StatusOK
 		}
-		m := h.cfg.http
-		m.engine.RecordHTTPRequest(r.Context(), m.route(passed), r.Method, status, time.Since(start).Seconds())
+		h.cfg.http.engine.RecordHTTPRequest(r.Context(), h.cfg.handlerLabel(passed), r.Method, status, time.Since(start).Seconds())
 		if v != nil {
 			panic(v)
 		}

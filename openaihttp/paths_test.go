@@ -10,15 +10,16 @@ import (
 	"github.com/infermetrics/infermetrics/openaihttp"
 )
 
-// RecordedPaths lists exactly the paths the handler records, under any
-// prefix, and its result is the caller's to change.
+// RecordedPaths lists exactly the path ends the handler records, under any
+// base path and with a trailing slash, and its result is the caller's to
+// change.
 func TestRecordedPaths(t *testing.T) {
 	paths := openaihttp.RecordedPaths()
-	if len(paths) < 11 || paths[0] != "/v1/chat/completions" || !slices.Contains(paths, "/api/generate") {
+	if len(paths) < 11 || paths[0] != "/chat/completions" || !slices.Contains(paths, "/api/generate") {
 		t.Fatalf("RecordedPaths() = %q", paths)
 	}
 	for _, p := range append(slices.Clone(paths), "/v1/models", "/v1/audio/speech", "/tokenize") {
-		for _, path := range []string{p, "/gateway" + p, p + "/"} {
+		for _, path := range []string{p, "/v1" + p, "/gateway" + p, p + "/"} {
 			c := newRec(t)
 			h := openaihttp.NewHandler(jsonHandler(200, nonStreamResponse), openaihttp.WithEngine(c.e))
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, path, strings.NewReader(chatBody)))
@@ -28,7 +29,7 @@ func TestRecordedPaths(t *testing.T) {
 		}
 	}
 	paths[0] = "/changed"
-	if openaihttp.RecordedPaths()[0] != "/v1/chat/completions" {
+	if openaihttp.RecordedPaths()[0] != "/chat/completions" {
 		t.Error("changing the result changed the package's list")
 	}
 }

@@ -55,31 +55,36 @@ func (e endpoint) rootContext() uint8 {
 	return cRoot
 }
 
-// endpoints maps the paths observed (their ends: a gateway may serve them
-// under a prefix) to their endpoint, one definition for the handler and
-// the transport. vLLM's pooling paths are those of its api_routers
+// endpoints are the APIs the package recognises by a path's final
+// segments, wherever a base URL puts them: one definition for the handler
+// and the transport (and the routes' patterns, see bases). A path takes the
+// first whose segments end it: /chat/completions is chat, any other
+// /completions text completion. Anthropic's keeps its /v1 (its clients
+// always send it), as /messages alone ends other APIs' paths (OpenAI's
+// threads). vLLM's pooling paths are those of its api_routers
 // (vllm/entrypoints/pooling/*/api_router.py, see testdata/README.md).
 var endpoints = [...]struct {
 	suffix string
-	ep     endpoint
+	api    api
 }{
-	{"/v1/chat/completions", endpoint{stats.OperationChat, dOpenAI}},
-	{"/v1/completions", endpoint{stats.OperationTextCompletion, dOpenAI}},
-	{"/v1/responses", endpoint{stats.OperationChat, dResponses}},
-	{"/v1/messages", endpoint{stats.OperationChat, dAnthropic}},
-	{"/v1/embeddings", endpoint{stats.OperationEmbeddings, dOpenAI}},
-	{"/pooling", endpoint{stats.OperationPooling, dOpenAI}},
-	{"/classify", endpoint{stats.OperationPooling, dOpenAI}},
-	{"/score", endpoint{stats.OperationPooling, dOpenAI}},
-	{"/rerank", endpoint{stats.OperationPooling, dOpenAI}},
-	{"/api/chat", endpoint{stats.OperationChat, dOllama}},
-	{"/api/generate", endpoint{stats.OperationTextCompletion, dOllama}},
+	{"/chat/completions", apiChat},
+	{"/completions", apiCompletions},
+	{"/responses", apiResponses},
+	{"/v1/messages", apiMessages},
+	{"/embeddings", apiEmbeddings},
+	{"/pooling", apiPooling},
+	{"/classify", apiPooling},
+	{"/score", apiPooling},
+	{"/rerank", apiPooling},
+	{"/api/chat", apiOllamaChat},
+	{"/api/generate", apiOllamaGenerate},
 }
 
 // RecordedPaths returns the ends of the paths whose POST requests NewHandler
 // and NewTransport record, in the package doc's order: a request is
-// recorded when its path, without a trailing slash, ends in one of them
-// ("/v1/chat/completions", "/v1/completions", ..., "/api/generate").
+// recorded when its path, doubled and trailing slashes aside, ends in one of
+// them as whole segments ("/chat/completions", "/completions", ...,
+// "/api/generate"), under any base path, or matches a route of WithRoutes.
 func RecordedPaths() []string {
 	paths := make([]string, len(endpoints))
 	for i, e := range endpoints {
@@ -89,41 +94,40 @@ func RecordedPaths() []string {
 }
 
 // instrumented reports a request this package observes, a POST to one of
-// the endpoints, and its endpoint; every other request passes through.
-func instrumented(r *http.Request) (endpoint, bool) {
+// the APIs (routes first, then the endpoints), and its route; every other
+// request passes through.
+func instrumented(r *http.Request, routes []Route) (route, bool) {
 	if r.Method != http.MethodPost || r.URL == nil {
-		return endpoint{}, false
+		return route{}, false
 	}
-	p := strings.TrimSuffix(r.URL.Path, "/")
-	for _, e := range endpoints {
-		if strings.HasSuffix(p, e.suffix) {
-			return e.ep, true
-		}
-	}
-	return endpoint{}, false
+	rt, ok := routeOf(r.URL.Path, routes)
+	return rt, ok && rt.api != apiNone
 }
 
 // TakesStreamOptions reports a request whose API takes
-// stream_options.include_usage (a POST to /v1/chat/completions or
-// /v1/completions, under any prefix): the streaming requests
-// WithIncludeUsage rewrites. The other APIs observed report usage unasked.
-func TakesStreamOptions(r *http.Request) bool {
-	ep, ok := instrumented(r)
-	return ok && ep.takesStreamOptions()
+// stream_options.include_usage (a POST to chat or text completions, by the
+// package's rules or by one of routes, which are tried first): the
+// streaming requests WithIncludeUsage rewrites. The other APIs observed
+// report usage unasked.
+func TakesStreamOptions(r *http.Request, routes ...Route) bool {
+	rt, ok := instrumented(r, routes)
+	return ok && apis[rt.api].ep.takesStreamOptions()
 }
 
 // takesStreamOptions reports the chat and text completions APIs.
 func (e endpoint) takesStreamOptions() bool { return e.dialect == dOpenAI && e.op.Generates() }
 
-// readBody reads at most limit bytes of the request body to learn its
-// model, stream, n and max_tokens, and returns the body to pass on
+// readBody reads at most limit bytes of the body of a request to rt's API
+// to learn its model (the path's when the body names none), stream, n and
+// max_tokens, and returns the body to pass on
 // unchanged (the bytes read followed by the rest) and, with includeUsage,
 // for a streaming chat or text completion request that did not ask for
 // usage, the body rewritten to ask for it (only a body read whole: a longer
 // one is not rewritten). The caller passes the request on with body, or,
 // once it knows the request is recorded, with rewritten (setBody).
-func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, body io.ReadCloser, rewritten []byte) {
-	ep, _ := instrumented(r)
+func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info requestInfo, body io.ReadCloser, rewritten []byte) {
+	ep := apis[rt.api].ep
+	info.model = rt.model
 	info.stream = ep.dialect == dOllama // Ollama streams unless told not to
 	if r.Body == nil || r.Body == http.NoBody {
 		return info, r.Body, nil
@@ -139,7 +143,10 @@ func readBody(r *http.Request, limit int, includeUsage bool) (info requestInfo, 
 	var s jsonScan
 	scanRequest(&s, head[:min(len(head), limit)])
 	rq := &s.req
-	info.model, info.n, info.maxTokens = string(s.model[:s.modelLen]), rq.n, rq.maxTokensParam()
+	if s.modelLen > 0 {
+		info.model = string(s.model[:s.modelLen])
+	}
+	info.n, info.maxTokens = rq.n, rq.maxTokensParam()
 	if rq.hasStream {
 		info.stream = rq.stream
 	}

@@ -37,11 +37,12 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	op, ok := instrumented(req)
+	rt, ok := instrumented(req, t.cfg.routes)
 	if !ok || t.cfg.engine == nil {
 		return t.base.RoundTrip(req)
 	}
-	info, body, rewritten := readBody(req, t.cfg.maxRequestBody, t.cfg.includeUsage)
+	op := apis[rt.api].ep
+	info, body, rewritten := readBody(req, rt, t.cfg.maxRequestBody, t.cfg.includeUsage)
 	if info.err != nil { // values dropped (ErrDropped)
 		t.cfg.onError(info.err)
 	}

@@ -13,8 +13,10 @@
 // Every prompt token is satisfied by exactly one [Source]: computed here
 // ([LocalCompute]), taken from this instance's prefix cache ([LocalCacheHit]),
 // or received as KV from another node ([ExternalKVTransfer]). [SplitPrompt]
-// derives the three counts so that they always sum to the prompt length, and
-// [Iteration.TokensDone] is the single definition of the work done in a step.
+// derives the three counts so that they always sum to the prompt length,
+// [RemotePrefillCached] gives what a P/D decode node found (all of the
+// prompt but its last token, which it computes), and [Iteration.TokensDone]
+// is the single definition of the work done in a step.
 //
 // Durations are float64 seconds, the unit the metrics are exported in; every
 // type has a Validate method whose errors name the field and the bad value and

@@ -83,6 +83,52 @@ func SplitPrompt(prompt, localCached, externalCached int64) (PromptTokens, error
 	}, nil
 }
 
+// RemotePrefillCached returns what a P/D decode instance finds when it first
+// schedules a request whose prompt KV a prefill instance computed and sends
+// it (vLLM's kv_transfer_params with do_remote_prefill): localCached tokens
+// of its own prefix cache, at most prompt-1 as vLLM's prefix cache never
+// covers the last token, and the rest of the prompt but its last token
+// through the KV connector, from another instance (TierP2P). The last prompt
+// token is computed here, so local_compute counts 1.
+//
+// This is vLLM's rule for the decode instance's work: once the KV has
+// arrived, its scheduler sets the request's computed tokens to the prompt
+// less one (Scheduler._update_waiting_for_remote_kv,
+// vllm/v1/core/sched/scheduler.py @b4622cf9) and recomputes the last token
+// for its logits; num_cached_tokens, hence the response's
+// usage.prompt_tokens_details.cached_tokens and
+// vllm:request_prefill_kv_computed_tokens (1), count it so. vLLM's
+// vllm:prompt_tokens_by_source differs by that token: it is set when the
+// scheduler asks the NIXL connector for the rest of the prompt (prompt minus
+// the local hits, the last token included: get_num_new_matched_tokens,
+// nixl/pull_scheduler.py @0050936b), before the transfer, so it counts the
+// last token as external_kv_transfer and local_compute 0; for a hybrid
+// (Mamba) model the connector asks for prompt-1 and vLLM counts as here.
+// One split cannot match both of vLLM's counts; this one keeps every prompt
+// token in one source and counts the work done.
+//
+// localCached above prompt is an error matching ErrCachedExceedsPrompt, a
+// negative count one matching ErrNegative. A decode instance that computes
+// the prompt itself (no transfer, or one below vLLM's kv_recompute_threshold)
+// reports Cached{Local: localCached} instead.
+func RemotePrefillCached(prompt, localCached int64) (Cached, error) {
+	if err := checkCount("prompt", prompt); err != nil {
+		return Cached{}, err
+	}
+	if err := checkCount("localCached", localCached); err != nil {
+		return Cached{}, err
+	}
+	if localCached > prompt {
+		return Cached{}, fieldErr("localCached", localCached, ErrCachedExceedsPrompt)
+	}
+	if prompt == 0 {
+		return Cached{}, nil
+	}
+	local := min(localCached, prompt-1)
+	external := prompt - 1 - local
+	return Cached{Local: local, External: external, ExternalTiers: ExternalTiers{P2P: external}}, nil
+}
+
 // Total returns the prompt tokens over all sources.
 func (p PromptTokens) Total() int64 { return p.Computed + p.LocalCacheHit + p.ExternalKVTransfer }
 

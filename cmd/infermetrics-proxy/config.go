@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,13 @@ const RoleAggregated = "aggregated"
 // series are merged into this one so that clients cannot grow the series
 // without bound.
 const OverflowModel = "_overflow"
+
+// DefaultUpstreamIdleTimeout is how long an idle connection to an upstream
+// is kept: below the 5 s after which uvicorn (vLLM's and SGLang's server;
+// timeout_keep_alive in uvicorn/config.py @ e6c7ce79) closes an idle
+// keep-alive connection, so that no POST is sent on one as it closes,
+// which the proxy cannot resend and would answer 502.
+const DefaultUpstreamIdleTimeout = 4 * time.Second
 
 // upstream is one server the proxy forwards to.
 type upstream struct {
@@ -84,17 +92,50 @@ func parseUpstream(v string) (upstream, error) {
 	return up, nil
 }
 
+// routes is the repeatable -route flag: PATTERN=API, openaihttp's routes.
+type routes []openaihttp.Route
+
+func (rs *routes) String() string {
+	s := make([]string, len(*rs))
+	for i, r := range *rs {
+		s[i] = r.Pattern() + "=" + r.API()
+	}
+	return strings.Join(s, ",")
+}
+
+// Set parses PATTERN=API; several comma-separated values are allowed (the
+// environment variable's form).
+func (rs *routes) Set(v string) error {
+	for _, one := range strings.Split(v, ",") {
+		one = strings.TrimSpace(one)
+		i := strings.LastIndexByte(one, '=')
+		if i < 0 {
+			return fmt.Errorf("route %q: want PATTERN=API", one)
+		}
+		r, err := openaihttp.NewRoute(one[:i], one[i+1:])
+		if err != nil {
+			return err
+		}
+		*rs = append(*rs, r)
+	}
+	return nil
+}
+
 // config is everything the flags and their variables set.
 type config struct {
 	listen                string
 	metricsListen         string
 	upstreams             upstreams
+	routes                routes
 	includeUsage          bool
 	maxModels             int
 	defaultModel          string
 	maxRequestBody        int
 	maxModelLen           int
 	responseHeaderTimeout time.Duration
+	upstreamIdleTimeout   time.Duration
+	upstreamCAFile        string
+	upstreamRoots         *x509.CertPool // the system roots and -upstream-ca-file's; nil without the flag
 	readHeaderTimeout     time.Duration
 	idleTimeout           time.Duration
 	shutdownTimeout       time.Duration
@@ -109,8 +150,9 @@ var usageText = `infermetrics-proxy: a reverse proxy that gives any OpenAI-compa
 server (Ollama, llama.cpp's server, vLLM, SGLang, ...) vLLM's metrics.
 
 ` + wrap("Every request and response passes through unchanged (but for -include-usage), on every path. "+
-	"POSTs to paths ending in "+list(openaihttp.RecordedPaths())+" are recorded with vLLM's families, "+
-	"per model named in the request, and every request, on every path, in vLLM's HTTP families (http_requests_total, ...). "+
+	"POSTs to paths ending in "+list(openaihttp.RecordedPaths())+", under any base path, and to the -route patterns "+
+	"are recorded with vLLM's families, per model named in the request, and every request, on every path, "+
+	"in vLLM's HTTP families (http_requests_total, ...), by route pattern. "+
 	"They are served on -metrics-listen at /metrics, beside /health, "+
 	"and pushed over OTLP when the standard OTEL_EXPORTER_OTLP_* variables are set.", 80) + `
 
@@ -166,12 +208,20 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.StringVar(&c.listen, "listen", ":8787", "address the proxy serves clients on")
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
 	fs.Var(&c.upstreams, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional);\nrepeat for several: requests go to them in turn (round robin). Required")
+	fs.Var(&c.routes, "route", wrap("`PATTERN=API`: record the POSTs to the paths that match PATTERN as API, one of "+
+		strings.Join(openaihttp.APIs(), ", ")+" (not recorded); tried before the built-in paths, repeatable. "+
+		"A segment {name} matches one segment, {name...} any number; {model} or {deployment} is the model "+
+		"when the body names none. PATTERN is the handler label of the HTTP families. "+
+		"Example: -route '/serving/{model}/generate=chat'", 88))
 	fs.BoolVar(&c.includeUsage, "include-usage", false, "add stream_options.include_usage to streamed requests that lack it, so that token\ncounts are known, and remove the usage chunk the client did not ask for from its stream\n(those streams are asked for unencoded; gzip and deflate ones are decoded for the client)")
 	fs.IntVar(&c.maxModels, "max-models", 32, "most model names recorded apart, -default-model (always recorded: the HTTP families go on it)\nincluded; requests for further models, or for names that are not UTF-8, are recorded as\nmodel_name=\""+OverflowModel+"\"")
 	fs.StringVar(&c.defaultModel, "default-model", "default", "model_name of requests whose body names no model")
 	fs.IntVar(&c.maxRequestBody, "max-request-body", openaihttp.DefaultMaxRequestBody, "bytes of a request body read to learn its model, stream and max_tokens (the body\nis always passed on whole); -include-usage rewrites only bodies within this size")
 	fs.IntVar(&c.maxModelLen, "max-model-len", instrument.DefaultMaxModelLen, "the model's context length, from which the token histograms get vLLM's 1-2-5 buckets")
 	fs.DurationVar(&c.responseHeaderTimeout, "response-header-timeout", 0, "longest wait for an upstream's response headers (0: no limit); a non-streamed\nresponse's headers come only when its generation is done, so keep it above the longest generation")
+	fs.DurationVar(&c.upstreamIdleTimeout, "upstream-idle-timeout", DefaultUpstreamIdleTimeout, "how long an idle connection to an upstream is kept for the next request (0: no limit);\n"+
+		"keep it below the upstream's keep-alive timeout (uvicorn's, vLLM's and SGLang's: 5 s; gunicorn's: 2 s)")
+	fs.StringVar(&c.upstreamCAFile, "upstream-ca-file", "", "PEM file of CA certificates trusted for https upstreams besides the system roots\n(a private CA; the upstream's host name is the server name checked and sent as SNI)")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest time a client may take to send its request headers")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive client connection stays open")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT or SIGTERM, how long requests in flight (streams included) may take to\nfinish before they are cut; metrics are flushed after")
@@ -222,10 +272,13 @@ func (c *config) check() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"response-header-timeout", c.responseHeaderTimeout}, {"read-header-timeout", c.readHeaderTimeout}, {"idle-timeout", c.idleTimeout}, {"shutdown-timeout", c.shutdownTimeout}} {
+	}{{"response-header-timeout", c.responseHeaderTimeout}, {"upstream-idle-timeout", c.upstreamIdleTimeout}, {"read-header-timeout", c.readHeaderTimeout}, {"idle-timeout", c.idleTimeout}, {"shutdown-timeout", c.shutdownTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("-%s %v: want 0 or more", d.name, d.v))
 		}
+	}
+	if err := c.loadRoots(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("-log-format %q: want text or json", c.logFormat))
@@ -234,6 +287,27 @@ func (c *config) check() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// loadRoots reads -upstream-ca-file into the roots https upstreams are
+// checked against, beside the system's.
+func (c *config) loadRoots() error {
+	if c.upstreamCAFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(c.upstreamCAFile)
+	if err != nil {
+		return fmt.Errorf("-upstream-ca-file: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(b) {
+		return fmt.Errorf("-upstream-ca-file %q: no PEM certificate in it", c.upstreamCAFile)
+	}
+	c.upstreamRoots = roots
+	return nil
 }
 
 // envLookup is os.Getenv, for parseConfig.

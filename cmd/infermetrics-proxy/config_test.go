@@ -16,6 +16,7 @@ func TestConfigPrecedence(t *testing.T) {
 		"INFERMETRICS_PROXY_MAX_MODELS":       "7",
 		"INFERMETRICS_PROXY_INCLUDE_USAGE":    "true",
 		"INFERMETRICS_PROXY_SHUTDOWN_TIMEOUT": "3s",
+		"INFERMETRICS_PROXY_ROUTE":            "/a/{model}=chat, /b=none",
 	}
 	var out bytes.Buffer
 	c, err := parseConfig([]string{"-listen", ":2222"}, func(k string) string { return env[k] }, &out)
@@ -28,10 +29,14 @@ func TestConfigPrecedence(t *testing.T) {
 	if got := c.upstreams.String(); got != "http://a:1,decode=http://b:2/base" {
 		t.Errorf("upstreams %s", got)
 	}
+	if got := c.routes.String(); got != "/a/{model}=chat,/b=none" {
+		t.Errorf("routes %s", got)
+	}
 	// A flag replaces the variable's list rather than adding to it.
-	c, err = parseConfig([]string{"-upstream", "prefill=http://c:3"}, func(k string) string { return env[k] }, &out)
-	if err != nil || c.upstreams.String() != "prefill=http://c:3" {
-		t.Errorf("upstreams %v %v", c, err)
+	c, err = parseConfig([]string{"-upstream", "prefill=http://c:3", "-route", "/x=a=b=embeddings", "-route", "/y=pooling"},
+		func(k string) string { return env[k] }, &out)
+	if err != nil || c.upstreams.String() != "prefill=http://c:3" || c.routes.String() != "/x=a=b=embeddings,/y=pooling" {
+		t.Errorf("upstreams and routes %v %v", c, err)
 	}
 }
 
@@ -51,7 +56,12 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-upstream", "http://x", "-log-level", "loud"}, nil, "-log-level"},
 		{[]string{"-upstream", "http://x", "-default-model", OverflowModel}, nil, "-default-model"},
 		{[]string{"-upstream", "http://x", "-idle-timeout", "-1s"}, nil, "-idle-timeout"},
+		{[]string{"-upstream", "http://x", "-upstream-idle-timeout", "-1s"}, nil, "-upstream-idle-timeout"},
 		{[]string{"-upstream", "http://x", "extra"}, nil, "unexpected arguments"},
+		{[]string{"-upstream", "http://x", "-route", "/v1/chat"}, nil, "want PATTERN=API"},
+		{[]string{"-upstream", "http://x", "-route", "/v1/chat=chatx"}, nil, `API "chatx"`},
+		{[]string{"-upstream", "http://x", "-route", "v1/chat=chat"}, nil, "starting with /"},
+		{[]string{"-upstream", "http://x"}, map[string]string{"INFERMETRICS_PROXY_ROUTE": "/a={b}"}, "INFERMETRICS_PROXY_ROUTE"},
 		{[]string{"-upstream", "http://x"}, map[string]string{"INFERMETRICS_PROXY_MAX_MODELS": "many"}, "INFERMETRICS_PROXY_MAX_MODELS"},
 	} {
 		getenv := none
@@ -74,7 +84,8 @@ func TestHelpAndExitCodes(t *testing.T) {
 		t.Errorf("-h exit %d", code)
 	}
 	for _, want := range []string{"INFERMETRICS_PROXY_METRICS_LISTEN", "-upstream", "-include-usage", "-max-models", "-shutdown-timeout",
-		"-response-header-timeout", "-read-header-timeout", "-idle-timeout", "-log-format", "-metrics-listen", "wins over"} {
+		"-response-header-timeout", "-read-header-timeout", "-idle-timeout", "-log-format", "-metrics-listen", "wins over",
+		"-route", "ollama_generate", "-upstream-idle-timeout", "-upstream-ca-file"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h lacks %q", want)
 		}

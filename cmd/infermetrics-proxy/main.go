@@ -3,15 +3,17 @@
 // front of Ollama, llama.cpp's server, vLLM or SGLang and scrape it.
 //
 // Every request and response passes through unchanged, on every path.
-// POSTs to the endpoints package openaihttp reads (chat and text
-// completions, Responses, Anthropic Messages, embeddings and pooling,
-// Ollama's /api/chat and /api/generate) are recorded by it (its handler
-// around the proxy, its transport under it) with vLLM's families and the
+// POSTs to the APIs package openaihttp reads (chat and text completions,
+// Responses, Anthropic Messages, embeddings and pooling, Ollama's
+// /api/chat and /api/generate), under any provider's base path, and to the
+// -route patterns, are recorded by it (its handler around the proxy, its
+// transport under it) with vLLM's families and the
 // OpenTelemetry GenAI conventions, per model named in each request (at most
 // -max-models; the rest, and names that are not UTF-8, as
 // model_name="_overflow"); every request, on every
 // path, is counted in the HTTP families of vLLM's API server
-// (http_requests_total and the like). All go through exporters.Setup:
+// (http_requests_total and the like) under its route's pattern, none for a
+// path no route matches. All go through exporters.Setup:
 // Prometheus /metrics and /health on -metrics-listen, OTLP from the
 // standard OTEL_* variables.
 //

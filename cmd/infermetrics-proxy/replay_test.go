@@ -185,8 +185,9 @@ func byModel(scrape string) map[string]string {
 }
 
 // batches groups entry indices for one proxy each: an entry whose request
-// names no model alone (it is recorded under the default model), the
-// others corpusBatch at a time.
+// names no model alone (it is recorded under the default model or its
+// Azure deployment, which other entries share), the others corpusBatch at
+// a time.
 func batches(es []corpus.Entry, keep func(*corpus.Entry) bool) [][]int {
 	var out [][]int
 	var cur []int
@@ -194,7 +195,7 @@ func batches(es []corpus.Entry, keep func(*corpus.Entry) bool) [][]int {
 		if !keep(&es[i]) {
 			continue
 		}
-		if corpusModel(&es[i]) == "default" {
+		if !strings.HasPrefix(corpusModel(&es[i]), "corpus-") {
 			out = append(out, []int{i})
 			continue
 		}
@@ -206,10 +207,14 @@ func batches(es []corpus.Entry, keep func(*corpus.Entry) bool) [][]int {
 }
 
 // corpusModel is the model an entry is sent and recorded under: its own,
-// or the proxy's default model for a request that names none within the
-// bytes the proxy reads.
+// or, for a request that names none within the bytes the proxy reads, the
+// deployment an Azure OpenAI path names, else the proxy's default model.
 func corpusModel(e *corpus.Entry) string {
 	if len(e.ModelSpan) != 2 || e.ModelSpan[1] > openaihttp.DefaultMaxRequestBody {
+		if _, rest, ok := strings.Cut(e.Path, "/openai/deployments/"); ok {
+			d, _, _ := strings.Cut(rest, "/")
+			return d
+		}
 		return "default"
 	}
 	return "corpus-" + e.ID
@@ -219,8 +224,10 @@ func corpusModel(e *corpus.Entry) string {
 // recording of real provider traffic reaches the client exactly as the
 // upstream sent it (gzip included), and the proxy records its finish
 // reason, tokens and time to first token as the recording's API defines
-// them; a path the proxy's openaihttp does not observe (no /v1: issue 27)
-// passes through unrecorded.
+// them, on the path each provider serves it on, an Azure deployment's
+// under its deployment's name when the body names no model; a path the
+// proxy's openaihttp does not observe (none in the corpus today) passes
+// through unrecorded.
 func TestCorpusThroughProxy(t *testing.T) {
 	es, err := corpus.Load()
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,7 +101,7 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 	go func() { errc <- proxySrv.Serve(pl) }()
 	go func() { errc <- metricsSrv.Serve(ml) }()
 	log.Info("infermetrics-proxy serving", "listen", pl.Addr().String(), "metrics", "http://"+ml.Addr().String()+"/metrics",
-		"upstreams", c.upstreams.String(), "include_usage", c.includeUsage, "exporters", provider.Exporters())
+		"upstreams", c.upstreams.String(), "routes", c.routes.String(), "include_usage", c.includeUsage, "exporters", provider.Exporters())
 	if ready != nil {
 		ready <- addrs{proxy: pl.Addr().String(), metrics: ml.Addr().String()}
 	}
@@ -156,7 +157,7 @@ func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
 // leg.
 func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
 	base := upstreamTransport(c)
-	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor),
+	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor), openaihttp.WithRoutes(c.routes...),
 		openaihttp.WithMaxRequestBody(c.maxRequestBody), openaihttp.WithErrorHandler(onErr)}
 	rp := &httputil.ReverseProxy{
 		Rewrite:   rewrite,
@@ -177,25 +178,25 @@ func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine
 	// The handler records a ReverseProxy's panic(http.ErrAbortHandler) (its
 	// client or upstream went away mid-body) as the response stood, an
 	// abort when the client left, and raises it again, so that net/http
-	// cuts the client's connection.
+	// cuts the client's connection. The handler label of the HTTP families
+	// is the pattern of the route a path matches (-route, then openaihttp's
+	// own), none for any other: no client's path segment becomes a label.
 	var h http.Handler = openaihttp.NewHandler(&picker{ups: c.upstreams, next: rp},
-		append(common, openaihttp.WithHTTPMetrics(httpEngine, route))...)
+		append(common, openaihttp.WithHTTPMetrics(httpEngine, nil))...)
 	if c.includeUsage {
-		h = &usageHandler{next: h, limit: c.maxRequestBody, log: log}
+		h = &usageHandler{next: h, limit: c.maxRequestBody, routes: c.routes, log: log}
 	}
 	return h
 }
-
-// route is the handler label of the HTTP families (openaihttp.WithHTTPMetrics):
-// the path the client asked for, as the proxy serves every path and knows no
-// upstream's routes; the Recorder bounds its values (256 per Engine, then
-// instrument.HTTPHandlerNone).
-func route(r *http.Request) string { return r.URL.Path }
 
 // upstreamTransport is the transport to the upstreams, under openaihttp's.
 func upstreamTransport(c *config) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = c.responseHeaderTimeout
+	t.IdleConnTimeout = c.upstreamIdleTimeout
+	if c.upstreamRoots != nil {
+		t.TLSClientConfig = &tls.Config{RootCAs: c.upstreamRoots}
+	}
 	t.DisableCompression = true // pass Accept-Encoding and the body as they are
 	t.MaxIdleConnsPerHost = 64
 	return t

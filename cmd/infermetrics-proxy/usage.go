@@ -36,12 +36,13 @@ const maxEvent = 64 << 10
 type usageHandler struct {
 	next   http.Handler
 	limit  int // bytes of body read, as openaihttp.WithMaxRequestBody
+	routes routes
 	log    *slog.Logger
 	warned atomic.Bool // an encoding not decoded was logged
 }
 
 func (h *usageHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !openaihttp.TakesStreamOptions(r) || r.Body == nil || r.Body == http.NoBody {
+	if !openaihttp.TakesStreamOptions(r, h.routes...) || r.Body == nil || r.Body == http.NoBody {
 		h.next.ServeHTTP(w, r)
 		return
 	}

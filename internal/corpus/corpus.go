@@ -21,8 +21,8 @@ type Entry struct {
 	API      string `json:"api"` // chat, completions, responses, messages, embeddings, ollama_chat, ollama_generate
 	Method   string `json:"method"`
 	Path     string `json:"path"` // as the client sent it, query included
-	// Observed is false for a path the package does not observe (no /v1:
-	// DeepSeek, Azure deployments, LiteLLM): passed through, not recorded.
+	// Observed is false for a path the package does not observe (none
+	// since issue 27): passed through, not recorded.
 	Observed        bool              `json:"observed"`
 	RequestFile     string            `json:"request_file"`
 	RequestHeaders  map[string]string `json:"request_headers"`

@@ -41,12 +41,13 @@ SOURCES = [
      ["tests"]),
 ]
 
-# The path ends openaihttp observes (openaihttp/request.go, endpoints).
-OBSERVED = ["/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
-            "/v1/embeddings", "/pooling", "/classify", "/score", "/rerank", "/api/chat",
+# The final path segments openaihttp observes under any base path
+# (openaihttp/request.go, endpoints).
+OBSERVED = ["/chat/completions", "/completions", "/responses", "/v1/messages",
+            "/embeddings", "/pooling", "/classify", "/score", "/rerank", "/api/chat",
             "/api/generate"]
 
-# The API of a path, by its end (with or without /v1: issue 27).
+# The API of a path, by its end (with or without /v1).
 APIS = [("/chat/completions", "chat"), ("/completions", "completions"),
         ("/responses", "responses"), ("/messages", "messages"),
         ("/embeddings", "embeddings"), ("/api/chat", "ollama_chat"),
@@ -900,7 +901,7 @@ def build_entry(n, rec, out_dir):
     with open(os.path.join(out_dir, req_file), "wb") as f:
         f.write(new_req)
     model = model_span(new_req)
-    observed = any(rec["path"].rstrip("/").endswith(s) for s in OBSERVED)
+    observed = is_observed(rec["path"])
     notes = list(rec["notes"])
     if rw.shortened:
         notes.append(f"{rw.shortened} file(s) embedded in the request shortened to {MAX_DATA} characters")
@@ -908,7 +909,7 @@ def build_entry(n, rec, out_dir):
     if rec["duplicates"]:
         notes.append("also recorded in " + ", ".join(rec["duplicates"]))
     if not observed:
-        notes.append("path without the /v1 the package looks for: passed through, not recorded (issue 27)")
+        notes.append("path that ends in none of the package's: passed through, not recorded")
     keep_req = {k: rec["req_headers"][k] for k in ("content-type", "accept", "accept-encoding") if k in rec["req_headers"]}
     keep_resp = {k: rec["resp_headers"][k] for k in ("content-type", "content-encoding", "content-length", "transfer-encoding")
                  if k in rec["resp_headers"]}
@@ -940,6 +941,14 @@ def build_entry(n, rec, out_dir):
     }
 
 
+def is_observed(path):
+    """Whether the path's segments (doubled and trailing slashes aside) end
+    in the segments of one of OBSERVED."""
+    segs = [s for s in path.split("/") if s]
+    return any(segs[len(segs) - len(e):] == e for e in (o.strip("/").split("/") for o in OBSERVED)
+               if len(segs) >= len(e))
+
+
 def model_span(req):
     """The byte offsets of the request's top-level model string value, for a
     test that gives each entry a model of its own."""
@@ -968,9 +977,9 @@ def model_span(req):
 
 def print_counts(manifest):
     """Prints the counts table of README.md: recordings per provider and API,
-    streamed, gzip-encoded, 4xx and not observed."""
+    streamed, gzip-encoded and 4xx."""
     apis = ["chat", "completions", "embeddings", "responses", "messages"]
-    cols = apis + ["all", "streamed", "gzip", "4xx", "no /v1"]
+    cols = apis + ["all", "streamed", "gzip", "4xx"]
     rows = collections.defaultdict(collections.Counter)
     for m in manifest:
         for r in (m["provider"], "**all**"):
@@ -980,7 +989,6 @@ def print_counts(manifest):
             c["streamed"] += m["streamed"]
             c["gzip"] += m["encoding"] == "gzip"
             c["4xx"] += 400 <= m["status"] < 500
-            c["no /v1"] += not m["observed"]
     print("| provider | " + " | ".join(cols) + " |")
     print("|---" * (len(cols) + 1) + "|")
     for r in sorted(rows, key=lambda r: (r == "**all**", -rows[r]["all"], r)):

@@ -41,9 +41,16 @@ all their attributes (for example ` + "`vllm_prompt_tokens_total{source=...}`" +
 Counter and gauge series exist at zero from start-up for every engine, source and
 finish reason. OpenTelemetry cannot create a histogram series without observing a
 value, so over OTLP a histogram appears with its first observation; the Prometheus
-handler of package ` + "`exporters`" + ` completes every absent histogram series of each
+handler of package ` + "`exporters/prometheus`" + ` completes every absent histogram series of each
 live engine at zero from the first scrape, as vLLM does (` + "`vllm/v1/metrics/loggers.py`" + `
 creates every per-engine child at start-up).
+
+The external prefix cache counters (` + "`vllm:external_prefix_cache_queries_total`" + `,
+` + "`vllm:external_prefix_cache_hits_total`" + `) are among the counters always present, with or
+without ` + "`instrument.WithKVConnector()`" + `, as in vLLM, which registers them whether or not a KV
+connector is configured (` + "`vllm/v1/metrics/loggers.py`" + ` @5b846bf6): they stay 0 until a step
+reports ` + "`Scheduler.ConnectorPrefixCache`" + `, which needs no option. ` + "`WithKVConnector()`" + `
+declares the NIXL families of ` + "`Scheduler.KVTransfer`" + `.
 
 **Native (exponential) histograms.** The latency histograms keep vLLM's classic
 buckets by default. ` + "`views.VLLM(views.WithExponentialLatency())`" + ` (every family in

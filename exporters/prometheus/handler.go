@@ -1,4 +1,4 @@
-package exporters
+package prometheus
 
 import (
 	"bufio"
@@ -42,7 +42,7 @@ type scrapeHandler struct {
 }
 
 // maxUnwrappedReports bounds the engines a handler reports as recorded on a
-// provider Prometheus.Wrap did not wrap (and remembers, to report each once).
+// provider Exporter.Wrap did not wrap (and remembers, to report each once).
 const maxUnwrappedReports = 1024
 
 var (
@@ -119,7 +119,7 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // reportUnwrapped reports, once each, the engines whose series the scrape
-// holds but that no Recorder on a provider of Prometheus.Wrap declared: the
+// holds but that no Recorder on a provider of Exporter.Wrap declared: the
 // handler cannot complete their histogram families, which stay absent
 // until their first observation, unlike vLLM's. Each is also counted on
 // its Recorder's invalid events (instrument.CountUnwrapped).
@@ -155,7 +155,7 @@ func (h *scrapeHandler) reportUnwrapped(mfs []*dto.MetricFamily, engines []instr
 		h.mu.Unlock()
 		if first {
 			instrument.CountUnwrapped(k[0], k[1])
-			h.handle(fmt.Errorf("exporters: prometheus scrape: model %q engine %q records on a MeterProvider this handler's Prometheus.Wrap did not wrap: "+
+			h.handle(fmt.Errorf("exporters: prometheus scrape: model %q engine %q records on a MeterProvider this handler's Exporter.Wrap did not wrap: "+
 				"its histogram families have no zero series before their first observation; pass prom.Wrap(provider) to instrument.WithMeterProvider",
 				k[0], k[1]))
 		}

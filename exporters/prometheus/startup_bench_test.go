@@ -1,4 +1,4 @@
-package exporters
+package prometheus
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 func BenchmarkCompleteStartup(b *testing.B) {
 	for _, n := range []int{64, 256, 1024} {
 		b.Run(fmt.Sprintf("engines=%d", n), func(b *testing.B) {
-			p, err := NewPrometheus()
+			p, err := New()
 			if err != nil {
 				b.Fatal(err)
 			}

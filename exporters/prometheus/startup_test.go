@@ -1,4 +1,4 @@
-package exporters
+package prometheus
 
 import (
 	"bytes"
@@ -20,9 +20,9 @@ import (
 
 // startupProvider wires a provider as Setup does: NewPrometheus, views.VLLM
 // (with vopts), Wrap.
-func startupProvider(t *testing.T, popts []PrometheusOption, vopts ...views.Option) (*Prometheus, *sdkmetric.MeterProvider) {
+func startupProvider(t *testing.T, popts []Option, vopts ...views.Option) (*Exporter, *sdkmetric.MeterProvider) {
 	t.Helper()
-	prom, err := NewPrometheus(popts...)
+	prom, err := New(popts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func startupProvider(t *testing.T, popts []PrometheusOption, vopts ...views.Opti
 	return prom, mp
 }
 
-func scrapeOK(t *testing.T, prom *Prometheus) string {
+func scrapeOK(t *testing.T, prom *Exporter) string {
 	t.Helper()
 	code, body, _ := scrape(t, prom.Handler, "")
 	if code != 200 {
@@ -229,7 +229,7 @@ func TestStartupHistogramsFollowViews(t *testing.T) {
 	})
 
 	t.Run("constant, scope and resource labels", func(t *testing.T) {
-		prom, mp := startupProvider(t, []PrometheusOption{WithScopeInfo()})
+		prom, mp := startupProvider(t, []Option{WithScopeInfo()})
 		rec, err := instrument.NewRecorder(instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("m"),
 			instrument.WithAttributes(attribute.String("role", "decode")))
 		if err != nil {
@@ -256,7 +256,7 @@ func TestStartupHistogramsFollowViews(t *testing.T) {
 // Without vLLM's views (families under OpenTelemetry names) or without Wrap
 // the handler adds nothing.
 func TestStartupHistogramsOnlyUnderVLLMViews(t *testing.T) {
-	prom, err := NewPrometheus()
+	prom, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}

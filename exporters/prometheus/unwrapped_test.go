@@ -1,14 +1,10 @@
-package exporters
+package prometheus
 
 import (
-	"context"
 	"strings"
 	"testing"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-
 	"github.com/infermetrics/infermetrics/instrument"
-	"github.com/infermetrics/infermetrics/views"
 )
 
 // A Recorder on the provider itself, not on prom.Wrap's, gets no zero
@@ -17,23 +13,9 @@ import (
 // the wrapped provider is neither reported nor counted.
 func TestScrapeReportsUnwrappedProvider(t *testing.T) {
 	var errs errorSink
-	prom, err := NewPrometheus(withScrapeErrors(errs.handle))
-	if err != nil {
-		t.Fatal(err)
-	}
-	vs, err := views.VLLM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader), sdkmetric.WithView(vs...))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	wrapped, err := instrument.NewRecorder(instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("wrapped"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wrapped.Close()
-	if code, body, _ := scrape(t, prom.Handler, ""); code != 200 || len(errs.get()) != 0 {
-		t.Fatalf("wrapped only: HTTP %d, errors %v\n%.300s", code, errs.get(), body)
+	prom, mp, _ := wrappedRecorder(t, WithErrorHandler(errs.Handle))
+	if code, body, _ := scrape(t, prom.Handler, ""); code != 200 || len(errs.Get()) != 0 {
+		t.Fatalf("wrapped only: HTTP %d, errors %v\n%.300s", code, errs.Get(), body)
 	}
 	plain, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("plain"),
 		instrument.WithEngines(0, 1))
@@ -46,14 +28,14 @@ func TestScrapeReportsUnwrappedProvider(t *testing.T) {
 			t.Fatalf("HTTP %d", code)
 		}
 	}
-	got := errs.get()
+	got := errs.Get()
 	if len(got) != 2 {
 		t.Fatalf("reports %v, want one per engine of the unwrapped Recorder (2)", got)
 	}
 	for i, err := range got {
 		msg := err.Error()
-		if !strings.Contains(msg, `model "plain"`) || !strings.Contains(msg, "Prometheus.Wrap") || !strings.Contains(msg, `engine "`) {
-			t.Errorf("report %d: %q, want the model, the engine and the fix (Prometheus.Wrap)", i, msg)
+		if !strings.Contains(msg, `model "plain"`) || !strings.Contains(msg, "Exporter.Wrap") || !strings.Contains(msg, `engine "`) {
+			t.Errorf("report %d: %q, want the model, the engine and the fix (Exporter.Wrap)", i, msg)
 		}
 	}
 	// Each report is counted once on the Recorder's invalid events.

@@ -1,4 +1,4 @@
-package exporters
+package prometheus
 
 import (
 	"compress/gzip"
@@ -29,9 +29,9 @@ const openMetricsAccept = "application/openmetrics-text; version=1.0.0"
 
 // promScrape records one iteration (in ctx) on a provider with the
 // Prometheus reader and returns the scrape.
-func promScrape(t *testing.T, ctx context.Context, accept string, opts ...PrometheusOption) (string, string) {
+func promScrape(t *testing.T, ctx context.Context, accept string, opts ...Option) (string, string) {
 	t.Helper()
-	prom, err := NewPrometheus(opts...)
+	prom, err := New(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestPrometheusRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	extra := prometheus.NewCounter(prometheus.CounterOpts{Name: "extra_total", Help: "An extra counter."})
 	reg.MustRegister(extra)
-	prom, err := NewPrometheus(WithRegistry(reg))
+	prom, err := New(WithRegistry(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,15 +169,10 @@ func serve(h http.Handler, method string, header ...string) *http.Response {
 // Accept-Encoding with q=0 refuses that coding: the scrape is served
 // uncompressed, and no error is reported (one per scrape before).
 func TestPrometheusAcceptEncoding(t *testing.T) {
-	cleanEnv(t)
 	var sink errorSink
-	p, err := Setup(t.Context(), WithErrorHandler(sink.handle))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown(t, p)
-	rec := newRecorder(t, p)
-	recordGeneration(t, rec, 3)
+	prom, _, rec := wrappedRecorder(t, WithErrorHandler(sink.Handle))
+	rec.RecordIteration(t.Context(), 0, &stats.Iteration{GenerationTokens: 3})
+	const generationSeries = `vllm:generation_tokens_total{engine="0",model_name="m"}`
 	for _, tc := range []struct {
 		accept string
 		gzip   bool
@@ -194,7 +189,7 @@ func TestPrometheusAcceptEncoding(t *testing.T) {
 		{"gzip;q=0, *", false},
 		{"deflate", false},
 	} {
-		resp := serve(p.Handler(), http.MethodGet, "Accept-Encoding", tc.accept)
+		resp := serve(prom.Handler, http.MethodGet, "Accept-Encoding", tc.accept)
 		var body io.Reader = resp.Body
 		if enc := resp.Header.Get("Content-Encoding"); (enc == "gzip") != tc.gzip {
 			t.Errorf("Accept-Encoding %q: Content-Encoding %q, want gzip %v", tc.accept, enc, tc.gzip)
@@ -210,14 +205,14 @@ func TestPrometheusAcceptEncoding(t *testing.T) {
 			t.Errorf("Accept-Encoding %q: HTTP %d, body:\n%.300s", tc.accept, resp.StatusCode, b)
 		}
 	}
-	if errs := sink.get(); len(errs) != 0 {
+	if errs := sink.Get(); len(errs) != 0 {
 		t.Errorf("errors reported while scraping: %v", errs)
 	}
 }
 
 // Only GET and HEAD are served: other methods get 405 with an Allow header.
 func TestPrometheusMethods(t *testing.T) {
-	prom, err := NewPrometheus()
+	prom, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,20 +240,20 @@ func TestPrometheusReservedLabels(t *testing.T) {
 	keep := func(kv attribute.KeyValue) bool { return kv.Key != "host.name" }
 	for _, tc := range []struct {
 		name string
-		opts []PrometheusOption
+		opts []Option
 		want []string
 	}{
 		{"default", nil, nil},
-		{"scope info", []PrometheusOption{WithScopeInfo()}, scopeLabels},
-		{"resource as labels, resource unknown", []PrometheusOption{WithResourceAsLabels(keep)}, nil},
-		{"resource as labels", []PrometheusOption{WithResourceAsLabels(keep), withResource(res)},
+		{"scope info", []Option{WithScopeInfo()}, scopeLabels},
+		{"resource as labels, resource unknown", []Option{WithResourceAsLabels(keep)}, nil},
+		{"resource as labels", []Option{WithResourceAsLabels(keep), WithResource(res)},
 			[]string{"k8s_pod_name", "service_name"}},
-		{"both", []PrometheusOption{WithScopeInfo(), WithResourceAsLabels(keep), withResource(res)},
+		{"both", []Option{WithScopeInfo(), WithResourceAsLabels(keep), WithResource(res)},
 			append(slices.Clone(scopeLabels), "k8s_pod_name", "service_name")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var scrapeErrs errorSink
-			prom, err := NewPrometheus(append(tc.opts, withScrapeErrors(scrapeErrs.handle))...)
+			prom, err := New(append(tc.opts, WithErrorHandler(scrapeErrs.Handle))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,13 +287,13 @@ func TestPrometheusReservedLabels(t *testing.T) {
 				if err != nil {
 					continue // refused at construction: what ReservedLabels is for
 				}
-				n := len(scrapeErrs.get())
+				n := len(scrapeErrs.Get())
 				code, body, _ := scrape(t, prom.Handler, "")
 				reserved := label != "role"
 				if reserved != (code == 500) {
 					t.Errorf("attribute %q: HTTP %d (reserved %v)\n%.300s", label, code, reserved, body)
 				}
-				if errs := scrapeErrs.get()[n:]; reserved != (len(errs) == 1 && strings.Contains(errs[0].Error(), "duplicate label names")) {
+				if errs := scrapeErrs.Get()[n:]; reserved != (len(errs) == 1 && strings.Contains(errs[0].Error(), "duplicate label names")) {
 					t.Errorf("attribute %q: scrape errors %v (reserved %v), want one naming the duplicate label", label, errs, reserved)
 				}
 				_ = rec.Close()
@@ -312,18 +307,18 @@ func TestPrometheusReservedLabels(t *testing.T) {
 // registry.
 func TestPrometheusOneTargetInfoPerRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := NewPrometheus(WithRegistry(reg), WithTargetInfo()); err != nil {
+	if _, err := New(WithRegistry(reg), WithTargetInfo()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewPrometheus(WithRegistry(reg), WithTargetInfo()); !errors.Is(err, ErrConfig) {
+	if _, err := New(WithRegistry(reg), WithTargetInfo()); !errors.Is(err, ErrConfig) {
 		t.Errorf("second reader with target_info: %v, want ErrConfig", err)
 	} else {
 		t.Logf("error: %v", err)
 	}
-	if _, err := NewPrometheus(WithRegistry(reg)); err != nil {
+	if _, err := New(WithRegistry(reg)); err != nil {
 		t.Errorf("second reader without target_info: %v", err)
 	}
-	if _, err := NewPrometheus(WithRegistry(prometheus.NewRegistry()), WithTargetInfo()); err != nil {
+	if _, err := New(WithRegistry(prometheus.NewRegistry()), WithTargetInfo()); err != nil {
 		t.Errorf("another registry: %v", err)
 	}
 }
@@ -436,7 +431,7 @@ func grepLines(s, sub string) string {
 // it in a gather, is one the handler takes for its own: the vLLM, HTTP,
 // P/D router and GenAI server and client families.
 func TestExportedHistogramsNameTheScrape(t *testing.T) {
-	prom, err := NewPrometheus()
+	prom, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}

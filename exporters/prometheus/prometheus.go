@@ -1,6 +1,7 @@
-package exporters
+package prometheus
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -21,9 +22,14 @@ import (
 	"github.com/infermetrics/infermetrics/instrument"
 )
 
-// Prometheus is a pull reader whose scrape is what vLLM serves on /metrics.
+// ErrConfig reports an invalid configuration: here a second reader of one
+// registry with target_info. Package exporters reports its own with the same
+// value, so errors.Is matches either package's errors against either name.
+var ErrConfig = errors.New("exporters: invalid configuration")
+
+// Exporter is a pull reader whose scrape is what vLLM serves on /metrics.
 // Register Reader on a MeterProvider and serve Handler.
-type Prometheus struct {
+type Exporter struct {
 	// Reader is the OpenTelemetry reader to register with
 	// sdkmetric.WithReader. It is always cumulative.
 	Reader sdkmetric.Reader
@@ -41,8 +47,9 @@ type Prometheus struct {
 	// vLLM's bucket text and the protobuf exemplar split.
 	Registry *prometheus.Registry
 
-	series   *instrument.SeriesSet // shared by every Prometheus of Registry
-	reserved []string              // label names the reader adds to every series
+	series      *instrument.SeriesSet // shared by every Exporter of Registry
+	reserved    []string              // label names the reader adds to every series
+	openMetrics bool
 }
 
 // Wrap returns mp (the MeterProvider that Reader is registered on) as an
@@ -60,7 +67,7 @@ type Prometheus struct {
 // zero from start-up, as vLLM does (its vllm/v1/metrics/loggers.py creates
 // every per-engine child at start-up); Handler reports, once per engine, a
 // Recorder it serves that records on the unwrapped provider.
-func (p *Prometheus) Wrap(mp metric.MeterProvider) metric.MeterProvider {
+func (p *Exporter) Wrap(mp metric.MeterProvider) metric.MeterProvider {
 	return &registryProvider{MeterProvider: mp, series: p.series, reserved: p.reserved}
 }
 
@@ -123,48 +130,48 @@ func joinRegistry(reg *prometheus.Registry, targetInfo bool) (*registryState, er
 	return st, nil
 }
 
-type promConfig struct {
+type config struct {
 	registry      *prometheus.Registry
 	scopeInfo     bool
 	targetInfo    bool
 	resourceAttrs attribute.Filter
 	openMetrics   bool
 	goBuckets     bool
-	resource      *resource.Resource // the provider's, when known: withResource
+	resource      *resource.Resource // the provider's, when known: WithResource
 	views         []sdkmetric.View   // the provider's, when known: WithProviderViews
 	handle        func(error)        // scrape errors; otel.Handle by default
 }
 
-// PrometheusOption configures NewPrometheus.
-type PrometheusOption interface{ applyPrometheus(*promConfig) }
+// Option configures New.
+type Option interface{ apply(*config) }
 
-type promOptionFunc func(*promConfig)
+type optionFunc func(*config)
 
-func (f promOptionFunc) applyPrometheus(c *promConfig) { f(c) }
+func (f optionFunc) apply(c *config) { f(c) }
 
 // WithRegistry sets the registry the reader registers on and the handler
 // serves; the default is a new, empty registry (no Go or process collectors).
-func WithRegistry(reg *prometheus.Registry) PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.registry = reg })
+func WithRegistry(reg *prometheus.Registry) Option {
+	return optionFunc(func(c *config) { c.registry = reg })
 }
 
 // WithScopeInfo adds the otel_scope_name, otel_scope_version and
 // otel_scope_schema_url labels to every series. Off by default: vLLM's
 // series carry none, and the labels make a scrape about twice as slow.
-func WithScopeInfo() PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.scopeInfo = true })
+func WithScopeInfo() Option {
+	return optionFunc(func(c *config) { c.scopeInfo = true })
 }
 
 // WithTargetInfo adds the target_info family that carries the resource
 // attributes. Off by default: vLLM exposes no target_info.
-func WithTargetInfo() PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.targetInfo = true })
+func WithTargetInfo() Option {
+	return optionFunc(func(c *config) { c.targetInfo = true })
 }
 
 // WithResourceAsLabels copies the resource attributes that filter keeps onto
 // every series as constant labels (for example service.name as service_name).
-func WithResourceAsLabels(filter attribute.Filter) PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.resourceAttrs = filter })
+func WithResourceAsLabels(filter attribute.Filter) Option {
+	return optionFunc(func(c *config) { c.resourceAttrs = filter })
 }
 
 // WithOpenMetrics lets the handler negotiate the OpenMetrics format with
@@ -173,8 +180,8 @@ func WithResourceAsLabels(filter attribute.Filter) PrometheusOption {
 // default serves to scrapers that ask, carries those of classic and native
 // histograms). The default serves the Prometheus text format. vLLM's prometheus_client app (vllm/v1/metrics/prometheus.py,
 // make_asgi_app) also negotiates OpenMetrics: this option does the same.
-func WithOpenMetrics() PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.openMetrics = true })
+func WithOpenMetrics() Option {
+	return optionFunc(func(c *config) { c.openMetrics = true })
 }
 
 // WithGoBucketText writes bucket bounds in the text format as
@@ -183,8 +190,8 @@ func WithOpenMetrics() PrometheusOption {
 // written, so queries must use the form the target writes; Prometheus 3
 // normalises it at scrape. OpenMetrics (le="1.0" either way) and protobuf
 // scrapes are not affected.
-func WithGoBucketText() PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.goBuckets = true })
+func WithGoBucketText() Option {
+	return optionFunc(func(c *config) { c.goBuckets = true })
 }
 
 // WithProviderViews tells the handler the views of the MeterProvider the
@@ -194,21 +201,21 @@ func WithGoBucketText() PrometheusOption {
 // exponential aggregation (views.WithExponential). Without it such a family
 // shows classic zero series until one engine observes it, native ones after.
 // Setup passes its views.
-func WithProviderViews(v ...sdkmetric.View) PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.views = append(c.views, v...) })
+func WithProviderViews(v ...sdkmetric.View) Option {
+	return optionFunc(func(c *config) { c.views = append(c.views, v...) })
 }
 
-// withResource tells the reader the resource of the provider it is
+// WithResource tells the reader the resource of the provider it is
 // registered on, so that ReservedLabels knows the labels of
-// WithResourceAsLabels. Setup passes it.
-func withResource(res *resource.Resource) PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.resource = res })
+// WithResourceAsLabels. exporters.Setup passes it.
+func WithResource(res *resource.Resource) Option {
+	return optionFunc(func(c *config) { c.resource = res })
 }
 
-// withScrapeErrors sends the handler's gathering and writing errors to f
+// WithErrorHandler sends the handler's gathering and writing errors to f
 // instead of otel.Handle.
-func withScrapeErrors(f func(error)) PrometheusOption {
-	return promOptionFunc(func(c *promConfig) { c.handle = f })
+func WithErrorHandler(f func(error)) Option {
+	return optionFunc(func(c *config) { c.handle = f })
 }
 
 // scopeLabels are the labels the OpenTelemetry exporter adds with scope info.
@@ -216,7 +223,7 @@ var scopeLabels = []string{"otel_scope_name", "otel_scope_version", "otel_scope_
 
 // reservedLabels returns the label names the reader configured by c adds
 // to every series.
-func (c *promConfig) reservedLabels() []string {
+func (c *config) reservedLabels() []string {
 	var out []string
 	if c.scopeInfo {
 		out = append(out, scopeLabels...)
@@ -235,7 +242,7 @@ func (c *promConfig) reservedLabels() []string {
 	return out
 }
 
-// NewPrometheus creates a Prometheus reader and its handler. By default the
+// New creates a Prometheus reader and its handler. By default the
 // scrape is vLLM-identical: no otel_scope_* labels and no target_info.
 // Scrape errors (for example two streams with one name) make the handler
 // answer HTTP 500 and are reported to otel.Handle.
@@ -243,12 +250,12 @@ func (c *promConfig) reservedLabels() []string {
 // Several readers may share one registry (WithRegistry), each registered on
 // its own MeterProvider; record on each provider through Wrap so that two
 // Recorders exporting the same series are refused. At most one of them may
-// serve target_info: NewPrometheus returns an error matching ErrConfig for a
-// second one.
-func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
-	c := promConfig{handle: otel.Handle}
+// serve target_info: New returns an error matching ErrConfig for a second
+// one.
+func New(opts ...Option) (*Exporter, error) {
+	c := config{handle: otel.Handle}
 	for _, o := range opts {
-		o.applyPrometheus(&c)
+		o.apply(&c)
 	}
 	if c.registry == nil {
 		c.registry = prometheus.NewRegistry()
@@ -285,5 +292,10 @@ func NewPrometheus(opts ...PrometheusOption) (*Prometheus, error) {
 	}
 	h := &scrapeHandler{gatherer: c.registry, series: st.series, formats: formats, goBuckets: c.goBuckets,
 		native: nativeSchemas(c.views), handle: c.handle}
-	return &Prometheus{Reader: exp, Handler: h, Registry: c.registry, series: st.series, reserved: c.reservedLabels()}, nil
+	return &Exporter{Reader: exp, Handler: h, Registry: c.registry, series: st.series, reserved: c.reservedLabels(),
+		openMetrics: c.openMetrics}, nil
 }
+
+// ServesOpenMetrics reports whether Handler negotiates OpenMetrics
+// (WithOpenMetrics), the one text format that shows exemplars.
+func (p *Exporter) ServesOpenMetrics() bool { return p.openMetrics }

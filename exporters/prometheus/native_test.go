@@ -1,4 +1,4 @@
-package exporters
+package prometheus
 
 import (
 	"context"
@@ -8,13 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/trace"
-	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
@@ -31,17 +29,17 @@ const ttftFamily = "vllm:time_to_first_token_seconds"
 // nativeProvider wires a provider with views.VLLM(opts...) and a Recorder
 // of engines 0 and 1 on it, as Setup does; withViews tells the handler the
 // views.
-func nativeProvider(t testing.TB, withViews bool, opts ...views.Option) (*Prometheus, *instrument.Recorder) {
+func nativeProvider(t testing.TB, withViews bool, opts ...views.Option) (*Exporter, *instrument.Recorder) {
 	t.Helper()
 	vs, err := views.VLLM(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var popts []PrometheusOption
+	var popts []Option
 	if withViews {
 		popts = append(popts, WithProviderViews(vs...))
 	}
-	prom, err := NewPrometheus(popts...)
+	prom, err := New(popts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +57,7 @@ func nativeProvider(t testing.TB, withViews bool, opts ...views.Option) (*Promet
 // protobufFamilies scrapes prom's handler with the protobuf Accept header
 // and decodes the families by name (the series of a family's messages
 // together).
-func protobufFamilies(t *testing.T, prom *Prometheus) map[string]*dto.MetricFamily {
+func protobufFamilies(t *testing.T, prom *Exporter) map[string]*dto.MetricFamily {
 	t.Helper()
 	out := map[string]*dto.MetricFamily{}
 	for _, mf := range protobufMessages(t, prom) {
@@ -74,7 +72,7 @@ func protobufFamilies(t *testing.T, prom *Prometheus) map[string]*dto.MetricFami
 
 // protobufMessages scrapes prom's handler with the protobuf Accept header
 // and decodes its family messages in order.
-func protobufMessages(t *testing.T, prom *Prometheus) []*dto.MetricFamily {
+func protobufMessages(t *testing.T, prom *Exporter) []*dto.MetricFamily {
 	t.Helper()
 	code, body, header := scrape(t, prom.Handler, protobufAccept)
 	if code != 200 {
@@ -273,52 +271,5 @@ func TestNativeHistogramsInText(t *testing.T) {
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("text scrape of a native family:\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-// OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION makes the OTLP
-// reader, and only it, aggregate every histogram without a view aggregation
-// exponentially: in one Setup the same TTFTs reach OTLP as an exponential
-// histogram and the scrape with vLLM's classic buckets.
-func TestOTLPExponentialFromEnv(t *testing.T) {
-	cleanEnv(t)
-	recv := startReceiver(t)
-	t.Setenv(EnvOTLPProtocol, "grpc")
-	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr)
-	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION", "base2_exponential_bucket_histogram")
-	ctx := context.Background()
-	p, err := Setup(ctx, WithOTLP(WithInterval(time.Hour)), WithoutProcessMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Shutdown(ctx)
-	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()), instrument.WithModelName("m"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rec.Close()
-	e, _ := rec.Engine(0)
-	e.RecordIteration(ctx, &stats.Iteration{TTFT: []float64{0.05, 0.2, 1.5}})
-	if err := p.ForceFlush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var exp *metricpb.ExponentialHistogramDataPoint
-	for _, req := range recv.requests() {
-		for _, rm := range req.GetResourceMetrics() {
-			for _, sm := range rm.GetScopeMetrics() {
-				for _, m := range sm.GetMetrics() {
-					if m.GetName() == ttftFamily && m.GetExponentialHistogram() != nil {
-						exp = m.GetExponentialHistogram().GetDataPoints()[0]
-					}
-				}
-			}
-		}
-	}
-	if exp == nil || exp.GetCount() != 3 || len(exp.GetPositive().GetBucketCounts()) == 0 {
-		t.Errorf("OTLP %s: %v, want an exponential histogram of 3 observations", ttftFamily, exp)
-	}
-	code, body, _ := scrape(t, p.Handler(), "")
-	if code != 200 || !strings.Contains(body, ttftFamily+`_bucket{engine="0",model_name="m",le="0.1"} 1`) {
-		t.Errorf("scrape (HTTP %d) lacks the classic bucket le=\"0.1\" of %s:\n%s", code, ttftFamily, body)
 	}
 }

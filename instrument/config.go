@@ -1,6 +1,8 @@
 package instrument
 
 import (
+	"time"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -44,6 +46,7 @@ type config struct {
 	// kvOffloadThreshold: WithKVOffloadStoreThreshold of 2 or more.
 	kvOffloadThreshold bool
 	simpleKVOffload    *stats.SimpleKVOffloadConfig // WithSimpleKVOffload
+	eventWindow        time.Duration
 	errorHandler       func(error)
 }
 
@@ -53,6 +56,7 @@ func newConfig(opts []Option) config {
 		maxModelLen:    DefaultMaxModelLen,
 		genAIOperation: DefaultGenAIOperation,
 		genAIProvider:  DefaultGenAIProvider,
+		eventWindow:    DefaultEventWindow,
 	}
 	for _, o := range opts {
 		o.apply(&c)

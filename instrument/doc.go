@@ -18,6 +18,16 @@
 //	engine.RecordIteration(ctx, &iteration)
 //	iteration.Reset()
 //
+// An engine without a scheduler step (one goroutine per request, tokens on
+// timers) reports each request's events as they happen through
+// Engine.Events, which forms one step per window of WithEventWindow, and
+// sets each gauge or adds each count when it changes (Engine.SetRunning,
+// Engine.AddPrefixCache, Engine.RecordSchedulerCounts, ...):
+//
+//	events := engine.Events() // safe for concurrent use
+//	// on each request's goroutine:
+//	events.Output(req, time.Now(), 1)
+//
 // Only construction returns errors (NewRecorder, Recorder.Engine,
 // Engine.Backend): a metrics call never changes an engine's control flow.
 // Every Record method validates its whole input first: invalid input records

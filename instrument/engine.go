@@ -83,6 +83,7 @@ type Engine struct {
 
 	backends backends   // the client metrics' handles, see Backend
 	http     httpSeries // the HTTP server families' attribute sets, see RecordHTTPRequest
+	events   *Events    // the engine's steps without a scheduler, see Events
 
 	warned [numFeatures]atomic.Bool // feature data reported without its option, see unconfigured
 
@@ -184,6 +185,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	e.buildPriority(cfg)
 	e.buildServer(cfg)
 	e.buildOffload(cfg)
+	e.events = newEvents(e, cfg.eventWindow)
 	return e
 }
 
@@ -333,6 +335,12 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) {
 
 // recordIteration is RecordIteration, returning its refusal.
 func (e *Engine) recordIteration(ctx context.Context, it *stats.Iteration) error {
+	return e.recordStep(ctx, it, false)
+}
+
+// recordStep records a step, or a window of Events, which observes iteration
+// tokens only when a request produced tokens in it.
+func (e *Engine) recordStep(ctx context.Context, it *stats.Iteration, window bool) error {
 	if err := e.usable(it == nil); err != nil {
 		return err
 	}
@@ -359,7 +367,9 @@ func (e *Engine) recordIteration(ctx context.Context, it *stats.Iteration) error
 	addPositive(&c.generation, it.GenerationTokens)
 	addPositive(&c.preemptions, it.Preemptions)
 	addPositive(&c.corrupted, it.CorruptedRequests)
-	in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
+	if !window || it.GenerationTokens > 0 {
+		in.iterationTokens.Record(ctx, it.TokensDone(), e.plain.rec...)
+	}
 	if !e.prio.priority { // else TTFT is observed at the finish, see WithPriorityScheduling
 		for i, v := range it.TTFT {
 			in.ttft.Record(requestContext(ctx, it.TTFTContexts, i), v, e.plain.rec...)
@@ -425,9 +435,11 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	fm := e.finishedOf(f) // with the priority label under priority scheduling
 	in, rec := e.inst, fm.plain.rec
 	e.countSuccess(f)
-	in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
+	if f.PromptTokens > 0 { // else it ended before its prompt length was known
+		in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
+		in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
+	}
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
-	in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
 	if f.MaxTokens > 0 {
 		in.paramsMaxTokens.Record(ctx, f.MaxTokens, rec...)
 	}
@@ -456,7 +468,10 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 // is refused: nothing of it is recorded, and the refusal is counted and
 // reported (see RecordIteration). Feature data on a Recorder without the
 // feature's option (Scheduler.SpecDecoding without WithSpecDecoding, ...) is
-// recorded and reported once per engine (ErrFeatureNotConfigured).
+// recorded and reported once per engine (ErrFeatureNotConfigured). It sets
+// every gauge from s: an engine without a step sets each when it changes
+// instead (SetRunning, SetWaiting, SetKVCacheUsage, SetSleepState) and adds
+// its counts with AddPrefixCache and RecordSchedulerCounts.
 func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) {
 	if err := e.recordSchedulerStep(ctx, s); err != nil {
 		e.refuse(refusedScheduler, "RecordScheduler", err)
@@ -465,6 +480,25 @@ func (e *Engine) RecordScheduler(ctx context.Context, s *stats.Scheduler) {
 
 // recordSchedulerStep is RecordScheduler, returning its refusal.
 func (e *Engine) recordSchedulerStep(ctx context.Context, s *stats.Scheduler) error {
+	return e.recordSchedulerParts(ctx, s, allGauges|schedulerCounts)
+}
+
+// The parts of a Scheduler that recordSchedulerParts records: each gauge
+// that every step sets, and the rest (counts and optional parts).
+type schedulerParts uint8
+
+const (
+	gaugeRunning schedulerParts = 1 << iota
+	gaugeWaiting
+	gaugeKVCacheUsage
+	gaugeSleepState
+	schedulerCounts
+
+	allGauges = gaugeRunning | gaugeWaiting | gaugeKVCacheUsage | gaugeSleepState
+)
+
+// recordSchedulerParts validates the whole of s and records its parts.
+func (e *Engine) recordSchedulerParts(ctx context.Context, s *stats.Scheduler, parts schedulerParts) error {
 	if err := e.usable(s == nil); err != nil {
 		return err
 	}
@@ -475,24 +509,38 @@ func (e *Engine) recordSchedulerStep(ctx context.Context, s *stats.Scheduler) er
 		return fmt.Errorf("instrument: %d speculative decoding positions, at most %d: %w",
 			len(sd.AcceptedPerPosition), maxSpecPositions, stats.ErrOutOfRange)
 	}
-	var inc increments
-	inc.scheduler(s)
-	if err := e.reserve(&inc); err != nil {
-		return err
+	if parts&schedulerCounts != 0 {
+		var inc increments
+		inc.scheduler(s)
+		if err := e.reserve(&inc); err != nil {
+			return err
+		}
 	}
-	e.recordScheduler(ctx, s)
-	e.checkFeatures(s)
+	c := &e.c
+	if parts&gaugeRunning != 0 {
+		c.running.Store(s.Running)
+	}
+	if parts&gaugeWaiting != 0 {
+		c.waiting.Store(s.Waiting())
+		c.waitingBy[0].Store(s.WaitingCapacity)
+		c.waitingBy[1].Store(s.WaitingDeferred)
+	}
+	if parts&gaugeKVCacheUsage != 0 {
+		c.kvUsage.Store(math.Float64bits(s.KVCacheUsage))
+	}
+	if parts&gaugeSleepState != 0 {
+		c.sleepState.Store(int64(s.SleepState))
+	}
+	if parts&schedulerCounts != 0 {
+		e.recordSchedulerCounts(ctx, s)
+		e.checkFeatures(s)
+	}
 	return nil
 }
 
-func (e *Engine) recordScheduler(ctx context.Context, s *stats.Scheduler) {
+// recordSchedulerCounts records what s adds, and its optional states.
+func (e *Engine) recordSchedulerCounts(ctx context.Context, s *stats.Scheduler) {
 	in, rec, c := e.inst, e.plain.rec, &e.c
-	c.running.Store(s.Running)
-	c.waiting.Store(s.Waiting())
-	c.waitingBy[0].Store(s.WaitingCapacity)
-	c.waitingBy[1].Store(s.WaitingDeferred)
-	c.kvUsage.Store(math.Float64bits(s.KVCacheUsage))
-	c.sleepState.Store(int64(s.SleepState))
 	addPositive(&c.prefixQ, s.PrefixCache.Queries)
 	addPositive(&c.prefixH, s.PrefixCache.Hits)
 	addPositive(&c.mmQ, s.MultimodalCache.Queries)

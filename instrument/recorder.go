@@ -223,6 +223,9 @@ func (r *Recorder) CloseContext(ctx context.Context) error {
 	if r == nil || r.life == nil {
 		return nil
 	}
+	for _, e := range r.engines {
+		e.events.close() // the last window, recorded while the Recorder is open
+	}
 	return r.life.close(ctx)
 }
 
@@ -254,6 +257,9 @@ func (c *config) validate() error {
 	}
 	if c.maxModelLen < 1 {
 		bad("max model length %d (WithMaxModelLen) must be 1 or more: %w", c.maxModelLen, stats.ErrOutOfRange)
+	}
+	if c.eventWindow < MinEventWindow || c.eventWindow > MaxEventWindow {
+		bad("event window %v (WithEventWindow) must be %v to %v: %w", c.eventWindow, MinEventWindow, MaxEventWindow, stats.ErrOutOfRange)
 	}
 	if c.specPositions < 0 || c.specPositions > maxSpecPositions {
 		bad("speculative tokens %d (WithSpecDecoding) must be 0 to %d: %w",

@@ -209,7 +209,14 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 		{"KV cache usage", (&stats.Scheduler{KVCacheUsage: 1.5}).Validate(), []string{"want 0 to 1"}},
 		{"accepted above drafted", (&stats.SpecDecoding{DraftTokens: 1, AcceptedTokens: 2}).Validate(), []string{"more than DraftTokens (1)"}},
 		{"n > 1 on one Timeline", stats.NewTimeline(stats.Request{Arrival: t0, PromptTokens: 1, N: 2}).Err(), []string{"use NewTimelines"}},
-		{"empty prompt", stats.NewTimeline(stats.Request{Arrival: t0}).Err(), []string{"PromptTokens = 0", "want at least 1"}},
+		{"empty prompt", func() error {
+			tl := stats.NewTimeline(stats.Request{Arrival: t0})
+			return eventtest.Err(tl.Refused, func() { tl.Tokenized(t0, 0) })
+		}(), []string{"promptTokens = 0", "want at least 1"}},
+		{"scheduled before its prompt length", func() error {
+			tl := stats.NewTimeline(stats.Request{Arrival: t0})
+			return eventtest.Err(tl.Refused, func() { tl.Scheduled(ms(1), 0, 0) })
+		}(), []string{"call Tokenized first"}},
 	} {
 		if c.err == nil {
 			t.Errorf("%s: no error", c.name)

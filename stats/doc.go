@@ -3,10 +3,12 @@
 // how a finished request went, and what the scheduler looks like at a step.
 //
 // It imports no OpenTelemetry: an engine fills these values, directly or by
-// driving a [Timeline] per request with one call per event ([Timeline.Queued]
-// and [Timeline.Scheduled], then [Iteration.Output], [Iteration.Preempt] and
+// driving a [Timeline] per request with one call per event ([Timeline.Queued],
+// [Timeline.Tokenized] when the prompt length comes after the arrival, and
+// [Timeline.Scheduled], then [Iteration.Output], [Iteration.Preempt] and
 // [Iteration.Finish], which add each event's contribution to the step), and
-// package instrument records them.
+// package instrument records them, from steps or, for an engine without
+// them, from windows of its events (instrument's Engine.Events).
 //
 // Every prompt token is satisfied by exactly one [Source]: computed here
 // ([LocalCompute]), taken from this instance's prefix cache ([LocalCacheHit]),

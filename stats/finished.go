@@ -54,7 +54,10 @@ func (r FinishReason) Validate() error {
 // in seconds. A Timeline fills it; an engine may also fill it directly.
 type FinishedRequest struct {
 	Reason FinishReason
-	// PromptTokens is the prompt length; GenerationTokens the tokens it emitted.
+	// PromptTokens is the prompt length, 0 for a request that finished
+	// before its length was known (Timeline.Tokenized): the request-level
+	// prompt histograms then observe nothing for it, as vLLM never observes
+	// an empty prompt. GenerationTokens is the tokens it emitted.
 	PromptTokens     int64
 	GenerationTokens int64
 	// PrefillComputedTokens is the prompt tokens computed here (prompt - cached).

@@ -77,6 +77,7 @@ const (
 	opFinish        // reason b%7: 5 and 6 are unknown
 	opHugeScheduled // Scheduled with MaxInt64 local cached
 	opOutput2
+	opTokenized // Tokenized with a prompt length of a
 	numOps
 )
 
@@ -124,16 +125,21 @@ func FuzzTimeline(f *testing.F) {
 		fuzzEvent{opHugeScheduled, 1, 0, 0}, fuzzEvent{opOutput, 1, 1, 0},
 	))
 	f.Add(uint8(0), []byte{})
+	// A prompt length known after the arrival: refused events before it,
+	// a refused second Tokenized, then the request runs.
+	f.Add(uint8(0), encodeEvents(
+		fuzzEvent{opQueued, 3, 0, 0}, fuzzEvent{opScheduled, 2, 0, 0}, fuzzEvent{opTokenized, 1, 0, 0},
+		fuzzEvent{opTokenized, 4, 90, 0}, fuzzEvent{opTokenized, 1, 10, 0}, fuzzEvent{opScheduled, 5, 30, 0},
+		fuzzEvent{opOutput, 40, 1, 0}, fuzzEvent{opOutput, 10, 2, 0}, fuzzEvent{opFinish, 5, 0, 0},
+	))
+	// Finished before its prompt length was known.
+	f.Add(uint8(0), encodeEvents(fuzzEvent{opQueued, 3, 0, 0}, fuzzEvent{opFinish, 20, 0, 3}))
 
 	f.Fuzz(func(t *testing.T, prompt uint8, data []byte) {
+		// A prompt of 0 is not known yet: opTokenized sets promptLen.
 		req := stats.Request{Arrival: t0, PromptTokens: int64(prompt)}
+		promptLen := int64(prompt)
 		tl := stats.NewTimeline(req)
-		if prompt == 0 {
-			if !errors.Is(tl.Err(), stats.ErrOutOfRange) {
-				t.Fatalf("an empty prompt: Err() = %v, want ErrOutOfRange", tl.Err())
-			}
-			return
-		}
 		if err := tl.Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -188,6 +194,10 @@ func FuzzTimeline(f *testing.F) {
 				call = func(x *stats.Timeline) (stats.Output, stats.FinishedRequest, error) {
 					return stats.Output{}, stats.FinishedRequest{}, x.Preempted(now)
 				}
+			case opTokenized:
+				call = func(x *stats.Timeline) (stats.Output, stats.FinishedRequest, error) {
+					return stats.Output{}, stats.FinishedRequest{}, eventtest.Err(x.Refused, func() { x.Tokenized(now, a) })
+				}
 			case opFinish:
 				reason := stats.FinishReason(uint8(b) % 7)
 				call = func(x *stats.Timeline) (stats.Output, stats.FinishedRequest, error) {
@@ -215,8 +225,13 @@ func FuzzTimeline(f *testing.F) {
 			}
 
 			switch op {
+			case opTokenized:
+				if promptLen != 0 || a < 1 {
+					t.Fatalf("Tokenized(%d) accepted with the prompt length at %d", a, promptLen)
+				}
+				promptLen = a
 			case opOutput, opOutput2, opHugeOutput:
-				checkFuzzOutput(t, o, tokens, int64(prompt), firstOut != nil)
+				checkFuzzOutput(t, o, tokens, promptLen, firstOut != nil)
 				if o.First {
 					firstOut = &o
 				}
@@ -244,7 +259,7 @@ func FuzzTimeline(f *testing.F) {
 				checkFuzzIteration(t, &it)
 			case opFinish:
 				finished = &fr
-				checkFuzzFinished(t, fr, int64(prompt), generated, firstOut)
+				checkFuzzFinished(t, fr, promptLen, generated, firstOut)
 			}
 		}
 
@@ -265,7 +280,7 @@ func FuzzTimeline(f *testing.F) {
 		if err1 != nil {
 			t.Fatalf("final Finish: %v", err1)
 		}
-		checkFuzzFinished(t, f1, int64(prompt), generated, firstOut)
+		checkFuzzFinished(t, f1, promptLen, generated, firstOut)
 	})
 }
 

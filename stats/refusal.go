@@ -8,7 +8,8 @@ type EventKind uint8
 
 // The event kinds, in label order.
 const (
-	// KindRequest: a Request refused by NewTimeline or NewTimelines.
+	// KindRequest: a Request refused by NewTimeline or NewTimelines, or
+	// its prompt length refused by Timeline.Tokenized.
 	KindRequest EventKind = iota
 	// KindQueued: a refused Timeline.Queued.
 	KindQueued

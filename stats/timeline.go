@@ -12,8 +12,9 @@ import (
 // Request describes a request as it arrives, before any event of its Timeline.
 type Request struct {
 	Arrival time.Time
-	// PromptTokens is the prompt's length, at least 1: vLLM refuses an
-	// empty decoder prompt before the engine sees the request.
+	// PromptTokens is the prompt's length; 0 means not known yet, for an
+	// engine that queues a request before tokenizing it: Timeline.Tokenized
+	// then sets it, before the request is scheduled.
 	PromptTokens int64
 	// MaxTokens is the max_tokens parameter; 0 means it was not set.
 	MaxTokens int64
@@ -32,17 +33,10 @@ type Request struct {
 	Context context.Context
 }
 
-// Validate reports a zero arrival time, an empty prompt, or a negative
-// count.
+// Validate reports a zero arrival time or a negative count.
 func (r Request) Validate() error {
 	if r.Arrival.IsZero() {
 		return hintedErr("Arrival", r.Arrival, ErrOutOfRange, "set Request.Arrival")
-	}
-	if r.PromptTokens == 0 {
-		// vllm/v1/engine/input_processor.py, _validate_prompt_len, at
-		// a1799180e1fc: "The decoder prompt cannot be empty".
-		return hintedErr("PromptTokens", r.PromptTokens, ErrOutOfRange,
-			"want at least 1: vLLM refuses a request with an empty prompt, so its engine never sees one")
 	}
 	if err := checkCount("PromptTokens", r.PromptTokens); err != nil {
 		return err
@@ -71,6 +65,7 @@ const (
 	evOutput    = "Output"
 	evPreempted = "Preempted"
 	evFinish    = "Finish"
+	evTokenized = "Tokenized"
 )
 
 // maxAge is MaxSeconds as a time.Duration: no event may come later than
@@ -88,7 +83,8 @@ const maxAge = time.Duration(MaxSeconds * float64(time.Second))
 // Err returns what is kept. Make it with NewTimeline or NewTimelines: every
 // event of a zero or nil Timeline is refused (ErrOutOfOrder).
 //
-// The usual calls are Queued (optional) and Scheduled on the Timeline, and
+// The usual calls are Queued (optional), Tokenized (when the prompt length
+// came after the arrival) and Scheduled on the Timeline, and
 // Iteration.Output, Iteration.Preempt and Iteration.Finish, which drive the
 // Timeline and add the result to the step in one call. Output, Preempted
 // and Finish on the Timeline itself return the result for the caller to
@@ -242,6 +238,8 @@ func orderHint(event string) string {
 	switch event {
 	case evQueued:
 		return "Queued comes at most once, before the first Scheduled"
+	case evTokenized:
+		return "Tokenized comes before Scheduled"
 	case evScheduled:
 		return "the request is running: Preempt it before scheduling it again"
 	case evPreempted:
@@ -263,6 +261,39 @@ func (t *Timeline) Queued(at time.Time) {
 		return
 	}
 	t.phase, t.last, t.event, t.queued = queued, at, evQueued, at
+}
+
+// Tokenized sets the prompt length of a request that arrived without it
+// (Request.PromptTokens 0), once, before it is scheduled: an engine that
+// queues requests before tokenizing them makes the Timeline at the arrival,
+// so that TTFT and e2e run from there, and a request that fails before its
+// tokenization can still finish. The length is at least 1: vLLM refuses an
+// empty decoder prompt before its engine sees the request
+// (vllm/v1/engine/input_processor.py, _validate_prompt_len, at a1799180e1fc).
+//
+// A refused Tokenized is kept, as a refusal of kind KindRequest: see
+// Timeline.
+func (t *Timeline) Tokenized(at time.Time, promptTokens int64) {
+	if err := t.tokenized(at, promptTokens); err != nil {
+		t.refuse(KindRequest, err)
+	}
+}
+
+// tokenized is Tokenized, returning its refusal.
+func (t *Timeline) tokenized(at time.Time, promptTokens int64) error {
+	if err := t.check(evTokenized, at, arrived, queued); err != nil {
+		return err
+	}
+	if t.req.PromptTokens != 0 {
+		return hintedErr("promptTokens", promptTokens, ErrOutOfOrder,
+			fmt.Sprintf("the prompt length is known (%d): Tokenized is for a Request made with PromptTokens 0", t.req.PromptTokens))
+	}
+	if promptTokens < 1 {
+		return hintedErr("promptTokens", promptTokens, ErrOutOfRange,
+			"want at least 1: vLLM refuses a request with an empty prompt, so its engine never sees one")
+	}
+	t.req.PromptTokens, t.last, t.event = promptTokens, at, evTokenized
+	return nil
 }
 
 // Scheduled records that the scheduler took the request from waiting, with
@@ -300,6 +331,10 @@ func (t *Timeline) ScheduledWith(at time.Time, c Cached) {
 func (t *Timeline) schedule(at time.Time, c Cached) error {
 	if err := t.check(evScheduled, at, arrived, queued, preempted); err != nil {
 		return err
+	}
+	if t.req.PromptTokens == 0 {
+		return &EventError{evScheduled, at, t.event, t.last, ErrOutOfOrder,
+			"the prompt length is not known: call Tokenized first, or set Request.PromptTokens"}
 	}
 	tokens := t.req.PromptTokens
 	if t.hasOutput {
@@ -454,6 +489,16 @@ func (p *parent) childFinished(generated int64) (maxGen int64, last bool) {
 	p.remaining--
 	p.maxGen = max(p.maxGen, generated)
 	return p.maxGen, p.remaining == 0
+}
+
+// Latest returns the time of the request's latest event, its arrival
+// before any (the zero time for a nil Timeline): the earliest time its next
+// event may take.
+func (t *Timeline) Latest() time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.last
 }
 
 // Generated returns the tokens the request has emitted so far (0 for a nil

@@ -544,7 +544,6 @@ func TestNewTimelineErrors(t *testing.T) {
 	}{
 		{"zero arrival", stats.Request{PromptTokens: 10}, false, stats.ErrOutOfRange, "Arrival"},
 		{"negative prompt", stats.Request{Arrival: t0, PromptTokens: -1}, false, stats.ErrNegative, "PromptTokens = -1"},
-		{"empty prompt", stats.Request{Arrival: t0}, false, stats.ErrOutOfRange, "PromptTokens = 0"},
 		{"negative max tokens", stats.Request{Arrival: t0, PromptTokens: 10, MaxTokens: -2}, false, stats.ErrNegative, "MaxTokens = -2"},
 		{"negative n", stats.Request{Arrival: t0, PromptTokens: 10, N: -1}, false, stats.ErrNegative, "N = -1"},
 		{"n = 2 needs NewTimelines", stats.Request{Arrival: t0, PromptTokens: 10, N: 2}, true, stats.ErrOutOfRange, "N = 2"},

@@ -268,3 +268,41 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 	}
 }
+
+// An -upstream URL with user info is refused (exit 2): the proxy never sent
+// it (ReverseProxy sends the client's request, whose credentials pass on
+// as they came), and it logged it with the upstream. No error shows a
+// value's user info, query or fragment, flag or variable.
+func TestUpstreamCredentialsRefused(t *testing.T) {
+	const user, password, token = "leak-user-3e7f", "leak-password-9b2c", "leak-token-5d1a"
+	for _, c := range []struct{ value, want string }{
+		{"http://" + user + ":" + password + "@127.0.0.1:1", "user info"},
+		{"decode=https://" + token + "@localhost:1/base", "user info"},
+		{"http://" + user + ":" + password + "%zz@127.0.0.1:1", "want [prefill="},     // not a URL net/url parses
+		{"http://" + user + ":pass/" + password + "@127.0.0.1:1", "want [prefill="},   // '/' unescaped in the password
+		{"http://" + user + ":p?" + password + "@127.0.0.1:1", "want [prefill="},      // '?' unescaped in the password
+		{"http://127.0.0.1:1/v1?api-key=" + password + "#" + token, "want [prefill="}, // a query and a fragment
+	} {
+		for _, how := range []string{"flag", "variable"} {
+			args := []string{"-listen", "127.0.0.1:0", "-metrics-listen", "127.0.0.1:0"}
+			env := map[string]string{}
+			if how == "flag" {
+				args = append(args, "-upstream", c.value)
+			} else {
+				env[EnvPrefix+"UPSTREAM"] = c.value
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel() // a proxy that starts stops at once
+			var out syncBuffer
+			code := run(ctx, args, func(k string) string { return env[k] }, &out, &out, nil)
+			if code != 2 || !strings.Contains(out.String(), c.want) {
+				t.Errorf("%s %s: exit %d, want 2 and %q:\n%s", how, c.value, code, c.want, out.String())
+			}
+			for _, s := range []string{user, password, token} {
+				if strings.Contains(out.String(), s) {
+					t.Errorf("%s %s: the output shows %s:\n%s", how, c.value, s, out.String())
+				}
+			}
+		}
+	}
+}

@@ -45,6 +45,7 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 		exporters.WithServiceName(c.serviceName),
 		exporters.WithViews(append(vv, sv...)...),
 		exporters.WithErrorHandler(onErr),
+		exporters.WithGoMetrics(), // its /metrics is the proxy's only one
 	}
 	if c.instanceID != "" {
 		setup = append(setup, exporters.WithServiceInstanceID(c.instanceID))

@@ -49,6 +49,7 @@ type setupConfig struct {
 	errorHandler      func(error)
 	cardinalityLimit  *int
 	noProcessMetrics  bool
+	goMetrics         bool
 	exemplars         bool
 }
 
@@ -171,6 +172,17 @@ func WithoutProcessMetrics() Option {
 	return setupOptionFunc(func(c *setupConfig) { c.noProcessMetrics = true })
 }
 
+// WithGoMetrics adds the go_* families of the Go runtime (go_goroutines,
+// go_threads, go_memstats_* heap and GC figures, go_gc_duration_seconds,
+// ...: client_golang's Go collector) to the Prometheus registry, as
+// prometheus_client adds Python's python_gc_* to vLLM's scrape: for a
+// program whose only /metrics is Setup's (cmd/infermetrics-proxy). A
+// registry that already has the Go collector keeps it. They are not sent
+// over OTLP.
+func WithGoMetrics() Option {
+	return setupOptionFunc(func(c *setupConfig) { c.goMetrics = true })
+}
+
 // WithExemplars turns exemplars on: latency measurements made in a context
 // with a sampled span (an engine passes each request's, see
 // stats.Request.Context) keep an exemplar naming its trace and span, which
@@ -217,6 +229,8 @@ type Provider struct {
 //     process_open_fds, ...), as vLLM's scrape does, unless
 //     WithoutProcessMetrics is given or the registry (WithRegistry) already
 //     has one. They are not sent over OTLP.
+//   - Go metrics: the go_* families of the Go runtime on the same registry,
+//     with WithGoMetrics only.
 //   - Stats log readers of WithStatsLog, whatever the exporters.
 //   - Cardinality: WithCardinalityLimit, by default DefaultCardinalityLimit
 //     series per stream.
@@ -280,7 +294,12 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 			readers = append(readers, prom.Reader)
 			p.handler = prom.Handler
 			if !c.noProcessMetrics {
-				if err := registerProcessCollector(prom.Registry); err != nil {
+				if err := registerOnce(prom.Registry, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), "process metrics"); err != nil {
+					return fail(err, readers)
+				}
+			}
+			if c.goMetrics {
+				if err := registerOnce(prom.Registry, collectors.NewGoCollector(), "Go metrics"); err != nil {
 					return fail(err, readers)
 				}
 			}
@@ -314,16 +333,16 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	return p, nil
 }
 
-// registerProcessCollector registers client_golang's process collector on
-// reg, which serves the process_* families vLLM's scrape has. A registry
-// that already has one (the caller's own, or another Setup's) keeps it.
-func registerProcessCollector(reg *promclient.Registry) error {
-	err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+// registerOnce registers c, one of client_golang's collectors (the process
+// or Go collector), on reg. A registry that already has it (the caller's
+// own, or another Setup's) keeps it; what names it in an error.
+func registerOnce(reg *promclient.Registry, c promclient.Collector, what string) error {
+	err := reg.Register(c)
 	if _, ok := errors.AsType[promclient.AlreadyRegisteredError](err); ok {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("exporters: process metrics: %w", err)
+		return fmt.Errorf("exporters: %s: %w", what, err)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func (u upstream) String() string {
 	return u.role + "=" + u.url.String()
 }
 
-// upstreams is the repeatable -upstream flag.
+// upstreams are the upstreams of -upstream.
 type upstreams []upstream
 
 func (us *upstreams) String() string {
@@ -61,35 +61,62 @@ func (us *upstreams) String() string {
 	return strings.Join(s, ",")
 }
 
-// Set parses [ROLE=]URL; several comma-separated values are allowed (the
+// upstreamValues is the repeatable -upstream flag, parsed by check: its
+// Set refuses nothing, as the flag package would echo a value refused, and
+// an upstream URL may hold a password.
+type upstreamValues []string
+
+func (vs *upstreamValues) String() string { return strings.Join(*vs, ",") }
+
+// Set adds [ROLE=]URL; several comma-separated values are allowed (the
 // environment variable's form).
-func (us *upstreams) Set(v string) error {
+func (vs *upstreamValues) Set(v string) error {
 	for _, one := range strings.Split(v, ",") {
-		u, err := parseUpstream(strings.TrimSpace(one))
-		if err != nil {
-			return err
-		}
-		*us = append(*us, u)
+		*vs = append(*vs, strings.TrimSpace(one))
 	}
 	return nil
 }
 
+// parseUpstream parses [ROLE=]URL. A URL with user info is refused: the
+// proxy sends each client's own credentials, as they came, and no other.
+// Its errors show the value redacted.
 func parseUpstream(v string) (upstream, error) {
 	var up upstream
+	shown := redact(v)
 	if role, rest, ok := strings.Cut(v, "="); ok && !strings.Contains(role, "/") {
 		switch role {
 		case instrument.RolePrefill, instrument.RoleDecode, RoleAggregated:
 		default:
-			return up, fmt.Errorf("upstream %q: role %q is not prefill, decode or aggregated", v, role)
+			return up, fmt.Errorf("upstream %q: role %q is not prefill, decode or aggregated", shown, role)
 		}
 		up.role, v = role, rest
 	}
 	u, err := url.Parse(v)
+	if err == nil && u.User != nil {
+		return up, fmt.Errorf("upstream %q: user info (user:password@) is not supported: the upstream gets each client's own credentials (Authorization, api-key, ...) as they came", shown)
+	}
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return up, fmt.Errorf("upstream %q: want [prefill=|decode=|aggregated=]http(s)://host:port[/base-path]", v)
+		return up, fmt.Errorf("upstream %q: want [prefill=|decode=|aggregated=]http(s)://host:port[/base-path]", shown)
 	}
 	up.url = u
 	return up, nil
+}
+
+// redact returns an -upstream value as an error shows it: its user info,
+// query and fragment, which may hold credentials, replaced by xxxxx. It
+// reads the text, so that it hides them in a value net/url refuses too.
+func redact(v string) string {
+	if at := strings.LastIndexByte(v, '@'); at >= 0 {
+		from := 0
+		if i := strings.Index(v, "//"); i >= 0 && i < at {
+			from = i + 2
+		}
+		v = v[:from] + "xxxxx" + v[at:]
+	}
+	if i := strings.IndexAny(v, "?#"); i >= 0 {
+		v = v[:i+1] + "xxxxx"
+	}
+	return v
 }
 
 // routes is the repeatable -route flag: PATTERN=API, openaihttp's routes.
@@ -125,7 +152,8 @@ func (rs *routes) Set(v string) error {
 type config struct {
 	listen                string
 	metricsListen         string
-	upstreams             upstreams
+	upstreamValues        upstreamValues
+	upstreams             upstreams // parsed from upstreamValues by check
 	routes                routes
 	includeUsage          bool
 	maxModels             int
@@ -207,7 +235,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	}
 	fs.StringVar(&c.listen, "listen", ":8787", "address the proxy serves clients on")
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
-	fs.Var(&c.upstreams, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional);\nrepeat for several: requests go to them in turn (round robin). Required")
+	fs.Var(&c.upstreamValues, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional), URL\nwithout user info (the clients' credentials pass on); repeat for several: requests go\nto them in turn (round robin). Required")
 	fs.Var(&c.routes, "route", wrap("`PATTERN=API`: record the POSTs to the paths that match PATTERN as API, one of "+
 		strings.Join(openaihttp.APIs(), ", ")+" (not recorded); tried before the built-in paths, repeatable. "+
 		"A segment {name} matches one segment, {name...} any number; {model} or {deployment} is the model "+
@@ -257,8 +285,16 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 
 func (c *config) check() error {
 	var errs []error
-	if len(c.upstreams) == 0 {
+	if len(c.upstreamValues) == 0 {
 		errs = append(errs, errors.New("no upstream: give -upstream URL (or INFERMETRICS_PROXY_UPSTREAM)"))
+	}
+	for _, v := range c.upstreamValues {
+		u, err := parseUpstream(v)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.upstreams = append(c.upstreams, u)
 	}
 	if c.maxModels < 1 {
 		errs = append(errs, fmt.Errorf("-max-models %d: want at least 1", c.maxModels))

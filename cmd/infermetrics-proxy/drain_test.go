@@ -18,6 +18,14 @@ import (
 type otlpReceiver struct {
 	mu   sync.Mutex
 	reqs []*collpb.ExportMetricsServiceRequest
+	raw  bytes.Buffer // the bodies of the exports, one after another
+}
+
+// rawString returns the bodies of the exports received, as text.
+func (r *otlpReceiver) rawString() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.raw.String()
 }
 
 // startOTLP starts a receiver and points the proxy's OTLP exporter at it,
@@ -33,6 +41,7 @@ func startOTLP(t *testing.T) *otlpReceiver {
 		}
 		r.mu.Lock()
 		r.reqs = append(r.reqs, &m)
+		r.raw.Write(b)
 		r.mu.Unlock()
 		out, _ := proto.Marshal(&collpb.ExportMetricsServiceResponse{})
 		w.Header().Set("Content-Type", "application/x-protobuf")
@@ -79,6 +88,29 @@ func (r *otlpReceiver) counter(name string, attrs ...string) (float64, bool) {
 		}
 	}
 	return sum, found
+}
+
+// exemplars counts the exemplars of the histograms and sums of every
+// export.
+func (r *otlpReceiver) exemplars() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, req := range r.reqs {
+		for _, rm := range req.ResourceMetrics {
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					for _, dp := range m.GetHistogram().GetDataPoints() {
+						n += len(dp.Exemplars)
+					}
+					for _, dp := range m.GetSum().GetDataPoints() {
+						n += len(dp.Exemplars)
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 // drainUpstream streams one content chunk, then waits for release (or for

@@ -81,10 +81,39 @@ func (p *testProxy) stop(t *testing.T) int {
 
 func (p *testProxy) url(path string) string { return "http://" + p.proxy + path }
 
+// running reports a proxy not stopped yet.
+func (p *testProxy) running() bool {
+	select {
+	case code := <-p.done:
+		p.done <- code
+		return false
+	default:
+		return true
+	}
+}
+
 // scrape returns the proxy's /metrics.
 func (p *testProxy) scrape(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	return p.scrapeAs(t, "")
+}
+
+// openMetricsAccept is the Accept header of a Prometheus server that
+// prefers OpenMetrics.
+const openMetricsAccept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+// scrapeAs returns the proxy's /metrics asked for with the Accept header
+// accept ("" for none).
+func (p *testProxy) scrapeAs(t *testing.T, accept string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+p.metrics+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,9 @@ func TestPassThrough(t *testing.T) {
 		{http.MethodGet, "/v1/models", ""},
 		{http.MethodGet, "/health", ""},
 		{http.MethodPost, "/api/chat?x=1&y=%20", "10.0.0.1"},
+		// A query net/url does not parse (a ';', a bad escape), a
+		// credential in it, passes on as it came too.
+		{http.MethodPost, "/v1/chat/completions?api-version=1&api-key=k;ey&z=%zz", ""},
 		{http.MethodPost, "/v1/chat/completions", ""}, // not JSON: passed on, recorded as an error
 		{http.MethodDelete, "/anything/at/all", ""},
 	} {

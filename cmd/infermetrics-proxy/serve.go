@@ -45,6 +45,7 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 		exporters.WithServiceName(c.serviceName),
 		exporters.WithViews(append(vv, sv...)...),
 		exporters.WithErrorHandler(onErr),
+		exporters.WithGoMetrics(), // its /metrics is the proxy's only one
 	}
 	if c.instanceID != "" {
 		setup = append(setup, exporters.WithServiceInstanceID(c.instanceID))
@@ -230,13 +231,17 @@ func upstreamFrom(ctx context.Context) upstream {
 // outgoing request; the proxy passes the client's on unchanged.
 var forwarded = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
 
-// rewrite points the request at its upstream and keeps the client's headers.
+// rewrite points the request at its upstream and keeps the client's headers
+// and query. ReverseProxy removes the query parameters net/url does not
+// parse (one with a ';' or a bad escape, a credential with them) before
+// Rewrite: the proxy, which reads none, passes the query on as it came.
 func rewrite(pr *httputil.ProxyRequest) {
 	u := upstreamFrom(pr.In.Context())
 	if u.url == nil {
 		return // not reached: picker always sets one
 	}
 	pr.SetURL(u.url)
+	pr.Out.URL.RawQuery = pr.In.URL.RawQuery // an upstream URL has none (parseUpstream)
 	for _, k := range forwarded {
 		if v, ok := pr.In.Header[k]; ok {
 			pr.Out.Header[k] = v

@@ -26,7 +26,9 @@
 //     chosen by the environment and the options, and client_golang's
 //     process collector (process_* families, as in vLLM's scrape, whose
 //     default prometheus_client registry has one: vllm/v1/metrics/prometheus.py) on the
-//     Prometheus registry; its Shutdown flushes them.
+//     Prometheus registry, and, with WithGoMetrics, client_golang's Go
+//     collector (go_* families: goroutines, heap, GC); its Shutdown flushes
+//     them.
 //
 // # Environment
 //

@@ -35,9 +35,9 @@ const level = instrument.KeyModelName
 // level:metric:operations; the metric is the family's scrape name without
 // _total, its colon an underscore (vllm:request_success_total is
 // vllm_request_success).
-func recordName(level string, f views.Family, ops string) string {
+func recordName(lvl string, f views.Family, ops string) string {
 	metric := strings.ReplaceAll(strings.TrimSuffix(f.ScrapeName(), "_total"), ":", "_")
-	return level + ":" + metric + ":" + ops
+	return lvl + ":" + metric + ":" + ops
 }
 
 // rules is what the rules of a Config read and write: its selector, the
@@ -135,8 +135,7 @@ func (r rules) recordingGroups() []ruleGroup {
 			slo.rules = append(slo.rules, rule{record: r.sloMissRatio(s.family, w), expr: "1 - (\n  " + good + "\n/\n  " + total + "\n)"})
 		}
 	}
-	groups := []ruleGroup{requests, latency, slo}
-	return groups
+	return []ruleGroup{requests, latency, slo}
 }
 
 // burnWindows are the windows of the burn-rate alerts, each once, in the

@@ -502,7 +502,7 @@ func (r rules) invalidEventsAlert(engine0, perModel labelSet, w int) alert {
 			"the metrics miss what it refused.", invalidEvents.ScrapeName()),
 		action: "A bug of the program that records, not of the server: the first refusal of each kind is reported " +
 			"to its error handler (`otel.Handle` by default), which says what was refused and why. " +
-			"[docs/reliability.md](reliability.md) lists the kinds.",
+			"[docs/metrics.md](metrics.md) lists the kinds.",
 		conditions: []condition{{
 			expr:        r.agg.aggregate("sum", "increase("+r.q.sel(invalidEvents.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0",
 			forDuration: r.InvalidEventsFor, labels: severity("warning")}},

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/infermetrics/infermetrics v0.0.0
+	github.com/infermetrics/infermetrics/mixin v0.0.0
 	github.com/openai/openai-go/v3 v3.98.0
 )
 
@@ -16,6 +17,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22 // indirect
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1 // indirect
@@ -36,5 +38,9 @@ require (
 )
 
 // The library under test, from this repository: the suite reads its family
-// catalog (views.Families) for the families every engine exports.
-replace github.com/infermetrics/infermetrics => ../
+// catalog (views.Families) for the families every engine exports; and the
+// rules and dashboards of mixin/, which it loads into Prometheus.
+replace (
+	github.com/infermetrics/infermetrics => ../
+	github.com/infermetrics/infermetrics/mixin => ../mixin
+)

@@ -205,13 +205,20 @@ func startRouterDeployment(t *testing.T, tl tools) (*env, string) {
 	pd := buildExample(t, e.work)
 	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort),
 		"-workload=false", "-router-listen", routerAddr, "-corrupt", "0")
+	e.addRouter(t, routerAddr)
+	return e, routerAddr
+}
+
+// addRouter adds the router of the started example, which listens on
+// routerAddr (its -router-listen), to e.urls.
+func (e *env) addRouter(t *testing.T, routerAddr string) {
+	t.Helper()
 	b, _ := os.ReadFile(e.example.stdout)
 	m := routerLine.FindSubmatch(b)
 	if m == nil || string(m[1]) != "http://"+routerAddr+"/metrics" {
 		t.Fatalf("want the line %q in the example's stdout: %q", "router metrics: http://"+routerAddr+"/metrics", b)
 	}
 	e.urls["router"] = string(m[1])
-	return e, routerAddr
 }
 
 // settled waits until every server is idle with its counters still (see
@@ -220,7 +227,13 @@ func startRouterDeployment(t *testing.T, tl tools) (*env, string) {
 func (e *env) settled(t *testing.T) time.Time {
 	t.Helper()
 	e.waitQuiet(t, time.Now(), time.Minute)
-	quiet := time.Now()
+	return e.scrapedAfter(t, time.Now())
+}
+
+// scrapedAfter waits until Prometheus scraped every target of e.urls after
+// t0, and returns the time to query at.
+func (e *env) scrapedAfter(t *testing.T, t0 time.Time) time.Time {
+	t.Helper()
 	var at time.Time
 	poll(t, 30*time.Second, "prometheus scraping every target after the load", func() (bool, string) {
 		at = time.Now()
@@ -232,7 +245,7 @@ func (e *env) settled(t *testing.T) time.Time {
 			return false, fmt.Sprintf("%d of %d targets", len(v), len(e.urls))
 		}
 		for _, s := range v {
-			if s.value < float64(quiet.UnixMilli())/1000 {
+			if s.value < float64(t0.UnixMilli())/1000 {
 				return false, fmt.Sprintf("%s last scraped before the load was over", s.labels["instance"])
 			}
 		}

@@ -6,10 +6,11 @@
 #    it holds a hash of the collector's go.mod, go.sum, Go sources and the Go
 #    version, so a change to any of them rebuilds it, and an unchanged tree
 #    reuses the binary cached from an earlier run on the same machine;
-#  - Prometheus 3 into e2e/bin/prometheus3, built from the Go module proxy at
-#    the pinned module version below and cached the same way (its stamp holds
-#    the module version and the Go version), so the suite runs both Debian's
-#    2.x and a current 3.x.
+#  - Prometheus 3 and its promtool into e2e/bin/prometheus3 and
+#    e2e/bin/promtool3, built from the Go module proxy at the pinned module
+#    version below and cached the same way (their stamps hold the module
+#    version and the Go version), so the suite runs both Debian's 2.x and a
+#    current 3.x.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,13 +57,12 @@ fi
 
 # Prometheus 3: module github.com/prometheus/prometheus v0.3MM.P is
 # Prometheus 3.MM.P; the version is set through ldflags so that --version
-# reports it (a plain go install leaves it empty).
+# reports it (a plain go install leaves it empty). promtool 3 runs the
+# rules' unit tests (mixin/) beside Debian's promtool 2.
 prom_module=v0.316.0
 minor=${prom_module#v0.3}
 minor=${minor%%.*}
 prom_version=3.$((10#$minor)).${prom_module##*.}
-prom3=e2e/bin/prometheus3
-prom3_stamp=$prom3.stamp
 prom3_hash=$(
 	{
 		echo "github.com/prometheus/prometheus $prom_module"
@@ -70,21 +70,29 @@ prom3_hash=$(
 		go env GOOS GOARCH CGO_ENABLED
 	} | sha256sum | cut -d' ' -f1
 )
-if current "$prom3" "$prom3_hash"; then
-	echo "e2e-deps: $prom3 is up to date"
-else
-	echo "e2e-deps: building $prom3 (Prometheus $prom_version) from the Go module proxy (cold Go caches: minutes; see README, Test)"
-	start=$SECONDS
-	mkdir -p "$(dirname "$prom3")"
-	rm -f "$prom3_stamp"
-	tmp=$(mktemp -d "$(dirname "$prom3")/prometheus3.XXXXXX")
-	v=github.com/prometheus/common/version
+# prom3 COMMAND BIN: builds cmd/COMMAND of the module into BIN unless BIN
+# is current.
+prom3() {
+	if current "$2" "$prom3_hash"; then
+		echo "e2e-deps: $2 is up to date"
+		return
+	fi
+	echo "e2e-deps: building $2 ($1 $prom_version) from the Go module proxy (cold Go caches: minutes; see README, Test)"
+	local start=$SECONDS
+	mkdir -p "$(dirname "$2")"
+	rm -f "$2.stamp"
+	local tmp
+	tmp=$(mktemp -d "$(dirname "$2")/$1.XXXXXX")
+	local v=github.com/prometheus/common/version
 	GOBIN="$PWD/$tmp" go install -trimpath \
 		-ldflags "-X $v.Version=$prom_version -X $v.Revision=$prom_module -X $v.Branch=module-proxy -X $v.BuildUser=e2e-deps" \
-		"github.com/prometheus/prometheus/cmd/prometheus@$prom_module"
-	mv -f "$tmp/prometheus" "$prom3"
+		"github.com/prometheus/prometheus/cmd/$1@$prom_module"
+	mv -f "$tmp/$1" "$2"
 	rmdir "$tmp"
-	echo "$prom3_hash" >"$prom3_stamp"
-	echo "e2e-deps: $prom3 built in $((SECONDS - start))s"
-fi
-"$prom3" --version 2>&1 | head -n 1
+	echo "$prom3_hash" >"$2.stamp"
+	echo "e2e-deps: $2 built in $((SECONDS - start))s"
+}
+prom3 prometheus e2e/bin/prometheus3
+prom3 promtool e2e/bin/promtool3
+e2e/bin/prometheus3 --version 2>&1 | head -n 1
+e2e/bin/promtool3 --version 2>&1 | head -n 1

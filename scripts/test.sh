@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: staticcheck and vet, race-enabled tests of the
-# library, a brief run of openaihttp's fuzz targets, then the end-to-end
-# suite (e2e/, its own module) against a real Prometheus and a real
-# OpenTelemetry Collector, which scripts/e2e-deps.sh installs and builds
-# when missing or stale.
+# library, a brief run of openaihttp's fuzz targets, the rules and
+# dashboards of mixin/ (its own module) against promtool 2 and 3, then the
+# end-to-end suite (e2e/, its own module) against a real Prometheus and a
+# real OpenTelemetry Collector, which scripts/e2e-deps.sh installs and
+# builds when missing or stale.
 #
 # A passing run prints the phases' names and times and go test's own "ok"
 # lines; anything else is a failure's report. Every go test has an explicit
@@ -26,6 +27,7 @@ go vet ./...
 staticcheck ./...
 (cd e2e && go vet ./... && staticcheck ./...)
 (cd openaihttp/internal/benchcmp && go vet ./... && staticcheck ./...) # benchmarks only: compiled, not run
+(cd mixin && go vet ./... && staticcheck ./...)
 elapsed "vet and staticcheck"
 
 phase "unit tests (-race -count=2)"
@@ -51,6 +53,12 @@ elapsed "fuzz"
 phase "end-to-end dependencies"
 ./scripts/e2e-deps.sh
 elapsed "end-to-end dependencies"
+
+phase "rules and dashboards"
+# The committed rule files, dashboards and runbook are what the generator
+# writes; promtool 2 and 3 check the rules and pass their unit tests.
+(cd mixin && E2E_REQUIRED=1 go test -race -count=1 -timeout 10m ./...)
+elapsed "rules and dashboards"
 
 phase "end-to-end suite"
 (cd e2e && E2E_REQUIRED=1 go test -count=1 -timeout 40m ./...)

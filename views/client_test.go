@@ -54,3 +54,34 @@ func TestSemconvClientFamilies(t *testing.T) {
 		t.Error("VLLM takes an option of a client family, which Semconv exports")
 	}
 }
+
+// ScrapeName and ScrapeLabel name the GenAI client families and their
+// labels as the Prometheus exporter writes them.
+func TestClientFamiliesScrapeNames(t *testing.T) {
+	x := newExported(t, vllmAndSemconv(t))
+	e, _ := x.rec.Engine(0)
+	b, err := e.Backend("10.0.0.1:8000", instrument.RoleDecode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leg := stats.ObservedRequest{Reason: stats.FinishError, E2ELatency: 0.3, FirstToken: true, TimeToFirstToken: 0.1,
+		TimeToLastToken: 0.2, UsageKnown: true, PromptTokens: 70, GenerationTokens: 2}
+	b.RecordChunkGap(t.Context(), stats.OperationDefault, 0.1)
+	b.RecordRequest(t.Context(), &leg)
+	fams := families(t, x.scrape())
+	for _, f := range views.ClientFamilies() {
+		mf, ok := fams[f.ScrapeName()]
+		if !ok {
+			t.Errorf("%s: no family %s in the scrape", f.Name, f.ScrapeName())
+			continue
+		}
+		for _, k := range f.Labels {
+			if k == instrument.KeyErrorType && f.Instrument.Name != instrument.NameGenAIClientOperationDuration {
+				continue
+			}
+			if labelValue(mf.GetMetric()[0], views.ScrapeLabel(k)) == "" {
+				t.Errorf("%s: no label %s (%s) on %v", f.ScrapeName(), views.ScrapeLabel(k), k, mf.GetMetric()[0].GetLabel())
+			}
+		}
+	}
+}

@@ -3,7 +3,6 @@ package views_test
 import (
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -16,11 +15,11 @@ func TestFamiliesDescribeTheScrape(t *testing.T) {
 	fams := scenarioFamilies(t)
 	described := map[string]bool{}
 	for _, f := range views.Families() {
-		described[scrapeName(f)] = true
+		described[f.ScrapeName()] = true
 		if f.Instrument.Feature == instrument.PriorityScheduling {
 			continue // not in the FCFS scenario: see TestPriorityLabelsInScrape
 		}
-		mf, ok := fams[scrapeName(f)]
+		mf, ok := fams[f.ScrapeName()]
 		if !ok {
 			t.Errorf("%s is described but not in the scrape", f.Name)
 			continue
@@ -48,20 +47,6 @@ func TestFamiliesDescribeTheScrape(t *testing.T) {
 			t.Errorf("%s is in the scrape but not described by Families", name)
 		}
 	}
-}
-
-// scrapeName is a family's name in a Prometheus scrape: vLLM's names as
-// they are, an OpenTelemetry name (the P/D router families) as the
-// exporter translates it.
-func scrapeName(f views.Family) string {
-	if strings.Contains(f.Name, ":") {
-		return f.Name
-	}
-	n := strings.ReplaceAll(f.Name, ".", "_")
-	if f.Instrument.Unit == "s" {
-		n += "_seconds"
-	}
-	return n
 }
 
 // testutil names families as Families does: the scenario, read through a

@@ -16,16 +16,8 @@ import (
 // Exemplars of vLLM's and the GenAI server TTFT carry the trace and span
 // IDs and no dropped attribute.
 func TestExemplarsCarryIDsOnly(t *testing.T) {
-	vllm, err := views.VLLM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	semconv, err := views.Semconv()
-	if err != nil {
-		t.Fatal(err)
-	}
 	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(append(vllm, semconv...)...))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(vllmAndSemconv(t)...))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("m"),
 		instrument.WithGenAISemconv())

@@ -2,6 +2,7 @@ package views
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/infermetrics/infermetrics/instrument"
 )
@@ -65,3 +66,23 @@ func labels(d instrument.Descriptor) []string {
 	}
 	return append(keys, d.Attributes...)
 }
+
+// ScrapeName is the family's name in a Prometheus scrape: vLLM's and the
+// HTTP families' names as they are, an OpenTelemetry name as the Prometheus
+// exporter translates it (router.pd.handoff.duration in seconds is
+// router_pd_handoff_duration_seconds, infermetrics.invalid_events_total is
+// infermetrics_invalid_events_total).
+func (f Family) ScrapeName() string {
+	if !strings.Contains(f.Name, ".") {
+		return f.Name
+	}
+	n := ScrapeLabel(f.Name)
+	if f.Instrument.Unit == "s" {
+		n += "_seconds"
+	}
+	return n
+}
+
+// ScrapeLabel is the name of an attribute key as a label of a Prometheus
+// scrape: its dots become underscores (backend.role is backend_role).
+func ScrapeLabel(key string) string { return strings.ReplaceAll(key, ".", "_") }

@@ -75,14 +75,6 @@ func TestGoldenVLLM(t *testing.T) {
 // The GenAI semantic-convention views beside the vLLM ones: both sets of
 // families in one scrape.
 func TestGoldenSemconv(t *testing.T) {
-	vs, err := views.VLLM()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := views.Semconv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkGoldenWith(t, "semconv.golden.prom", append(vs, sc...),
+	checkGoldenWith(t, "semconv.golden.prom", vllmAndSemconv(t),
 		append([]instrument.Option{instrument.WithGenAISemconv()}, scenarioOptions...))
 }

@@ -58,6 +58,21 @@ func newExported(t testing.TB, vs []sdkmetric.View, opts ...instrument.Option) *
 	return &exported{t: t, rec: rec, reg: reg}
 }
 
+// vllmAndSemconv returns the views of VLLM and Semconv together, with their
+// default options: both sets of families in one export.
+func vllmAndSemconv(t testing.TB) []sdkmetric.View {
+	t.Helper()
+	vs, err := views.VLLM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := views.Semconv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(vs, sc...)
+}
+
 // scrape returns the text exposition served by promhttp for the registry.
 func (x *exported) scrape() string {
 	x.t.Helper()

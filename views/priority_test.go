@@ -49,7 +49,7 @@ func TestPriorityLabelsInScrape(t *testing.T) {
 	recordScenario(t, x.rec)
 	fams := families(t, x.scrape())
 	for _, f := range views.Families() {
-		mf, ok := fams[scrapeName(f)]
+		mf, ok := fams[f.ScrapeName()]
 		if !ok {
 			t.Errorf("%s is not in the scrape", f.Name)
 			continue

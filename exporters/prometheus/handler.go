@@ -247,27 +247,12 @@ var exportedHistograms = sync.OnceValue(func() map[string]struct{} {
 	for _, fs := range [][]views.Family{views.Families(), legacy, views.HTTPFamilies(), views.ClientFamilies(), views.ServerFamilies()} {
 		for _, f := range fs {
 			if f.Type == instrument.Histogram.String() {
-				names[scrapeName(f)] = struct{}{}
+				names[f.ScrapeName()] = struct{}{}
 			}
 		}
 	}
 	return names
 })
-
-// scrapeName is a family's name in the scrape: vLLM's and the HTTP
-// families' as they are; an OpenTelemetry name as the Prometheus exporter
-// writes it ("gen_ai.server.request.duration" in seconds is
-// gen_ai_server_request_duration_seconds).
-func scrapeName(f views.Family) string {
-	if !strings.Contains(f.Name, ".") {
-		return f.Name
-	}
-	n := strings.ReplaceAll(f.Name, ".", "_")
-	if f.Instrument.Unit == "s" {
-		n += "_seconds"
-	}
-	return n
-}
 
 // encodeNativeExemplarSplit encodes a family in protobuf, with each series
 // that carries native histogram exemplars at the start of a family message

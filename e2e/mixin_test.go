@@ -1,0 +1,320 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/infermetrics/infermetrics/mixin"
+)
+
+// mixinCorrupt is the share of requests the example's decode instance
+// corrupts in TestMixin: far above the error-ratio alert's threshold.
+const mixinCorrupt = "0.3"
+
+// mixinRouterRequests are the streamed chat completions TestMixin sends
+// through the router, mixinRouterConcurrency at a time, beside the
+// example's generated load.
+const (
+	mixinRouterRequests    = 16
+	mixinRouterConcurrency = 4
+)
+
+// TestMixin loads the rules of mixin/ into Prometheus 2.42 and 3.16, both
+// scraping the example's prefill and decode instances and its P/D router
+// while the example runs its load with a share of corrupted requests and
+// HTTP clients stream completions through the router: both load every
+// rule without error, every recording rule and every query of every
+// dashboard returns data on both, and VLLMRequestErrors fires for the
+// decode instance, and not for the prefill instance, which corrupts
+// nothing. The rules are the shipped ones with every for: at 1s.
+func TestMixin(t *testing.T) {
+	tl := needTools(t)
+	prom3 := needPrometheus3(t)
+	began := time.Now()
+	cfg := mixin.Default().WithFor("1s")
+	files, err := mixin.Files(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := mixin.Files(mixin.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOnlyForDiffers(t, files, shipped)
+
+	work := t.TempDir()
+	var ruleFiles []string
+	for _, p := range []string{mixin.RecordingRulesFile, mixin.AlertsFile} {
+		f := filepath.Join(work, path.Base(p))
+		if err := os.WriteFile(f, fileData(t, files, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ruleFiles = append(ruleFiles, fmt.Sprintf("%q", f))
+	}
+	ruleConfig := "rule_files: [" + strings.Join(ruleFiles, ", ") + "]\n"
+
+	ports := distinctPorts(t, 5)
+	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
+	decodeAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
+	routerAddr := fmt.Sprintf("127.0.0.1:%d", ports[4])
+	proms := map[string]*env{
+		"prometheus 2": {tools: tl, work: filepath.Join(work, "prometheus2"), promConfig: ruleConfig},
+		"prometheus 3": {tools: tl, work: filepath.Join(work, "prometheus3"), promConfig: ruleConfig, promBin: prom3},
+	}
+	i := 0
+	for _, e := range proms {
+		if err := os.Mkdir(e.work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e.startPrometheus(t, ports[i], prefillAddr, decodeAddr, routerAddr)
+		i++
+	}
+	e := proms["prometheus 2"]
+	pd := buildExample(t, work)
+	exampleStart := time.Now()
+	e.startExample(t, pd, prefillAddr, decodeAddr, "", "-router-listen", routerAddr, "-corrupt", mixinCorrupt)
+	e.addRouter(t, routerAddr)
+	for _, other := range proms {
+		other.example, other.urls = e.example, e.urls
+	}
+	e.sendAPICalls(t) // the HTTP families of the instances
+	streamThroughRouter(t, "http://"+routerAddr+"/v1/chat/completions")
+	e.waitQuiet(t, exampleStart.Add(startupIdle+loadDuration), startupIdle+loadDuration+2*time.Minute)
+	quiet := time.Now()
+	t.Logf("[%5.1fs] load over", time.Since(began).Seconds())
+
+	for name, p := range proms {
+		t.Run(name, func(t *testing.T) {
+			at := p.evaluatedAfter(t, quiet)
+			window := int(math.Ceil(at.Sub(exampleStart).Seconds())) + 5
+			p.checkRules(t, files, at)
+			for _, f := range files {
+				if strings.HasSuffix(f.Path, ".json") {
+					p.checkDashboardJSON(t, f.Path, f.Data, at, window)
+				}
+			}
+			p.checkErrorAlert(t)
+		})
+	}
+	t.Logf("[%5.1fs] done", time.Since(began).Seconds())
+}
+
+// fileData returns the data of the generated file at p.
+func fileData(t *testing.T, files []mixin.File, p string) []byte {
+	t.Helper()
+	i := slices.IndexFunc(files, func(f mixin.File) bool { return f.Path == p })
+	if i < 0 {
+		t.Fatalf("mixin generates no %s", p)
+	}
+	return files[i].Data
+}
+
+// checkOnlyForDiffers fails unless the rules the test loads are the
+// shipped ones but for their for: lines and the descriptions that say
+// them.
+func checkOnlyForDiffers(t *testing.T, files, shipped []mixin.File) {
+	t.Helper()
+	may := func(line string) bool {
+		l := strings.TrimSpace(line)
+		return strings.HasPrefix(l, "for: ") || strings.HasPrefix(l, "description: ")
+	}
+	for _, p := range []string{mixin.RecordingRulesFile, mixin.AlertsFile} {
+		a := strings.Split(string(fileData(t, files, p)), "\n")
+		b := strings.Split(string(fileData(t, shipped, p)), "\n")
+		if len(a) != len(b) {
+			t.Fatalf("%s: %d lines with for: 1s, %d shipped", p, len(a), len(b))
+		}
+		for i := range a {
+			if a[i] != b[i] && !(may(a[i]) && may(b[i])) {
+				t.Fatalf("%s:%d: %q with for: 1s, %q shipped", p, i+1, a[i], b[i])
+			}
+		}
+	}
+}
+
+// streamThroughRouter sends mixinRouterRequests streamed chat completions
+// with usage through the router and reads each to its end.
+func streamThroughRouter(t *testing.T, api string) {
+	t.Helper()
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, mixinRouterConcurrency)
+	errs := make([]error, mixinRouterRequests)
+	for i := range errs {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			body := fmt.Sprintf(`{"messages":[{"role":"user","content":"question %d %s"}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true}}`,
+				i, strings.Repeat("context ", 10*i), 8+2*i)
+			resp, err := http.Post(api, "application/json", strings.NewReader(body))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			switch {
+			case err != nil:
+				errs[i] = err
+			case resp.StatusCode != http.StatusOK:
+				errs[i] = fmt.Errorf("%s: %s", resp.Status, b)
+			case !bytes.Contains(b, []byte("data: [DONE]")):
+				errs[i] = fmt.Errorf("no [DONE] in %q", b)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("request %d through the router: %v", i, err)
+		}
+	}
+}
+
+// ruleGroups is what /api/v1/rules says of the loaded rules.
+type ruleGroups struct {
+	Status string `json:"status"`
+	Data   struct {
+		Groups []struct {
+			Name           string    `json:"name"`
+			LastEvaluation time.Time `json:"lastEvaluation"`
+			Rules          []struct {
+				Name      string `json:"name"`
+				Type      string `json:"type"`
+				Health    string `json:"health"`
+				LastError string `json:"lastError"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"data"`
+}
+
+// rules returns the rule groups Prometheus runs.
+func (e *env) rules(t *testing.T) ruleGroups {
+	t.Helper()
+	b, err := httpGet(e.prom.base + "/api/v1/rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r ruleGroups
+	if err := json.Unmarshal(b, &r); err != nil || r.Status != "success" {
+		t.Fatalf("/api/v1/rules: %v: %s", err, b)
+	}
+	return r
+}
+
+// evaluatedAfter waits until Prometheus scraped every target and evaluated
+// every rule group after t0, and returns the time to query at.
+func (e *env) evaluatedAfter(t *testing.T, t0 time.Time) time.Time {
+	t.Helper()
+	scraped := e.scrapedAfter(t, t0)
+	poll(t, 30*time.Second, "every rule group evaluated after the last scrape", func() (bool, string) {
+		for _, g := range e.rules(t).Data.Groups {
+			if g.LastEvaluation.Before(scraped) {
+				return false, fmt.Sprintf("group %s last evaluated at %s", g.Name, g.LastEvaluation)
+			}
+		}
+		return true, ""
+	})
+	return time.Now()
+}
+
+// checkRules checks that Prometheus runs every rule of the generated files
+// without error and that every recording rule has a number.
+func (e *env) checkRules(t *testing.T, files []mixin.File, at time.Time) {
+	t.Helper()
+	want := map[string]int{}
+	for _, p := range []string{mixin.RecordingRulesFile, mixin.AlertsFile} {
+		for l := range strings.SplitSeq(string(fileData(t, files, p)), "\n") {
+			if k, _, ok := strings.Cut(strings.TrimSpace(l), ": "); ok && (k == "- record" || k == "- alert") {
+				want[strings.TrimPrefix(k, "- ")]++
+			}
+		}
+	}
+	got := map[string]int{}
+	records := map[string]bool{}
+	for _, g := range e.rules(t).Data.Groups {
+		for _, r := range g.Rules {
+			got[map[string]string{"recording": "record", "alerting": "alert"}[r.Type]]++
+			if r.Health != "ok" || r.LastError != "" {
+				t.Errorf("group %s, rule %s: health %q, last error %q", g.Name, r.Name, r.Health, r.LastError)
+			}
+			if r.Type == "recording" {
+				records[r.Name] = true
+			}
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Prometheus runs %v rules, the files hold %v", got, want)
+	}
+	for _, name := range slices.Sorted(maps.Keys(records)) {
+		v, err := e.prom.query(name, at)
+		switch {
+		case err != nil:
+			t.Error(err)
+		case !slices.ContainsFunc(v, func(s series) bool { return !math.IsNaN(s.value) }):
+			t.Errorf("recording rule %s: no data (%d series, all NaN)", name, len(v))
+		}
+	}
+	t.Logf("%d recording rules (%d names) and %d alerting rules run without error; every recording rule has data",
+		got["record"], len(records), got["alert"])
+}
+
+// checkErrorAlert waits for VLLMRequestErrors to fire for the decode
+// instance, and fails if it fires for the prefill instance.
+func (e *env) checkErrorAlert(t *testing.T) {
+	t.Helper()
+	const name = "VLLMRequestErrors"
+	var firing []map[string]string
+	poll(t, 30*time.Second, name+" firing for the decode instance", func() (bool, string) {
+		b, err := httpGet(e.prom.base + "/api/v1/alerts")
+		if err != nil {
+			return false, err.Error()
+		}
+		var r struct {
+			Data struct {
+				Alerts []struct {
+					Labels map[string]string `json:"labels"`
+					State  string            `json:"state"`
+				} `json:"alerts"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return false, err.Error()
+		}
+		firing = nil
+		decode := false
+		for _, a := range r.Data.Alerts {
+			if a.State != "firing" {
+				continue
+			}
+			firing = append(firing, a.Labels)
+			if a.Labels["alertname"] == name && a.Labels["role"] == "decode" && a.Labels["severity"] == "critical" {
+				decode = true
+			}
+		}
+		return decode, fmt.Sprintf("firing: %v", firing)
+	})
+	for _, a := range firing {
+		if a["alertname"] == name && a["role"] == "prefill" {
+			t.Errorf("%s fires for the prefill instance, which corrupts nothing: %v", name, a)
+		}
+	}
+	var names []string
+	for _, a := range firing {
+		names = append(names, a["alertname"]+"{role="+a["role"]+"}")
+	}
+	slices.Sort(names)
+	t.Logf("firing: %s", strings.Join(slices.Compact(names), ", "))
+}

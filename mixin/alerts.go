@@ -1,0 +1,592 @@
+package mixin
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+)
+
+// alert is one alert: its rules (one per condition: the burn-rate alerts
+// have one per window pair), its annotations, its runbook entry and the
+// scenarios of its promtool unit tests.
+type alert struct {
+	name string
+	// summary and description are Prometheus templates that read only
+	// {{ $labels.<name> }}, so that the unit tests can render them.
+	summary, description string
+	// means and action are the runbook's: what the alert says, what to
+	// look at and do (Markdown).
+	means, action string
+	conditions    []condition
+	scenarios     []scenario
+}
+
+// condition is one alerting rule of an alert.
+type condition struct {
+	expr        string
+	forDuration Duration
+	labels      []labelPair // severity first
+}
+
+// scenario is a promtool unit test of an alert: input series sampled every
+// minute, the time of the check, and the alerts that must be firing then.
+type scenario struct {
+	name   string
+	series []inputSeries
+	at     time.Duration
+	firing []firing
+}
+
+// firing is an alert expected to fire: the labels of its expression's
+// result and the index of its condition, whose labels it has too.
+type firing struct {
+	labels    labelSet
+	condition int
+}
+
+// fires is the firing alert of an alert's only condition.
+func fires(labels labelSet) []firing { return []firing{{labels: labels}} }
+
+type inputSeries struct{ series, values string }
+
+// severity is the severity label.
+func severity(s string) []labelPair { return []labelPair{{"severity", s}} }
+
+// minutes returns d in whole minutes of the unit tests' samples.
+func minutes(d Duration) int {
+	v, _ := d.parse()
+	return int((v + time.Minute - 1) / time.Minute)
+}
+
+// ramp is a series that starts at start and grows by step a minute for n
+// minutes, in promtool's notation.
+func ramp(start, step float64, n int) string {
+	return fmt.Sprintf("%s+%sx%d", number(start), number(step), n)
+}
+
+// steady is a series at v for n minutes.
+func steady(v float64, n int) string { return fmt.Sprintf("%sx%d", number(v), n) }
+
+// labelSet is an ordered set of labels of test series and alerts.
+type labelSet []labelPair
+
+func (s labelSet) with(more ...labelPair) labelSet { return slices.Concat(s, more) }
+
+// matchers writes the set as equality matchers.
+func (s labelSet) matchers() []string {
+	out := make([]string, len(s))
+	for i, l := range s {
+		out[i] = eq(l.name, l.value)
+	}
+	return out
+}
+
+// series names a test series of the set.
+func (s labelSet) series(name string) string { return selector(name, s.matchers()...) }
+
+// Label values of the unit tests' series.
+const (
+	testJob      = "vllm"
+	testInstance = "server-0"
+	testModel    = "m"
+)
+
+// deployment are the labels of a test target: the job labels, the
+// selector's equality matchers and the instance labels.
+func (r rules) deployment(selector labelSet) labelSet {
+	var s labelSet
+	for _, l := range r.JobLabels {
+		s = append(s, labelPair{l, testJob})
+	}
+	s = append(s, selector...)
+	for _, l := range r.InstanceLabels {
+		s = append(s, labelPair{l, testInstance})
+	}
+	return s
+}
+
+// aggregated are the labels the recording rules keep of deployment's.
+func (r rules) aggregated(s labelSet) labelSet {
+	return slices.DeleteFunc(slices.Clone(s), func(l labelPair) bool {
+		return slices.Contains(r.InstanceLabels, l.name) || l.name == instrument.KeyEngine
+	})
+}
+
+// where is the template of the labels that name a deployment.
+func (r rules) where() string {
+	parts := make([]string, len(r.JobLabels))
+	for i, l := range r.JobLabels {
+		parts[i] = "{{ $labels." + l + " }}"
+	}
+	return strings.Join(parts, "/")
+}
+
+// model is the template of the model's name.
+const model = "{{ $labels." + instrument.KeyModelName + " }}"
+
+// alerts returns every alert of the Config, with its unit tests' scenarios
+// for the labels sel of the selector's equality matchers.
+func (r rules) alerts(sel labelSet) []alert {
+	target := r.deployment(sel)
+	engine0 := target.with(labelPair{instrument.KeyModelName, testModel}, labelPair{instrument.KeyEngine, "0"})
+	perModel := r.aggregated(engine0)
+	w := minutes(r.RateWindow)
+	out := []alert{r.errorsAlert(engine0, perModel, w)}
+	for _, s := range r.slos() {
+		out = append(out, r.burnAlert(s, engine0, perModel))
+	}
+	return append(out,
+		r.kvCacheAlert(engine0, perModel),
+		r.preemptionsAlert(engine0, perModel, w),
+		r.queueAlert(engine0, perModel),
+		r.stuckAlert(engine0),
+		r.targetDownAlert(target, engine0),
+		r.metricsAbsentAlert(target, engine0),
+		r.handoffAlert(engine0, perModel, w),
+		r.invalidEventsAlert(engine0, perModel, w),
+		r.overflowAlert(target, perModel, w),
+	)
+}
+
+func (r rules) errorsAlert(engine0, perModel labelSet, w int) alert {
+	at := w + minutes(r.ErrorRatio.For) + 5
+	finished := func(errShare float64) []inputSeries {
+		return []inputSeries{
+			{engine0.with(labelPair{finishedReason, stats.FinishStop.String()}).series(requestSuccess.ScrapeName()), ramp(0, 60*(1-errShare), at+5)},
+			{engine0.with(labelPair{finishedReason, errorReason}).series(requestSuccess.ScrapeName()), ramp(0, 60*errShare, at+5)},
+		}
+	}
+	return alert{
+		name:    "VLLMRequestErrors",
+		summary: "Requests of " + model + " end in error.",
+		description: fmt.Sprintf("More than %s of the requests of model %s (%s) finished with finished_reason=%q over the last %s.",
+			percent(r.ErrorRatio.Value), model, r.where(), errorReason, r.RateWindow),
+		means: fmt.Sprintf("`%s` counts the model's finished requests by `finished_reason`; more than %s of them ended in `%s` "+
+			"for %s. An engine counts a request it failed (an exception in the model runner; corrupted output, which "+
+			"`vllm:corrupted_requests_total` counts too); a gateway (infermetrics-proxy, a P/D router) a request whose "+
+			"upstream failed to answer or cut its stream before its end.",
+			requestSuccess.ScrapeName(), percent(r.ErrorRatio.Value), errorReason, r.ErrorRatio.For),
+		action: "The engine dashboard's *Finished requests by reason* shows when it started; the engine's log names the " +
+			"failing requests. `vllm:corrupted_requests_total` rising means the model produced NaN logits: a bad " +
+			"checkpoint, dtype or kernel, often just deployed. Behind a gateway, the gateway dashboard's *Backends* row " +
+			"shows which backend fails and how (`error_type`).",
+		conditions: []condition{{expr: r.errorRatio() + " > " + number(r.ErrorRatio.Value), forDuration: r.ErrorRatio.For,
+			labels: severity("critical")}},
+		scenarios: []scenario{
+			{name: "errors above the threshold", series: finished(min(0.99, 2*r.ErrorRatio.Value)), at: minute(at),
+				firing: fires(perModel)},
+			{name: "errors below the threshold", series: finished(r.ErrorRatio.Value / 2), at: minute(at)},
+		},
+	}
+}
+
+// minute is n minutes.
+func minute(n int) time.Duration { return time.Duration(n) * time.Minute }
+
+func (r rules) burnAlert(s namedSLO, engine0, perModel labelSet) alert {
+	fastest := 0.0
+	for _, b := range r.BurnRates {
+		fastest = max(fastest, b.Factor)
+	}
+	a := alert{
+		name:    s.alert,
+		summary: fmt.Sprintf("Model %s burns its %s error budget.", model, s.what),
+		description: fmt.Sprintf("Requests of model %s (%s) miss the objective of %s within %ss for %s of them fast "+
+			"enough to spend the error budget early (the alert's long and short labels name the windows).",
+			model, r.where(), s.what, number(s.Seconds), percent(s.Objective)),
+		means: fmt.Sprintf("The objective: %s of the observations of `%s` are at most %ss. The alert compares the share "+
+			"that miss it with the error budget (%s) over a long and a short window (the `long` and `short` labels: "+
+			"multi-window, multi-burn-rate alerting as in Google's SRE workbook). The burn rate is that share over the "+
+			"budget: at 1 a 30-day budget lasts 30 days, at %s about %s days.", percent(s.Objective), s.family.ScrapeName(),
+			number(s.Seconds), percent(1-s.Objective), number(fastest), number(math.Round(300/fastest)/10)),
+		action: map[string]string{
+			ttft.Name: "Look at what the first token waits for: the queue (`vllm:request_queue_time_seconds`, " +
+				"*Requests running and waiting*), long prompts computed locally (the token dashboard's prompt tokens by " +
+				"source: a fall of the cache hit share makes prefill heavier), preemptions, and behind a P/D router the " +
+				"prefill leg and the handoff (gateway dashboard). More replicas or a lower `--max-num-seqs` shorten the queue.",
+			itl.Name: "Inter-token latency grows with the batch: many running requests, long contexts, prefill chunks " +
+				"interleaved with decode steps (`--max-num-batched-tokens`), preemptions and a full KV cache. Compare " +
+				"with *Requests running and waiting* and *KV cache usage* on the engine dashboard.",
+		}[s.family.Name],
+	}
+	threshold := func(b BurnRate) string { return fmt.Sprintf("(%s * (1 - %s))", number(b.Factor), number(s.Objective)) }
+	maxFor := 0
+	for _, b := range r.BurnRates {
+		a.conditions = append(a.conditions, condition{
+			expr: r.sloMissRatio(s.family, b.Long) + " > " + threshold(b) + "\nand\n" +
+				r.sloMissRatio(s.family, b.Short) + " > " + threshold(b),
+			forDuration: b.For,
+			labels:      []labelPair{{"severity", b.Severity}, {"long", string(b.Long)}, {"short", string(b.Short)}},
+		})
+		maxFor = max(maxFor, minutes(b.For))
+	}
+	// Every window sees the same share of misses: the tiers whose
+	// threshold it exceeds fire once their for: is over.
+	at := maxFor + 30
+	bounds := make([]float64, len(r.BurnRates))
+	for i, b := range r.BurnRates {
+		bounds[i] = b.Factor * (1 - s.Objective)
+	}
+	lowest := slices.Min(bounds)
+	next := 1.0
+	for _, b := range bounds {
+		if b > lowest && b < next {
+			next = b
+		}
+	}
+	misses := func(name string, share float64) scenario {
+		sc := scenario{name: name, at: minute(at), series: []inputSeries{
+			{engine0.with(labelPair{"le", leText(s.Seconds)}).series(s.family.ScrapeName() + "_bucket"), ramp(0, 60*(1-share), at+5)},
+			{engine0.series(s.family.ScrapeName() + "_count"), ramp(0, 60, at+5)},
+		}}
+		for i, b := range bounds {
+			if share > b {
+				sc.firing = append(sc.firing, firing{labels: perModel, condition: i})
+			}
+		}
+		return sc
+	}
+	a.scenarios = []scenario{
+		misses("misses burn every budget", min(1, 2*slices.Max(bounds))),
+		misses("misses burn the slowest budget only", (lowest+next)/2),
+		misses("misses within the budget", lowest/2),
+	}
+	return a
+}
+
+func (r rules) kvCacheAlert(engine0, perModel labelSet) alert {
+	at := minutes(r.KVCacheUsage.For) + 10
+	engine1 := slices.Clone(engine0)
+	engine1[len(engine1)-1].value = "1"
+	usage := func(v float64) []inputSeries {
+		return []inputSeries{
+			{engine0.series(kvCacheUsage.ScrapeName()), steady(v, at+5)},
+			{engine1.series(kvCacheUsage.ScrapeName()), steady(0.1, at+5)},
+		}
+	}
+	return alert{
+		name:    "VLLMKVCacheSaturated",
+		summary: "An engine of " + model + " has its KV cache full.",
+		description: fmt.Sprintf("The fullest engine of model %s (%s) uses more than %s of its KV cache.",
+			model, r.where(), percent(r.KVCacheUsage.Value)),
+		means: fmt.Sprintf("`%s` of the fullest engine of the model stayed above %s for %s. A full KV cache admits no "+
+			"more requests (they wait) and preempts running ones, whose KV is then recomputed or swapped.",
+			kvCacheUsage.ScrapeName(), number(r.KVCacheUsage.Value), r.KVCacheUsage.For),
+		action: "Check `vllm:num_preemptions_total` and the queue on the engine dashboard. More KV cache: a larger " +
+			"`--gpu-memory-utilization`, a smaller `--max-model-len`, a KV offload tier, a quantised KV cache " +
+			"(`--kv-cache-dtype`), or more replicas; fewer concurrent sequences (`--max-num-seqs`) preempt less.",
+		conditions: []condition{{expr: r.kvCacheMax() + " > " + number(r.KVCacheUsage.Value), forDuration: r.KVCacheUsage.For,
+			labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "one engine full", series: usage((1 + r.KVCacheUsage.Value) / 2), at: minute(at), firing: fires(perModel)},
+			{name: "usage below the threshold", series: usage(r.KVCacheUsage.Value * 0.9), at: minute(at)},
+		},
+	}
+}
+
+func (r rules) preemptionsAlert(engine0, perModel labelSet, w int) alert {
+	at := w + minutes(r.PreemptionRatio.For) + 5
+	series := func(ratio float64) []inputSeries {
+		return []inputSeries{
+			{engine0.with(labelPair{finishedReason, stats.FinishStop.String()}).series(requestSuccess.ScrapeName()), ramp(0, 60, at+5)},
+			{engine0.series(preemptions.ScrapeName()), ramp(0, 60*ratio, at+5)},
+		}
+	}
+	return alert{
+		name:    "VLLMPreemptionsHigh",
+		summary: "Engines of " + model + " preempt many requests.",
+		description: fmt.Sprintf("Model %s (%s) preempts more than %s requests per finished request.",
+			model, r.where(), number(r.PreemptionRatio.Value)),
+		means: fmt.Sprintf("`%s` grew by more than %s per finished request (`%s`) for %s: the scheduler ran out of KV "+
+			"cache blocks for its running requests and evicted some, whose work is redone later.",
+			preemptions.ScrapeName(), number(r.PreemptionRatio.Value), requestSuccess.ScrapeName(), r.PreemptionRatio.For),
+		action: "The KV cache is too small for the batch: see VLLMKVCacheSaturated's remedies. " +
+			"`vllm:request_num_preemptions` shows how often each request was preempted.",
+		conditions: []condition{{
+			expr: r.preemptionRate() + "\n/\n" + without(finishedReason).aggregate("sum", r.successRate()) +
+				"\n> " + number(r.PreemptionRatio.Value),
+			forDuration: r.PreemptionRatio.For, labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "preemptions above the threshold", series: series(2 * r.PreemptionRatio.Value), at: minute(at),
+				firing: fires(perModel)},
+			{name: "preemptions below the threshold", series: series(r.PreemptionRatio.Value / 2), at: minute(at)},
+		},
+	}
+}
+
+func (r rules) queueAlert(engine0, perModel labelSet) alert {
+	at := minutes(r.QueueWindow) + minutes(r.QueueWaiting.For) + 5
+	return alert{
+		name:    "VLLMQueueGrowing",
+		summary: "The queue of " + model + " keeps growing.",
+		description: fmt.Sprintf("More than %s requests of model %s (%s) wait, and more every minute over %s.",
+			number(r.QueueWaiting.Value), model, r.where(), r.QueueWindow),
+		means: fmt.Sprintf("`%s` summed over the model's engines is above %s and grew over the last %s, for %s: "+
+			"requests arrive faster than the engines finish them.", waiting.ScrapeName(), number(r.QueueWaiting.Value),
+			r.QueueWindow, r.QueueWaiting.For),
+		action: "Add replicas, or shed load at the gateway. `vllm:num_requests_waiting_by_reason` tells waiting for " +
+			"capacity from waiting for KV (a P/D decode instance waiting for remote KV); a full KV cache " +
+			"(VLLMKVCacheSaturated) also keeps requests waiting.",
+		conditions: []condition{{
+			expr: r.waitingSum() + " > " + number(r.QueueWaiting.Value) + "\nand\nderiv(" + r.waitingSum() + "[" +
+				string(r.QueueWindow) + "]) > 0",
+			forDuration: r.QueueWaiting.For, labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "queue above the threshold and growing", at: minute(at), firing: fires(perModel),
+				series: []inputSeries{{engine0.series(waiting.ScrapeName()), ramp(r.QueueWaiting.Value+1, 1, at+5)}}},
+			{name: "queue above the threshold, steady", at: minute(at),
+				series: []inputSeries{{engine0.series(waiting.ScrapeName()), steady(r.QueueWaiting.Value+5, at+5)}}},
+		},
+	}
+}
+
+func (r rules) stuckAlert(engine0 labelSet) alert {
+	at := minutes(r.StuckFor) + 5
+	series := func(runningNow float64) []inputSeries {
+		return []inputSeries{
+			{engine0.series(waiting.ScrapeName()), steady(3, at+5)},
+			{engine0.series(running.ScrapeName()), steady(runningNow, at+5)},
+		}
+	}
+	return alert{
+		name:    "VLLMRequestsStuck",
+		summary: "An engine of " + model + " has requests waiting and runs none.",
+		description: fmt.Sprintf("Engine {{ $labels.%s }} of model %s (%s) has had requests waiting and none running for %s.",
+			instrument.KeyEngine, model, r.where(), r.StuckFor),
+		means: fmt.Sprintf("`%s` is above 0 and `%s` is 0 on one engine for %s: the engine admits nothing. It may be "+
+			"hung (a dead worker, a collective operation waiting forever), asleep (`vllm:engine_sleep_state`), or "+
+			"waiting for KV that never arrives (a P/D decode instance whose prefill peer is gone).",
+			waiting.ScrapeName(), running.ScrapeName(), r.StuckFor),
+		action: "Look at the engine's log and its sleep state; on a P/D decode instance, `vllm:num_requests_waiting_by_reason` " +
+			"and the KV transfer failures (`vllm:nixl_num_failed_transfers_total`). Restarting the engine clears a hang; " +
+			"find its cause in the log first.",
+		conditions: []condition{{
+			expr:        "(" + r.q.sel(waiting.ScrapeName()) + " > 0)\nand\n(" + r.q.sel(running.ScrapeName()) + " == 0)",
+			forDuration: r.StuckFor, labels: severity("critical")}},
+		scenarios: []scenario{
+			{name: "waiting, none running", series: series(0), at: minute(at), firing: fires(engine0)},
+			{name: "waiting and running", series: series(1), at: minute(at)},
+		},
+	}
+}
+
+// targetLabels are the labels that name a scrape target.
+func (r rules) targetLabels() []string { return slices.Concat(r.JobLabels, r.InstanceLabels) }
+
+func (r rules) targetDownAlert(target, engine0 labelSet) alert {
+	at := 6 + minutes(r.AbsentFor) + 5
+	lookback := "[" + string(r.AbsentLookback) + "]"
+	return alert{
+		name:    "VLLMTargetDown",
+		summary: "A server of " + r.where() + " is down.",
+		description: fmt.Sprintf("Prometheus could not scrape {{ $labels.%s }} of %s for %s; it served engine metrics within %s.",
+			r.InstanceLabels[0], r.where(), r.AbsentFor, r.AbsentLookback),
+		means: fmt.Sprintf("`up` is 0 for a target that served `%s` within the last %s, for %s: the server is down, "+
+			"restarting, or its metrics endpoint does not answer in time.", running.ScrapeName(), r.AbsentLookback, r.AbsentFor),
+		action: "Check the process or pod (crash loop, out of memory, GPU errors) and the scrape's error on Prometheus's " +
+			"targets page. A server removed on purpose stops the alert once its last engine series is older than the lookback.",
+		conditions: []condition{{
+			expr: selector("up", r.Selector) + " == 0\nand on (" + strings.Join(r.targetLabels(), ", ") + ")\n" +
+				by(r.targetLabels()...).aggregate("group", "last_over_time("+r.q.sel(running.ScrapeName())+lookback+")"),
+			forDuration: r.AbsentFor, labels: severity("critical")}},
+		scenarios: []scenario{
+			{name: "target down", at: minute(at), firing: fires(target), series: []inputSeries{
+				{target.series("up"), "1x5 0x" + fmt.Sprint(at)},
+				{engine0.series(running.ScrapeName()), "0x5 stale"},
+			}},
+			{name: "target up", at: minute(at), series: []inputSeries{
+				{target.series("up"), steady(1, at+5)},
+				{engine0.series(running.ScrapeName()), steady(0, at+5)},
+			}},
+		},
+	}
+}
+
+func (r rules) metricsAbsentAlert(target, engine0 labelSet) alert {
+	at := 10 + 5 + minutes(r.AbsentFor) + 5
+	jobs := by(r.JobLabels...)
+	var job labelSet
+	for _, l := range target {
+		if slices.Contains(r.JobLabels, l.name) {
+			job = append(job, l)
+		}
+	}
+	return alert{
+		name:    "VLLMMetricsAbsent",
+		summary: "No server of " + r.where() + " serves engine metrics.",
+		description: fmt.Sprintf("%s served engine metrics within %s and serves none now: every target is gone.",
+			r.where(), r.AbsentLookback),
+		means: fmt.Sprintf("`%s` has had no series of the deployment for %s though it had some within %s: no target "+
+			"is scraped any more (all down and removed from service discovery, or the scrape configuration lost them).",
+			running.ScrapeName(), r.AbsentFor, r.AbsentLookback),
+		action: "Check the deployment (scaled to zero? every pod failing?) and Prometheus's service discovery and scrape " +
+			"configuration. A deployment removed on purpose stops the alert after the lookback.",
+		conditions: []condition{{
+			expr: jobs.aggregate("group", "last_over_time("+r.q.sel(running.ScrapeName())+"["+string(r.AbsentLookback)+"])") +
+				"\nunless\n" + jobs.aggregate("group", r.q.sel(running.ScrapeName())),
+			forDuration: r.AbsentFor, labels: severity("critical")}},
+		scenarios: []scenario{
+			{name: "series gone", at: minute(at), firing: fires(job),
+				series: []inputSeries{{engine0.series(running.ScrapeName()), steady(0, 10)}}},
+			{name: "series present", at: minute(at),
+				series: []inputSeries{{engine0.series(running.ScrapeName()), steady(0, at+5)}}},
+		},
+	}
+}
+
+func (r rules) handoffAlert(engine0, perModel labelSet, w int) alert {
+	at := w + minutes(r.Handoff.For) + 5
+	// Observations all in the bucket above the threshold, or all in the
+	// one at or below it.
+	var below, above1, above2 float64
+	for i, b := range handoff.Buckets {
+		if b < r.Handoff.Value {
+			below = b
+		}
+		if b >= r.Handoff.Value && above1 == 0 {
+			above1, above2 = b, handoff.Buckets[min(i+1, len(handoff.Buckets)-1)]
+		}
+	}
+	buckets := func(slow bool) []inputSeries {
+		var out []inputSeries
+		for _, b := range []struct {
+			le   string
+			full bool
+		}{{leText(below), !slow}, {leText(above1), !slow}, {leText(above2), true}, {"+Inf", true}} {
+			step := 0.0
+			if b.full {
+				step = 60
+			}
+			out = append(out, inputSeries{engine0.with(labelPair{"le", b.le}).series(handoff.ScrapeName() + "_bucket"), ramp(0, step, at+5)})
+		}
+		return out
+	}
+	quantile := labelPair{"quantile", number(r.HandoffQuantile)}
+	return alert{
+		name:    "InfermetricsPDHandoffSlow",
+		summary: "The P/D router of " + model + " hands requests over slowly.",
+		description: fmt.Sprintf("The %s quantile of the handoff from prefill to decode of model %s (%s) is above %ss.",
+			number(r.HandoffQuantile), model, r.where(), number(r.Handoff.Value)),
+		means: fmt.Sprintf("`%s` (the router's time from the end of a request's prefill leg to the start of its decode "+
+			"leg) has its %s quantile above %ss for %s. The time to first token of every routed request holds it.",
+			handoff.ScrapeName(), number(r.HandoffQuantile), number(r.Handoff.Value), r.Handoff.For),
+		action: "The router itself is slow between the legs: its CPU, its connection pool to the decode instances " +
+			"(new connections, TLS), or a decode instance that accepts requests slowly. Compare with the prefill " +
+			"leg and the decode leg's first chunk on the gateway dashboard.",
+		conditions: []condition{{
+			expr:        selector(r.quantileName(handoff), eq(quantile.name, quantile.value)) + " > " + number(r.Handoff.Value),
+			forDuration: r.Handoff.For, labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "handoffs slow", series: buckets(true), at: minute(at), firing: fires(perModel.with(quantile))},
+			{name: "handoffs fast", series: buckets(false), at: minute(at)},
+		},
+	}
+}
+
+func (r rules) invalidEventsAlert(engine0, perModel labelSet, w int) alert {
+	at := w + minutes(r.InvalidEventsFor) + 5
+	kind := labelPair{instrument.KeyKind, stats.KindOutput.String()}
+	return alert{
+		name:    "InfermetricsInvalidEvents",
+		summary: "The instrumentation of " + model + " refuses what it is given.",
+		description: fmt.Sprintf("infermetrics refused input of kind {{ $labels.%s }} for model %s (%s) in every %s for %s.",
+			instrument.KeyKind, model, r.where(), r.RateWindow, r.InvalidEventsFor),
+		means: fmt.Sprintf("`%s` (the Recorder's count of input it refused, by `kind`) keeps growing: the program "+
+			"reports impossible values (a negative count, times out of order, an event of an unknown request) and "+
+			"the metrics miss what it refused.", invalidEvents.ScrapeName()),
+		action: "A bug of the program that records, not of the server: the first refusal of each kind is reported " +
+			"to its error handler (`otel.Handle` by default), which says what was refused and why. " +
+			"[docs/metrics.md](metrics.md) lists the kinds.",
+		conditions: []condition{{
+			expr:        r.agg.aggregate("sum", "increase("+r.q.sel(invalidEvents.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0",
+			forDuration: r.InvalidEventsFor, labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "refusals keep coming", at: minute(at), firing: fires(perModel.with(kind)),
+				series: []inputSeries{{engine0.with(kind).series(invalidEvents.ScrapeName()), ramp(0, 1, at+5)}}},
+			{name: "refusals stopped", at: minute(at),
+				series: []inputSeries{{engine0.with(kind).series(invalidEvents.ScrapeName()), steady(3, at+5)}}},
+		},
+	}
+}
+
+func (r rules) overflowAlert(target, perModel labelSet, w int) alert {
+	at := w + minutes(r.OverflowFor) + 5
+	overflow := func(l labelSet) labelSet {
+		out := slices.Clone(l)
+		for i := range out {
+			if out[i].name == instrument.KeyModelName {
+				out[i].value = r.OverflowModel
+			}
+		}
+		return out
+	}
+	// Requests of a model: the overflow's series stays after its last.
+	series := func(model string, start, step float64) inputSeries {
+		return inputSeries{target.with(labelPair{instrument.KeyModelName, model}, labelPair{instrument.KeyEngine, "0"},
+			labelPair{finishedReason, stats.FinishStop.String()}).series(requestSuccess.ScrapeName()), ramp(start, step, at+5)}
+	}
+	return alert{
+		name:    "InfermetricsModelOverflow",
+		summary: "infermetrics-proxy on " + r.where() + " records requests as " + r.OverflowModel + ".",
+		description: fmt.Sprintf("%s records requests for models beyond its -max-models under model_name=%q: their "+
+			"models are not told apart.", r.where(), r.OverflowModel),
+		means: fmt.Sprintf("`%s{%s=%q}` grows: infermetrics-proxy saw more model names than `-max-models` (its "+
+			"cardinality cap) and records the requests of every further model, and of model names that are not "+
+			"UTF-8, under `%s`.", requestSuccess.ScrapeName(), instrument.KeyModelName, r.OverflowModel, r.OverflowModel),
+		action: "If the models are real, raise `-max-models`; if clients send made-up or per-request model names, " +
+			"set `-default-model` and fix the clients. The gateway dashboard's *Per model* row shows the overflow's requests beside the others'.",
+		conditions: []condition{{
+			expr: r.agg.also(finishedReason).aggregate("sum",
+				r.q.with(eq(instrument.KeyModelName, r.OverflowModel)).rate(requestSuccess.ScrapeName())) + " > 0",
+			forDuration: r.OverflowFor, labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "requests recorded as the overflow model", at: minute(at), firing: fires(overflow(perModel)),
+				series: []inputSeries{series(r.OverflowModel, 0, 1), series(testModel, 0, 10)}},
+			{name: "overflow series idle", at: minute(at),
+				series: []inputSeries{series(r.OverflowModel, 5, 0), series(testModel, 0, 10)}},
+		},
+	}
+}
+
+// annotations are the annotations of an alert's rules.
+func (r rules) annotations(a alert) []labelPair {
+	return []labelPair{{"summary", a.summary}, {"description", a.description},
+		{"runbook_url", r.RunbookURL + "#" + strings.ToLower(a.name)}}
+}
+
+// alertGroup returns the alerting rules of the alerts, in one group.
+func (r rules) alertGroup(alerts []alert) ruleGroup {
+	g := ruleGroup{name: "infermetrics-alerts"}
+	for _, a := range alerts {
+		for _, c := range a.conditions {
+			g.rules = append(g.rules, rule{alert: a.name, expr: c.expr, forDuration: c.forDuration, labels: c.labels,
+				annotations: r.annotations(a)})
+		}
+	}
+	return g
+}
+
+// selectorLabels returns the labels of a selector made of equality
+// matchers, which the unit tests' series carry.
+func selectorLabels(sel string) (labelSet, error) {
+	var out labelSet
+	for m := range strings.SplitSeq(sel, ",") {
+		if strings.TrimSpace(m) == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(m, "=")
+		name = strings.TrimSpace(name)
+		v, err := strconv.Unquote(strings.TrimSpace(value))
+		if !ok || err != nil || !labelName.MatchString(name) || strings.HasPrefix(value, "~") {
+			return nil, fmt.Errorf("the Selector %q: the unit tests take equality matchers only (name=\"value\", ...)", sel)
+		}
+		out = append(out, labelPair{name, v})
+	}
+	return out, nil
+}

@@ -1,0 +1,281 @@
+package mixin
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// Config holds the parameters of the rules, alerts and dashboards. Default
+// gives the shipped values; docs/monitoring.md lists each with its default.
+type Config struct {
+	// Selector is label matchers added to every series selector of the
+	// rules, for example job="vllm" or namespace="llm"; empty selects every
+	// series. The unit tests' series carry them: equality matchers only.
+	Selector string
+	// JobLabels name a deployment: the absent alert fires per value.
+	JobLabels []string
+	// InstanceLabels name one server of a deployment. The recording rules
+	// sum them and engine away: one series per model and deployment.
+	InstanceLabels []string
+	// RateWindow is the window of the recording rules' rates and
+	// quantiles, and of the alerts that read them.
+	RateWindow Duration
+	// Quantiles are the quantiles the latency recording rules record.
+	Quantiles []float64
+	// Interval is the evaluation interval of every rule group; empty keeps
+	// the global one.
+	Interval Duration
+	// RunbookURL is the address of the runbook; each alert's runbook_url
+	// annotation is it and the alert's anchor.
+	RunbookURL string
+	// OverflowModel is the model_name infermetrics-proxy records requests
+	// for models beyond its -max-models under.
+	OverflowModel string
+
+	// ErrorRatio: the share of finished requests that ended in error
+	// (finished_reason="error") above which VLLMRequestErrors fires.
+	ErrorRatio Threshold
+	// TTFT is the time-to-first-token objective: Objective of requests
+	// get their first token within Seconds.
+	TTFT SLO
+	// ITL is the inter-token latency objective: Objective of the gaps
+	// between two tokens of a request are within Seconds.
+	ITL SLO
+	// BurnRates are the windows and burn rates of the SLO alerts
+	// (multi-window, multi-burn-rate: the Google SRE workbook's table).
+	BurnRates []BurnRate
+	// KVCacheUsage: the KV cache usage (0 to 1) of the fullest engine of a
+	// model above which VLLMKVCacheSaturated fires.
+	KVCacheUsage Threshold
+	// PreemptionRatio: preemptions per finished request above which
+	// VLLMPreemptionsHigh fires.
+	PreemptionRatio Threshold
+	// QueueWaiting: the waiting requests of a model above which
+	// VLLMQueueGrowing fires while the queue grows over QueueWindow.
+	QueueWaiting Threshold
+	// QueueWindow is the window over which the queue must grow.
+	QueueWindow Duration
+	// StuckFor is how long an engine holds waiting requests and runs none
+	// before VLLMRequestsStuck fires.
+	StuckFor Duration
+	// AbsentFor is how long a target is down, or a deployment's engine
+	// metrics absent, before VLLMTargetDown and VLLMMetricsAbsent fire.
+	AbsentFor Duration
+	// AbsentLookback is how far back those alerts look for targets that
+	// served engine metrics.
+	AbsentLookback Duration
+	// Handoff: the HandoffQuantile of a P/D router's handoff time (prefill
+	// leg's end to decode leg's start), in seconds, above which
+	// InfermetricsPDHandoffSlow fires.
+	Handoff Threshold
+	// HandoffQuantile is the quantile of the handoff alert, one of
+	// Quantiles.
+	HandoffQuantile float64
+	// InvalidEventsFor is how long the Recorder's refusals
+	// (infermetrics_invalid_events_total) keep coming before
+	// InfermetricsInvalidEvents fires.
+	InvalidEventsFor Duration
+	// OverflowFor is how long requests are recorded under OverflowModel
+	// before InfermetricsModelOverflow fires.
+	OverflowFor Duration
+}
+
+// Threshold is an alert's threshold and how long it must hold (for:).
+type Threshold struct {
+	Value float64
+	For   Duration
+}
+
+// SLO is a latency objective: Objective (0 to 1) of the observations are
+// at most Seconds, which must be a bucket boundary of the histogram.
+type SLO struct {
+	Seconds   float64
+	Objective float64
+}
+
+// BurnRate is one row of the multi-window, multi-burn-rate alerts: an SLO
+// alert fires when the error budget burns Factor times faster than it may
+// over both Long and Short for For, with Severity.
+type BurnRate struct {
+	Long, Short Duration
+	Factor      float64
+	For         Duration
+	Severity    string
+}
+
+// Duration is a Prometheus duration: "30s", "5m", "1h", "3d".
+type Duration string
+
+// Default returns the shipped parameters.
+func Default() Config {
+	return Config{
+		JobLabels:      []string{"job"},
+		InstanceLabels: []string{"instance", "pod"},
+		RateWindow:     "5m",
+		Quantiles:      []float64{0.5, 0.9, 0.99},
+		RunbookURL:     "https://github.com/infermetrics/infermetrics/blob/main/docs/monitoring.md",
+		OverflowModel:  "_overflow",
+
+		ErrorRatio: Threshold{Value: 0.05, For: "10m"},
+		TTFT:       SLO{Seconds: 2.5, Objective: 0.99},
+		ITL:        SLO{Seconds: 0.1, Objective: 0.99},
+		// The SRE workbook's table (chapter "Alerting on SLOs"): 2% of
+		// a 30-day budget in an hour, 5% in six hours, 10% in a day and
+		// in three days.
+		BurnRates: []BurnRate{
+			{Long: "1h", Short: "5m", Factor: 14.4, For: "2m", Severity: "critical"},
+			{Long: "6h", Short: "30m", Factor: 6, For: "15m", Severity: "critical"},
+			{Long: "1d", Short: "2h", Factor: 3, For: "1h", Severity: "warning"},
+			{Long: "3d", Short: "6h", Factor: 1, For: "3h", Severity: "warning"},
+		},
+		KVCacheUsage:     Threshold{Value: 0.95, For: "15m"},
+		PreemptionRatio:  Threshold{Value: 0.1, For: "15m"},
+		QueueWaiting:     Threshold{Value: 10, For: "15m"},
+		QueueWindow:      "15m",
+		StuckFor:         "5m",
+		AbsentFor:        "5m",
+		AbsentLookback:   "1h",
+		Handoff:          Threshold{Value: 0.5, For: "10m"},
+		HandoffQuantile:  0.99,
+		InvalidEventsFor: "15m",
+		OverflowFor:      "5m",
+	}
+}
+
+// WithFor returns c with every alert's for: set to d: alerts that fire as
+// soon as their condition holds, for tests and demonstrations.
+func (c Config) WithFor(d Duration) Config {
+	c.BurnRates = slices.Clone(c.BurnRates)
+	for i := range c.BurnRates {
+		c.BurnRates[i].For = d
+	}
+	for _, t := range []*Threshold{&c.ErrorRatio, &c.KVCacheUsage, &c.PreemptionRatio, &c.QueueWaiting, &c.Handoff} {
+		t.For = d
+	}
+	for _, f := range []*Duration{&c.StuckFor, &c.AbsentFor, &c.InvalidEventsFor, &c.OverflowFor} {
+		*f = d
+	}
+	return c
+}
+
+// durationSyntax is a Prometheus duration of one unit, which is how the
+// rules write them.
+var durationSyntax = regexp.MustCompile(`^([0-9]+)(ms|s|m|h|d|w|y)$`)
+
+// parse returns d as a time.Duration.
+func (d Duration) parse() (time.Duration, error) {
+	m := durationSyntax.FindStringSubmatch(string(d))
+	if m == nil {
+		return 0, fmt.Errorf("duration %q: want a number and one unit (ms, s, m, h, d, w, y), such as 5m", d)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || n > 1<<31 {
+		return 0, fmt.Errorf("duration %q: too long", d)
+	}
+	unit := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour,
+		"d": 24 * time.Hour, "w": 7 * 24 * time.Hour, "y": 365 * 24 * time.Hour}[m[2]]
+	return time.Duration(n) * unit, nil
+}
+
+// duration formats a time.Duration as a Prometheus duration of one unit.
+func duration(t time.Duration) Duration {
+	for _, u := range []struct {
+		unit string
+		d    time.Duration
+	}{{"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}} {
+		if t%u.d == 0 && t != 0 {
+			return Duration(strconv.FormatInt(int64(t/u.d), 10) + u.unit)
+		}
+	}
+	return Duration(strconv.FormatInt(t.Milliseconds(), 10) + "ms")
+}
+
+// labelName is a Prometheus label name.
+var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// Validate reports every parameter out of its range.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	type namedDuration struct {
+		name string
+		d    Duration
+		zero bool // may be 0 ("0s")
+	}
+	durations := []namedDuration{
+		{"RateWindow", c.RateWindow, false}, {"QueueWindow", c.QueueWindow, false},
+		{"AbsentLookback", c.AbsentLookback, false},
+		{"ErrorRatio.For", c.ErrorRatio.For, true}, {"KVCacheUsage.For", c.KVCacheUsage.For, true},
+		{"PreemptionRatio.For", c.PreemptionRatio.For, true}, {"QueueWaiting.For", c.QueueWaiting.For, true},
+		{"Handoff.For", c.Handoff.For, true}, {"StuckFor", c.StuckFor, true}, {"AbsentFor", c.AbsentFor, true},
+		{"InvalidEventsFor", c.InvalidEventsFor, true}, {"OverflowFor", c.OverflowFor, true},
+	}
+	if c.Interval != "" {
+		durations = append(durations, namedDuration{"Interval", c.Interval, false})
+	}
+	for i, b := range c.BurnRates {
+		durations = append(durations, namedDuration{fmt.Sprintf("BurnRates[%d].Long", i), b.Long, false},
+			namedDuration{fmt.Sprintf("BurnRates[%d].Short", i), b.Short, false},
+			namedDuration{fmt.Sprintf("BurnRates[%d].For", i), b.For, true})
+	}
+	for _, d := range durations {
+		v, err := d.d.parse()
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", d.name, err))
+		case v == 0 && !d.zero:
+			errs = append(errs, fmt.Errorf("%s: %q, want a duration above zero", d.name, d.d))
+		}
+	}
+	check(len(c.JobLabels) > 0, "JobLabels: empty, want the labels that name a deployment (job)")
+	for _, l := range slices.Concat(c.JobLabels, c.InstanceLabels) {
+		check(labelName.MatchString(l), "label %q in JobLabels or InstanceLabels: not a label name", l)
+	}
+	for _, l := range c.JobLabels {
+		check(!slices.Contains(c.InstanceLabels, l), "label %q is in JobLabels and InstanceLabels", l)
+	}
+	check(len(c.Quantiles) > 0, "Quantiles: empty")
+	for _, q := range c.Quantiles {
+		check(q > 0 && q < 1, "Quantiles: %g, want a quantile between 0 and 1", q)
+	}
+	check(slices.Contains(c.Quantiles, c.HandoffQuantile), "HandoffQuantile %g is not one of Quantiles %v", c.HandoffQuantile, c.Quantiles)
+	check(c.OverflowModel != "", "OverflowModel: empty")
+	check(c.RunbookURL != "", "RunbookURL: empty")
+	check(!strings.ContainsAny(c.Selector, "{}"), "Selector %q: want matchers without braces, such as job=\"vllm\"", c.Selector)
+	check(c.ErrorRatio.Value > 0 && c.ErrorRatio.Value < 1, "ErrorRatio.Value %g, want a share between 0 and 1", c.ErrorRatio.Value)
+	check(c.KVCacheUsage.Value > 0 && c.KVCacheUsage.Value < 1, "KVCacheUsage.Value %g, want a usage between 0 and 1", c.KVCacheUsage.Value)
+	check(c.PreemptionRatio.Value > 0, "PreemptionRatio.Value %g, want a ratio above 0", c.PreemptionRatio.Value)
+	check(c.QueueWaiting.Value >= 0, "QueueWaiting.Value %g, want a number of requests", c.QueueWaiting.Value)
+	for _, s := range []struct {
+		name       string
+		slo        SLO
+		instrument string
+	}{{"TTFT", c.TTFT, instrument.NameTimeToFirstToken}, {"ITL", c.ITL, instrument.NameInterTokenLatency}} {
+		check(s.slo.Objective > 0 && s.slo.Objective < 1, "%s.Objective %g, want a share between 0 and 1", s.name, s.slo.Objective)
+		f := family(s.instrument)
+		check(slices.Contains(f.Buckets, s.slo.Seconds), "%s.Seconds %g is not a bucket boundary of %s %v", s.name, s.slo.Seconds, f.ScrapeName(), f.Buckets)
+	}
+	handoff := family(instrument.NamePDHandoffDuration)
+	check(c.Handoff.Value > 0 && c.Handoff.Value < handoff.Buckets[len(handoff.Buckets)-1],
+		"Handoff.Value %g, want seconds within the buckets of %s", c.Handoff.Value, handoff.ScrapeName())
+	check(len(c.BurnRates) > 0, "BurnRates: empty")
+	for i, b := range c.BurnRates {
+		check(b.Factor > 0, "BurnRates[%d].Factor %g, want a rate above 0", i, b.Factor)
+		check(b.Severity != "", "BurnRates[%d].Severity: empty", i)
+		long, _ := b.Long.parse()
+		short, _ := b.Short.parse()
+		check(short < long, "BurnRates[%d]: Short %s is not shorter than Long %s", i, b.Short, b.Long)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,365 @@
+package mixin
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// root is the repository's root, where the files' paths start.
+const root = ".."
+
+// files returns the files of c, failing the test on error.
+func files(t *testing.T, c Config) []File {
+	t.Helper()
+	fs, err := Files(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// fileOf returns the content of the file at p among fs.
+func fileOf(t *testing.T, fs []File, p string) []byte {
+	t.Helper()
+	i := slices.IndexFunc(fs, func(f File) bool { return f.Path == p })
+	if i < 0 {
+		t.Fatalf("no generated file %s", p)
+	}
+	return fs[i].Data
+}
+
+// The committed files are what the generator writes.
+func TestCommittedFilesUpToDate(t *testing.T) {
+	for _, f := range files(t, Default()) {
+		got, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(f.Path)))
+		if err != nil {
+			t.Errorf("%s: %v (run go generate ./... in mixin/)", f.Path, err)
+			continue
+		}
+		if !bytes.Equal(got, f.Data) {
+			t.Errorf("%s differs from what the generator writes: run go generate ./... in mixin/", f.Path)
+		}
+	}
+}
+
+// promtools are the promtool binaries to run: Debian's (2.x) on PATH and
+// Prometheus 3's, which scripts/e2e-deps.sh builds into e2e/bin. A missing
+// one skips its part, and fails it under E2E_REQUIRED=1.
+func promtools(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	if p, err := exec.LookPath("promtool"); err == nil {
+		out["promtool 2"] = p
+	} else {
+		missing(t, "promtool (Debian's package prometheus)")
+	}
+	p := os.Getenv("E2E_PROMTOOL3")
+	if p == "" {
+		p = filepath.Join(root, "e2e", "bin", "promtool3")
+	}
+	if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["promtool 3"] = abs
+	} else {
+		missing(t, p)
+	}
+	return out
+}
+
+// anyPromtool returns one promtool (3 when there is one): a check of the
+// unit tests' own behaviour, not of Prometheus's, needs one version only.
+func anyPromtool(t *testing.T) map[string]string {
+	t.Helper()
+	all := promtools(t)
+	for _, name := range []string{"promtool 3", "promtool 2"} {
+		if bin, ok := all[name]; ok {
+			return map[string]string{name: bin}
+		}
+	}
+	return nil
+}
+
+func missing(t *testing.T, what string) {
+	t.Helper()
+	msg := what + " missing: run scripts/e2e-deps.sh"
+	if os.Getenv("E2E_REQUIRED") == "1" {
+		t.Error(msg + " (E2E_REQUIRED=1: a missing binary is a failure)")
+		return
+	}
+	t.Log(msg + "; its checks are skipped")
+}
+
+// writeRules writes the two rule files of rules and the unit tests of
+// tests into a new directory and returns it.
+func writeRules(t *testing.T, rules, tests []File) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, p := range []string{RecordingRulesFile, AlertsFile} {
+		if err := os.WriteFile(filepath.Join(dir, path.Base(p)), fileOf(t, rules, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, path.Base(UnitTestsFile)), fileOf(t, tests, UnitTestsFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// promtool runs a promtool command in dir and returns its output and
+// whether it succeeded.
+func promtool(t *testing.T, bin, dir string, args ...string) (string, bool) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if _, exit := err.(*exec.ExitError); err != nil && !exit {
+		t.Fatalf("%s %v: %v", bin, args, err)
+	}
+	return string(out), err == nil
+}
+
+// Both Prometheus versions load the rule files and pass the unit tests:
+// each alert fires on the series of its firing scenarios and not on the
+// others.
+func TestPromtool(t *testing.T) {
+	t.Parallel()
+	fs := files(t, Default())
+	dir := writeRules(t, fs, fs)
+	for name, bin := range promtools(t) {
+		if out, ok := promtool(t, bin, dir, "check", "rules", "recording.yaml", "alerts.yaml"); !ok {
+			t.Errorf("%s check rules:\n%s", name, out)
+		}
+		if out, ok := promtool(t, bin, dir, "test", "rules", "tests.yaml"); !ok {
+			t.Errorf("%s test rules:\n%s", name, out)
+		}
+	}
+}
+
+// The unit tests can fail: against rules whose thresholds no firing
+// scenario reaches, every alert's firing scenario fails; against rules
+// whose thresholds every scenario exceeds, the quiet scenarios of the
+// threshold alerts fail.
+func TestUnitTestsCatchWrongRules(t *testing.T) {
+	t.Parallel()
+	def := Default()
+	deaf := def
+	deaf.ErrorRatio.Value = 0.999
+	deaf.TTFT.Objective, deaf.ITL.Objective = 0.01, 0.01 // budgets no share of misses burns 1.0 times or more
+	deaf.KVCacheUsage.Value = 0.999
+	deaf.PreemptionRatio.Value = 1000
+	deaf.QueueWaiting.Value = 1e6
+	deaf.StuckFor, deaf.AbsentFor, deaf.InvalidEventsFor, deaf.OverflowFor = "1d", "1d", "1d", "1d"
+	deaf.Handoff.Value = 2000
+	eager := def
+	eager.ErrorRatio.Value = 0.0001
+	eager.TTFT.Objective, eager.ITL.Objective = 0.99999, 0.99999
+	eager.KVCacheUsage.Value = 0.0001
+	eager.PreemptionRatio.Value = 0.0001
+	eager.Handoff.Value = 0.0001
+	tests := files(t, def)
+	threshold := []string{"VLLMRequestErrors", "VLLMTimeToFirstTokenBudgetBurn", "VLLMInterTokenLatencyBudgetBurn",
+		"VLLMKVCacheSaturated", "VLLMPreemptionsHigh", "InfermetricsPDHandoffSlow"}
+	var every []string
+	for _, a := range newRules(def).alerts(nil) {
+		every = append(every, a.name)
+	}
+	for _, c := range []struct {
+		name    string
+		config  Config
+		failing []string
+	}{{"thresholds never reached", deaf, every}, {"thresholds always exceeded", eager, threshold}} {
+		dir := writeRules(t, files(t, c.config), tests)
+		for name, bin := range anyPromtool(t) {
+			out, ok := promtool(t, bin, dir, "test", "rules", "tests.yaml")
+			if ok {
+				t.Errorf("%s: %s test rules passed against rules with %s", c.name, name, c.name)
+				continue
+			}
+			for _, a := range c.failing {
+				if !strings.Contains(out, "alertname: "+a+",") {
+					t.Errorf("%s: %s: no failing test of %s", c.name, name, a)
+				}
+			}
+		}
+	}
+}
+
+// The PrometheusRule manifest holds the groups of both rule files.
+func TestPrometheusRuleHoldsTheRuleFiles(t *testing.T) {
+	fs := files(t, Default())
+	groups := func(b []byte, indent string) []string {
+		_, after, ok := strings.Cut(string(b), indent+"groups:\n")
+		if !ok {
+			t.Fatalf("no groups in\n%s", b)
+		}
+		var out []string
+		for l := range strings.SplitSeq(strings.TrimSuffix(after, "\n"), "\n") {
+			out = append(out, strings.TrimPrefix(l, indent))
+		}
+		return out
+	}
+	want := slices.Concat(groups(fileOf(t, fs, RecordingRulesFile), ""), groups(fileOf(t, fs, AlertsFile), ""))
+	if got := groups(fileOf(t, fs, PrometheusRuleFile), "  "); !slices.Equal(got, want) {
+		t.Errorf("the PrometheusRule's groups are not the rule files' groups")
+	}
+}
+
+// The overflow model's default is infermetrics-proxy's OverflowModel,
+// which is in its package main.
+func TestOverflowModelIsTheProxys(t *testing.T) {
+	sources, err := filepath.Glob(filepath.Join(root, "cmd", "infermetrics-proxy", "*.go"))
+	if err != nil || len(sources) == 0 {
+		t.Fatalf("infermetrics-proxy's sources: %v", err)
+	}
+	var proxy []string
+	for _, src := range sources {
+		f, err := parser.ParseFile(token.NewFileSet(), src, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if ok && len(vs.Names) == 1 && vs.Names[0].Name == "OverflowModel" && len(vs.Values) == 1 {
+				if lit, ok := vs.Values[0].(*ast.BasicLit); ok {
+					v, _ := strconv.Unquote(lit.Value)
+					proxy = append(proxy, v)
+				}
+			}
+			return true
+		})
+	}
+	if len(proxy) != 1 || proxy[0] != Default().OverflowModel {
+		t.Errorf("infermetrics-proxy's OverflowModel %q, Default().OverflowModel %q", proxy, Default().OverflowModel)
+	}
+}
+
+// Parameters out of range are errors, not panics or rules that never fire.
+func TestValidate(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default: %v", err)
+	}
+	for _, c := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"zero", func(c *Config) { *c = Config{} }, "RateWindow"},
+		{"ttft not a bound", func(c *Config) { c.TTFT.Seconds = 2 }, "TTFT.Seconds 2 is not a bucket boundary"},
+		{"objective", func(c *Config) { c.ITL.Objective = 1 }, "ITL.Objective"},
+		{"duration", func(c *Config) { c.RateWindow = "5 minutes" }, "RateWindow"},
+		{"zero window", func(c *Config) { c.RateWindow = "0m" }, "RateWindow"},
+		{"quantile", func(c *Config) { c.Quantiles = []float64{0.5, 1.5} }, "Quantiles: 1.5"},
+		{"handoff quantile", func(c *Config) { c.HandoffQuantile = 0.95 }, "HandoffQuantile 0.95"},
+		{"windows", func(c *Config) {
+			c.BurnRates = []BurnRate{{Long: "5m", Short: "1h", Factor: 1, For: "1m", Severity: "x"}}
+		}, "not shorter"},
+		{"braces", func(c *Config) { c.Selector = `{job="a"}` }, "Selector"},
+		{"label", func(c *Config) { c.JobLabels = []string{"job-name"} }, "not a label name"},
+	} {
+		cfg := Default()
+		c.change(&cfg)
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+		if _, err := Files(cfg); err == nil {
+			t.Errorf("%s: Files made files of an invalid Config", c.name)
+		}
+	}
+	sel := Default()
+	sel.Selector = `job=~"vllm.*"`
+	if _, err := Files(sel); err == nil || !strings.Contains(err.Error(), "equality matchers") {
+		t.Errorf("a regular expression selector: %v, want the unit tests' error", err)
+	}
+}
+
+// family matches a series selector of a family in a rule's expression (a
+// recording rule's name, after a colon, is not one).
+var seriesSelector = regexp.MustCompile(`(^|[( ])(vllm:[a-z0-9_]+|infermetrics_[a-z0-9_]+|router_[a-z0-9_]+|up)(\{[^}]*\})?`)
+
+// A selector of equality matchers reaches every series selector of the
+// rules and the unit tests' series, which then pass.
+func TestSelector(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.Selector = `namespace="llm"`
+	fs := files(t, c)
+	for _, p := range []string{RecordingRulesFile, AlertsFile} {
+		for l := range strings.SplitSeq(string(fileOf(t, fs, p)), "\n") {
+			for _, m := range seriesSelector.FindAllStringSubmatch(l, -1) {
+				if !strings.Contains(m[3], c.Selector) {
+					t.Errorf("%s: %s without the selector", p, m[0])
+				}
+			}
+		}
+	}
+	dir := writeRules(t, fs, fs)
+	for name, bin := range anyPromtool(t) {
+		if out, ok := promtool(t, bin, dir, "test", "rules", "tests.yaml"); !ok {
+			t.Errorf("%s test rules:\n%s", name, out)
+		}
+	}
+}
+
+// Every panel has queries, ids are unique, and the queries use only the
+// dashboard's variables and Grafana's rate window.
+func TestDashboards(t *testing.T) {
+	fs := files(t, Default())
+	variable := regexp.MustCompile(`\$\{?(\w+)`)
+	for _, b := range boards(Default()) {
+		var d struct {
+			Panels []struct {
+				ID      int    `json:"id"`
+				Type    string `json:"type"`
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+			Templating struct {
+				List []struct {
+					Name string `json:"name"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		if err := json.Unmarshal(fileOf(t, fs, b.file), &d); err != nil {
+			t.Fatalf("%s: %v", b.file, err)
+		}
+		vars := map[string]bool{"__rate_interval": true}
+		for _, v := range d.Templating.List {
+			vars[v.Name] = true
+		}
+		ids := map[int]bool{}
+		for _, p := range d.Panels {
+			if ids[p.ID] || p.ID == 0 {
+				t.Errorf("%s: panel %q: id %d not unique", b.file, p.Title, p.ID)
+			}
+			ids[p.ID] = true
+			if p.Type != "row" && len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no query", b.file, p.Title)
+			}
+			for _, q := range p.Targets {
+				for _, m := range variable.FindAllStringSubmatch(q.Expr, -1) {
+					if !vars[m[1]] {
+						t.Errorf("%s: panel %q: unknown variable $%s in %s", b.file, p.Title, m[1], q.Expr)
+					}
+				}
+			}
+		}
+	}
+}

@@ -91,7 +91,12 @@ func TestMixin(t *testing.T) {
 		other.example, other.urls = e.example, e.urls
 	}
 	e.sendAPICalls(t) // the HTTP families of the instances
-	streamThroughRouter(t, "http://"+routerAddr+"/v1/chat/completions")
+	api := "http://" + routerAddr + "/v1/chat/completions"
+	streamThroughRouter(t, api, 0, 1)
+	for _, p := range proms {
+		p.waitRouterScraped(t)
+	}
+	streamThroughRouter(t, api, 1, mixinRouterRequests)
 	e.waitQuiet(t, exampleStart.Add(startupIdle+loadDuration), startupIdle+loadDuration+2*time.Minute)
 	quiet := time.Now()
 	t.Logf("[%5.1fs] load over", time.Since(began).Seconds())
@@ -145,14 +150,15 @@ func checkOnlyForDiffers(t *testing.T, files, shipped []mixin.File) {
 	}
 }
 
-// streamThroughRouter sends mixinRouterRequests streamed chat completions
-// with usage through the router and reads each to its end.
-func streamThroughRouter(t *testing.T, api string) {
+// streamThroughRouter sends the streamed chat completions with usage
+// numbered from to to through the router, mixinRouterConcurrency at a
+// time, and reads each to its end.
+func streamThroughRouter(t *testing.T, api string, from, to int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, mixinRouterConcurrency)
-	errs := make([]error, mixinRouterRequests)
-	for i := range errs {
+	errs := make([]error, to)
+	for i := from; i < to; i++ {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
@@ -181,6 +187,26 @@ func streamThroughRouter(t *testing.T, api string) {
 			t.Fatalf("request %d through the router: %v", i, err)
 		}
 	}
+}
+
+// waitRouterScraped waits until e's Prometheus holds the router's counts
+// of a finished request (both legs and the handoff). A series is created
+// at its first observation, so a rate sees only what a later scrape adds:
+// were every request through the router to fall between two scrapes, the
+// dashboards' rates of the router families would be 0 on that server.
+func (e *env) waitRouterScraped(t *testing.T) {
+	t.Helper()
+	const expr = `count(sum by (backend_role) (gen_ai_client_operation_duration_seconds_count) > 0) + on() sum(router_pd_handoff_duration_seconds_count > bool 0)`
+	poll(t, time.Minute, "the router's first request scraped", func() (bool, string) {
+		v, err := e.prom.query(expr, time.Now())
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(v) == 1 && v[0].value >= 3 {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s = %v", expr, v)
+	})
 }
 
 // ruleGroups is what /api/v1/rules says of the loaded rules.

@@ -46,8 +46,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if info.err != nil { // values dropped (ErrDropped)
 		t.cfg.onError(info.err)
 	}
-	out := req.Clone(req.Context()) // a RoundTripper must not change the request
-	out.Body = body
+	// A RoundTripper must not change the request: one sent with another
+	// body is a shallow copy (its header map shared, unchanged).
+	out := req
+	if body != req.Body {
+		out = req.WithContext(req.Context())
+		out.Body = body
+	}
 	e := t.cfg.engineFor(info.model)
 	if e == nil { // not recorded: sent as it came
 		return t.base.RoundTrip(out)
@@ -59,6 +64,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(out)
 	}
 	if rewritten != nil {
+		if out == req {
+			out = req.WithContext(req.Context())
+		}
+		out.Header = out.Header.Clone() // setBody sets its Content-Length
 		setBody(out, rewritten)
 	}
 	ctx := out.Context()

@@ -71,13 +71,14 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 		return
 	}
 	ctx, trace := NewTrace(r.Context())
+	trace.takeLegs()
 	r = r.WithContext(ctx)
 	sw.pass(r)
 	if rewritten != nil {
 		setBody(r, rewritten)
 	}
 	e.RequestStarted()
-	rw := &responseWriter{w: w, http: sw}
+	rw := &responseWriter{w: w, http: sw, trace: trace, linking: true}
 	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
 	rw.obs.init(apis[rt.api].ep, start, false) // the kind of body is known at WriteHeader
 	defer func() {
@@ -134,6 +135,12 @@ type responseWriter struct {
 	unsent   bool // the status came after the client left
 	writeErr bool
 	hijacked bool
+
+	// The leg whose reads the handler takes (see share.go): linking until
+	// the first write, then leg when it is one a leg read.
+	trace   *Trace
+	linking bool
+	leg     *legBody
 }
 
 func (rw *responseWriter) wrap() http.ResponseWriter { return snoop(rw.w, tap{rw: rw}) }
@@ -239,9 +246,31 @@ func (rw *responseWriter) wrote(p []byte, err error) {
 	if err != nil {
 		rw.writeErr = true
 	}
-	if rw.status < 400 {
-		rw.body.write(p, rw.obs.write)
+	if rw.status >= 400 || len(p) == 0 || (rw.leg != nil || rw.linking) && rw.take(p) {
+		return
 	}
+	rw.body.write(p, rw.obs.write)
+}
+
+// take takes what a leg read when p is what it read, passed on unchanged
+// (see share.go); it reports whether it did, else p is to be read.
+func (rw *responseWriter) take(p []byte) bool {
+	switch {
+	case rw.leg != nil:
+		if rw.leg.next(p, &rw.obs) {
+			return true
+		}
+		rw.leg = nil // read on from where the leg stood
+	case rw.linking:
+		rw.linking = false
+		o := &rw.obs
+		if !rw.body.identity() {
+			o = nil
+		}
+		rw.leg = rw.trace.passedOn(p, o)
+		return rw.leg != nil
+	}
+	return false
 }
 
 // decodeEnd waits for a decoded body's last bytes to be observed.

@@ -38,14 +38,21 @@ type observer struct {
 	choices     choiceTimes
 	bodyFacts
 
-	sc scanner // where in the body's framing and JSON the observer stands
+	// sc is where in the body's framing and JSON the observer stands: nil
+	// until it reads bytes itself (a handler that takes what a transport
+	// read never does, see share.go).
+	sc *scanner
+	// pub, when not nil, gets the content chunks and dropped values of
+	// each document read (a leg publishing for its handler, see share.go).
+	pub *feed
 
 	gaps  gapRecorder
 	ctx   context.Context
 	onErr func(error) // values a response sent beyond the bounds (ErrDropped)
 }
 
-// bodyFacts are what the bytes of a body told so far, their times aside.
+// bodyFacts are what the bytes of a body told so far, their times aside:
+// what a handler takes from the leg it passes on (see share.go).
 type bodyFacts struct {
 	streaming bool // SSE: content chunks are counted
 	sniff     bool // the first byte of the body says whether it is SSE (see kind)
@@ -82,6 +89,11 @@ func (s *scanner) reset(ep endpoint) {
 	s.sse = sseState{empty: true}
 }
 
+// clean reports a scanner between documents and SSE lines: it reads on as
+// a new one would (what it keeps of the last document, pre and last, only
+// saves work).
+func (s *scanner) clean() bool { return s.sse == sseState{empty: true} && !s.js.started() }
+
 // choiceTimes are the first and last content chunk times of each choice of
 // a stream, in nanoseconds from the start, for the per-choice inter-chunk
 // times (chunk) and, with n > 1, time per output token
@@ -114,7 +126,6 @@ const (
 
 func (o *observer) init(ep endpoint, start time.Time, streaming bool) {
 	o.ep, o.start, o.streaming = ep, start, streaming
-	o.sc.reset(ep)
 }
 
 // kind says what the body is, from its Content-Type: an event stream; any
@@ -131,6 +142,10 @@ func (o *observer) kind(contentType string) {
 // write observes the next bytes of the body.
 func (o *observer) write(p []byte) {
 	o.timed = false
+	if o.sc == nil {
+		o.sc = new(scanner)
+		o.sc.reset(o.ep)
+	}
 	if o.bomN < len(utf8BOM) {
 		p = o.skipBOM(p)
 	}
@@ -422,6 +437,9 @@ func (o *observer) apply(d *doc, timed bool) {
 
 // dropped reports the values a document dropped (ErrDropped).
 func (o *observer) dropped(bits uint8) {
+	if o.pub != nil {
+		o.pub.dropped(bits)
+	}
 	if o.onErr != nil {
 		o.onErr(droppedErr("response", bits))
 	}
@@ -430,6 +448,9 @@ func (o *observer) dropped(bits uint8) {
 // content counts a content chunk of the bytes being written, timed (see
 // at) unless the document was not streamed.
 func (o *observer) content(timed bool, choices uint32, many bool) {
+	if o.pub != nil {
+		o.pub.content(timed, choices, many)
+	}
 	var at time.Duration
 	if timed {
 		at = o.at()

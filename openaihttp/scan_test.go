@@ -12,6 +12,10 @@ import (
 // feedAt gives the observer one streamed document observed at a time.
 func feedAt(t *testing.T, o *observer, doc string, at time.Time) {
 	t.Helper()
+	if o.sc == nil {
+		o.sc = new(scanner)
+		o.sc.reset(o.ep)
+	}
 	o.sc.js.reset()
 	if _, complete := o.sc.js.feed([]byte(doc)); !complete {
 		t.Fatalf("%s: not one complete document", doc)

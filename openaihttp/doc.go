@@ -282,4 +282,17 @@
 // allocates what a 256-chunk one does: openaihttp/internal/benchcmp, whose
 // times against otelhttp are in docs/benchmarks.md). Recording errors go
 // to otel.Handle (WithErrorHandler); no input makes them panic.
+//
+// A program that wires both, a handler whose response body is the body of
+// a leg its transport sent, passed on unchanged and unencoded (an
+// httputil.ReverseProxy with NewTransport, a router relaying its decode
+// leg), reads each byte once. The handler takes what the transport read of
+// each write: the finish, usage and content chunks, the chunks timed by
+// its own clock, when it writes them. Anything else it writes (an error
+// page, a read changed, split or held, bytes of its own, another leg's) it
+// reads itself, on from where the leg's reading stood, so it records
+// exactly what reading every byte would. To compare, the transport keeps a
+// copy of a leg's last read (up to 16 KiB) until the handler writes it.
+// Likewise a transport sends a request body its handler read and passed on
+// unread as it is, without reading it again.
 package openaihttp

@@ -24,6 +24,9 @@ type bodyCoding struct {
 	done   chan struct{}
 }
 
+// identity reports a body observed as it is sent: not encoded.
+func (c *bodyCoding) identity() bool { return c.pw == nil && !c.opaque }
+
 // decodeBuffer is the size of the buffer a decoder hands decoded bytes in.
 const decodeBuffer = 16 << 10
 

@@ -43,21 +43,20 @@ type handler struct {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.http != nil {
-		h.serveHTTPMetrics(w, r, h.serve)
+		h.serveHTTPMetrics(w, r)
 		return
 	}
 	h.serve(w, r, nil)
 }
 
 // serve serves one request, observing it when it is a completions request;
-// passed, when not nil, is set to the request passed on to next.
-func (h *handler) serve(w http.ResponseWriter, r *http.Request, passed **http.Request) {
-	if passed != nil {
-		*passed = r
-	}
+// sw, when not nil, notes its status and the request passed on to next for
+// the HTTP families (one wrapper of w does both).
+func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter) {
+	sw.pass(r)
 	rt, ok := instrumented(r, h.cfg.routes)
 	if !ok || h.cfg.engine == nil {
-		h.next.ServeHTTP(w, r)
+		h.next.ServeHTTP(sw.wrap(w), r)
 		return
 	}
 	start := time.Now()
@@ -68,19 +67,18 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, passed **http.Re
 	r.Body = body
 	e := h.cfg.engineFor(info.model)
 	if e == nil { // not recorded: passed on as it came
-		h.next.ServeHTTP(w, r)
+		h.next.ServeHTTP(sw.wrap(w), r)
 		return
 	}
 	ctx, trace := NewTrace(r.Context())
+	trace.takeLegs()
 	r = r.WithContext(ctx)
-	if passed != nil {
-		*passed = r
-	}
+	sw.pass(r)
 	if rewritten != nil {
 		setBody(r, rewritten)
 	}
 	e.RequestStarted()
-	rw := &responseWriter{w: w}
+	rw := &responseWriter{w: w, http: sw, trace: trace, linking: true}
 	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
 	rw.obs.init(apis[rt.api].ep, start, false) // the kind of body is known at WriteHeader
 	defer func() {
@@ -130,43 +128,45 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 // Unwrap, for http.ResponseController.
 type responseWriter struct {
 	w        http.ResponseWriter
+	http     *statusWriter // the HTTP families' (WithHTTPMetrics), or nil
 	obs      observer
 	body     bodyCoding
 	status   int
 	unsent   bool // the status came after the client left
 	writeErr bool
 	hijacked bool
+
+	// The leg whose reads the handler takes (see share.go): linking until
+	// the first write, then leg when it is one a leg read.
+	trace   *Trace
+	linking bool
+	leg     *legBody
 }
 
-func (rw *responseWriter) wrap() http.ResponseWriter {
-	return snoop(rw.w, rw.commit, rw.wrote, func() { rw.hijacked = true })
-}
+func (rw *responseWriter) wrap() http.ResponseWriter { return snoop(rw.w, tap{rw: rw}) }
 
-// snoop wraps w with httpsnoop: commit gets the status the response is
-// sent with, at WriteHeader or at the first Write, Flush or ReadFrom (200);
-// wrote, when not nil, the bytes sent and the write's error; hijacked is
-// called when the connection is taken over.
-func snoop(w http.ResponseWriter, commit func(int), wrote func([]byte, error), hijacked func()) http.ResponseWriter {
+// snoop wraps w with httpsnoop for t: the status the response is sent
+// with, at WriteHeader or at the first Write, Flush or ReadFrom (200), the
+// bytes sent and each write's error, and a hijacked connection.
+func snoop(w http.ResponseWriter, t tap) http.ResponseWriter {
 	return httpsnoop.Wrap(w, httpsnoop.Hooks{
 		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
 			return func(code int) {
-				commit(code)
+				t.commit(code)
 				next(code)
 			}
 		},
 		Write: func(next httpsnoop.WriteFunc) httpsnoop.WriteFunc {
 			return func(p []byte) (int, error) {
-				commit(http.StatusOK)
+				t.commit(http.StatusOK)
 				n, err := next(p)
-				if wrote != nil {
-					wrote(p[:n], err)
-				}
+				t.wrote(p[:n], err)
 				return n, err
 			}
 		},
 		Flush: func(next httpsnoop.FlushFunc) httpsnoop.FlushFunc {
 			return func() {
-				commit(http.StatusOK) // a Flush before any Write sends the header
+				t.commit(http.StatusOK) // a Flush before any Write sends the header
 				next()
 			}
 		},
@@ -175,15 +175,15 @@ func snoop(w http.ResponseWriter, commit func(int), wrote func([]byte, error), h
 		// httpsnoop routes it through Flush's, building closures each call.
 		FlushError: func(next httpsnoop.FlushErrorFunc) httpsnoop.FlushErrorFunc {
 			return func() error {
-				commit(http.StatusOK)
+				t.commit(http.StatusOK)
 				return next()
 			}
 		},
 		ReadFrom: func(next httpsnoop.ReadFromFunc) httpsnoop.ReadFromFunc {
 			return func(src io.Reader) (int64, error) {
-				commit(http.StatusOK)
-				if wrote != nil {
-					src = &observedReader{r: src, wrote: wrote}
+				t.commit(http.StatusOK)
+				if t.rw != nil {
+					src = &observedReader{r: src, rw: t.rw}
 				}
 				return next(src)
 			}
@@ -192,7 +192,7 @@ func snoop(w http.ResponseWriter, commit func(int), wrote func([]byte, error), h
 			return func() (net.Conn, *bufio.ReadWriter, error) {
 				c, b, err := next()
 				if err == nil {
-					hijacked()
+					t.hijacked()
 				}
 				return c, b, err
 			}
@@ -200,13 +200,41 @@ func snoop(w http.ResponseWriter, commit func(int), wrote func([]byte, error), h
 	})
 }
 
+// tap is who snoop tells: the responseWriter of a recorded request, else
+// the statusWriter of the HTTP families.
+type tap struct {
+	rw *responseWriter
+	sw *statusWriter
+}
+
+func (t tap) commit(code int) {
+	if t.rw != nil {
+		t.rw.commit(code)
+		return
+	}
+	t.sw.commit(code)
+}
+
+func (t tap) wrote(p []byte, err error) {
+	if t.rw != nil {
+		t.rw.wrote(p, err)
+	}
+}
+
+func (t tap) hijacked() {
+	if t.rw != nil {
+		t.rw.hijacked = true
+	}
+}
+
 // commit notes the status the response is sent with, the first time one
 // is (1xx informational headers are not): what the body is (SSE or not) and
 // how it is encoded are known then.
 func (rw *responseWriter) commit(code int) {
-	if rw.status != 0 || code < 200 {
+	if rw.status != 0 || code < 200 { // the HTTP families' too: they take the same one
 		return
 	}
+	rw.http.commit(code)
 	rw.status, rw.unsent = code, unsent(rw.obs.ctx)
 	h := rw.w.Header()
 	rw.obs.kind(h.Get("Content-Type"))
@@ -218,9 +246,31 @@ func (rw *responseWriter) wrote(p []byte, err error) {
 	if err != nil {
 		rw.writeErr = true
 	}
-	if rw.status < 400 {
-		rw.body.write(p, rw.obs.write)
+	if rw.status >= 400 || len(p) == 0 || (rw.leg != nil || rw.linking) && rw.take(p) {
+		return
 	}
+	rw.body.write(p, rw.obs.write)
+}
+
+// take takes what a leg read when p is what it read, passed on unchanged
+// (see share.go); it reports whether it did, else p is to be read.
+func (rw *responseWriter) take(p []byte) bool {
+	switch {
+	case rw.leg != nil:
+		if rw.leg.next(p, &rw.obs) {
+			return true
+		}
+		rw.leg = nil // read on from where the leg stood
+	case rw.linking:
+		rw.linking = false
+		o := &rw.obs
+		if !rw.body.identity() {
+			o = nil
+		}
+		rw.leg = rw.trace.passedOn(p, o)
+		return rw.leg != nil
+	}
+	return false
 }
 
 // decodeEnd waits for a decoded body's last bytes to be observed.
@@ -229,12 +279,12 @@ func (rw *responseWriter) decodeEnd() { rw.body.close() }
 // observedReader observes what io.ReaderFrom (io.Copy to the
 // ResponseWriter) reads to send.
 type observedReader struct {
-	r     io.Reader
-	wrote func([]byte, error)
+	r  io.Reader
+	rw *responseWriter
 }
 
 func (o *observedReader) Read(p []byte) (int, error) {
 	n, err := o.r.Read(p)
-	o.wrote(p[:n], nil)
+	o.rw.wrote(p[:n], nil)
 	return n, err
 }

@@ -75,12 +75,10 @@ func patternPath(r *http.Request) string {
 }
 
 // serveHTTPMetrics serves r through serve, recording it in the HTTP
-// families. serve reports the request it passed on, whose Pattern a
-// ServeMux set.
-func (h *handler) serveHTTPMetrics(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request, **http.Request)) {
+// families.
+func (h *handler) serveHTTPMetrics(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ctx: r.Context()}
-	passed := r
+	sw := &statusWriter{ctx: r.Context(), passed: r}
 	defer func() {
 		v := recover()
 		status := sw.status
@@ -90,27 +88,36 @@ func (h *handler) serveHTTPMetrics(w http.ResponseWriter, r *http.Request, serve
 		case status == 0:
 			status = http.StatusOK
 		}
-		h.cfg.http.engine.RecordHTTPRequest(r.Context(), h.cfg.handlerLabel(passed), r.Method, status, time.Since(start).Seconds())
+		h.cfg.http.engine.RecordHTTPRequest(r.Context(), h.cfg.handlerLabel(sw.passed), r.Method, status, time.Since(start).Seconds())
 		if v != nil {
 			panic(v)
 		}
 	}()
-	serve(sw.wrap(w), r, &passed)
+	h.serve(w, r, sw)
 }
 
-// statusWriter notes the status a response is sent with: 200 for one
-// sent after the client left (see unsent).
+// statusWriter notes the status a response is sent with (200 for one sent
+// after the client left, see unsent), and the request passed on, whose
+// Pattern a ServeMux set. Its methods do nothing on nil.
 type statusWriter struct {
 	ctx    context.Context
 	status int
+	passed *http.Request
 }
 
 func (s *statusWriter) commit(code int) {
-	if s.status == 0 && code >= 200 {
+	if s != nil && s.status == 0 && code >= 200 {
 		s.status = code
 		if unsent(s.ctx) {
 			s.status = http.StatusOK
 		}
+	}
+}
+
+// pass notes the request passed on.
+func (s *statusWriter) pass(r *http.Request) {
+	if s != nil {
+		s.passed = r
 	}
 }
 
@@ -127,6 +134,10 @@ func (s *statusWriter) commit(code int) {
 // with (src/prometheus_fastapi_instrumentator/middleware.py @ c1c1fb64).
 func unsent(ctx context.Context) bool { return ctx.Err() != nil }
 
+// wrap returns w wrapped to note its status; w itself for nil.
 func (s *statusWriter) wrap(w http.ResponseWriter) http.ResponseWriter {
-	return snoop(w, s.commit, nil, func() { s.commit(http.StatusSwitchingProtocols) })
+	if s == nil {
+		return w
+	}
+	return snoop(w, tap{sw: s})
 }

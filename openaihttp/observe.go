@@ -31,16 +31,33 @@ func (g engineGaps) RecordChunkGap(ctx context.Context, _ stats.Operation, secon
 type observer struct {
 	ep          endpoint // from the path
 	start       time.Time
-	first, last time.Time
-	now         time.Time // the time of the bytes being written, once taken (at)
+	first, last time.Duration // the first and last content chunk, from start
+	now         time.Duration // the time of the bytes being written, once taken (at)
+	timed       bool          // now is taken
 	chunks      int64
-	streaming   bool // SSE: content chunks are counted
-	sniff       bool // the first byte of the body says whether it is SSE (see kind)
-	docs        int64
+	choices     choiceTimes
+	bodyFacts
 
-	js   jsonScan
-	sse  sseState
-	bomN int // bytes of the body matched against a leading byte order mark; 3 once past it
+	// sc is where in the body's framing and JSON the observer stands: nil
+	// until it reads bytes itself (a handler that takes what a transport
+	// read never does, see share.go).
+	sc *scanner
+	// pub, when not nil, gets the content chunks and dropped values of
+	// each document read (a leg publishing for its handler, see share.go).
+	pub *feed
+
+	gaps  gapRecorder
+	ctx   context.Context
+	onErr func(error) // values a response sent beyond the bounds (ErrDropped)
+}
+
+// bodyFacts are what the bytes of a body told so far, their times aside:
+// what a handler takes from the leg it passes on (see share.go).
+type bodyFacts struct {
+	streaming bool // SSE: content chunks are counted
+	sniff     bool // the first byte of the body says whether it is SSE (see kind)
+	bomN      int  // bytes of the body matched against a leading byte order mark; 3 once past it
+	docs      int64
 
 	finish  reasonSeen // the worst of the documents'
 	errSeen bool
@@ -57,12 +74,25 @@ type observer struct {
 		known           bool
 		prefill, decode float64
 	}
-	choices choiceTimes
-
-	gaps  gapRecorder
-	ctx   context.Context
-	onErr func(error) // values a response sent beyond the bounds (ErrDropped)
 }
+
+// scanner is the state of an observer's reading of the body: its SSE line
+// and its JSON document.
+type scanner struct {
+	js  jsonScan
+	sse sseState
+}
+
+// reset readies s for a body of ep, as a new scanner is.
+func (s *scanner) reset(ep endpoint) {
+	s.js = jsonScan{root: ep.rootContext()}
+	s.sse = sseState{empty: true}
+}
+
+// clean reports a scanner between documents and SSE lines: it reads on as
+// a new one would (what it keeps of the last document, pre and last, only
+// saves work).
+func (s *scanner) clean() bool { return s.sse == sseState{empty: true} && !s.js.started() }
 
 // choiceTimes are the first and last content chunk times of each choice of
 // a stream, in nanoseconds from the start, for the per-choice inter-chunk
@@ -96,8 +126,6 @@ const (
 
 func (o *observer) init(ep endpoint, start time.Time, streaming bool) {
 	o.ep, o.start, o.streaming = ep, start, streaming
-	o.sse = sseState{empty: true}
-	o.js.root = ep.rootContext()
 }
 
 // kind says what the body is, from its Content-Type: an event stream; any
@@ -113,7 +141,11 @@ func (o *observer) kind(contentType string) {
 
 // write observes the next bytes of the body.
 func (o *observer) write(p []byte) {
-	o.now = time.Time{}
+	o.timed = false
+	if o.sc == nil {
+		o.sc = new(scanner)
+		o.sc.reset(o.ep)
+	}
 	if o.bomN < len(utf8BOM) {
 		p = o.skipBOM(p)
 	}
@@ -159,27 +191,34 @@ func (o *observer) skipBOM(p []byte) []byte {
 // them (NDJSON, or one document when not streamed).
 func (o *observer) writeJSON(p []byte) {
 	multi := o.ep.dialect == dOllama
+	js := &o.sc.js
 	for len(p) > 0 && (multi || !o.done) {
-		n, complete := o.js.feed(p)
+		n, complete := js.feed(p)
 		p = p[n:]
 		if complete {
 			if multi {
-				o.apply(o.at())
-				o.js.reset()
+				o.apply(&js.d, true)
+				js.reset()
 				continue
 			}
-			o.apply(time.Time{})
+			o.apply(&js.d, false)
 			o.done = true
 		}
-		if o.js.bad() {
+		if js.bad() {
 			return
 		}
 	}
 }
 
 func (o *observer) writeSSE(p []byte) {
-	s := &o.sse
+	s := &o.sc.sse
 	for len(p) > 0 {
+		if s.line == lineStart && s.flen == 0 && !s.cr && !o.sc.js.started() { // between events
+			if n := o.sameEvent(p); n > 0 {
+				p = p[n:]
+				continue
+			}
+		}
 		if s.cr && p[0] == '\n' { // "\r\n" ends one line
 			s.cr = false
 			p = p[1:]
@@ -201,6 +240,43 @@ func (o *observer) writeSSE(p []byte) {
 	}
 }
 
+// sameEvent reads the event at p[0], between events, when it is a data
+// line of a document the scanner takes whole (jsonScan.same: the last
+// document's bytes around another content string) and an empty line, in
+// one go as the line by line path would read it, and returns its length;
+// 0 for any other event. The last document was read from one line, so only
+// the new content string could break the line.
+func (o *observer) sameEvent(p []byte) int {
+	js := &o.sc.js
+	if !js.last.ok || len(p) < 5 || string(p[:5]) != "data:" {
+		return 0
+	}
+	i := 5
+	if i < len(p) && p[i] == ' ' {
+		i++
+	}
+	end, at, atEnd := js.sameEnd(p, i)
+	if end == 0 {
+		return 0
+	}
+	var blank int
+	switch t := p[end:]; {
+	case len(t) >= 2 && t[0] == '\n' && t[1] == '\n':
+		blank = 2
+	case len(t) >= 4 && string(t[:4]) == "\r\n\r\n":
+		blank = 4
+	default:
+		return 0
+	}
+	for _, c := range p[at:atEnd] {
+		if c == '\n' || c == '\r' {
+			return 0
+		}
+	}
+	o.apply(&js.last.d, true)
+	return end + blank
+}
+
 // lineEnd returns the index of the first '\r' or '\n' in p, or -1.
 func lineEnd(p []byte) int {
 	n := bytes.IndexByte(p, '\n')
@@ -216,7 +292,7 @@ func lineEnd(p []byte) int {
 
 // lineBytes observes bytes of the current line (no line break among them).
 func (o *observer) lineBytes(seg []byte) {
-	s := &o.sse
+	s, js := &o.sc.sse, &o.sc.js
 	if len(seg) > 0 {
 		s.empty = false
 	}
@@ -250,17 +326,17 @@ func (o *observer) lineBytes(seg []byte) {
 			}
 			if s.payload0 {
 				s.payload0 = false
-				if seg[0] == '[' && !o.js.started() {
+				if seg[0] == '[' && !js.started() {
 					s.line = lineDone
 					continue
 				}
 			}
 			for len(seg) > 0 {
-				n, complete := o.js.feed(seg)
+				n, complete := js.feed(seg)
 				seg = seg[n:]
 				if complete {
-					o.apply(o.at())
-					o.js.reset()
+					o.apply(&js.d, true)
+					js.reset()
 				}
 			}
 		case lineDone:
@@ -280,42 +356,42 @@ func (o *observer) lineBytes(seg []byte) {
 // endLine ends a line: an empty one ends an event. The data lines of an
 // event are joined by a line feed, as the SSE standard joins them.
 func (o *observer) endLine() {
-	s := &o.sse
+	s, js := &o.sc.sse, &o.sc.js
 	if s.line == lineDone && string(bytes.TrimSpace(s.doneBuf[:s.doneLen])) == "[DONE]" {
 		o.done = true
 	}
-	if s.line == lineData && o.js.started() {
-		o.js.feed(lineFeed)
+	if s.line == lineData && js.started() {
+		js.feed(lineFeed)
 	}
-	if s.empty && o.js.started() {
-		o.js.reset() // an event whose document did not complete: not JSON
+	if s.empty && js.started() {
+		js.reset() // an event whose document did not complete: not JSON
 	}
-	if o.js.bad() {
-		o.js.reset()
+	if js.bad() {
+		js.reset()
 	}
 	*s = sseState{empty: true}
 }
 
 var lineFeed = []byte{'\n'}
 
-// at returns the time of the bytes being written: the clock is read once
-// per write, at the first document they complete. The documents of one
-// write (one Write of the handler, one Read of the caller, one decoded
-// block) arrive together: they are timed alike, the gaps between their
-// content chunks 0.
-func (o *observer) at() time.Time {
-	if o.now.IsZero() {
-		o.now = time.Now()
+// at returns the time of the bytes being written, from the start: the
+// monotonic clock is read once per write, at the first content chunk they
+// complete. The documents of one write (one Write of the handler, one Read
+// of the caller, one decoded block) arrive together: they are timed alike,
+// the gaps between their content chunks 0.
+func (o *observer) at() time.Duration {
+	if !o.timed {
+		o.now, o.timed = time.Since(o.start), true
 	}
 	return o.now
 }
 
-// apply takes in a complete document; at is the time of a streamed chunk.
-func (o *observer) apply(at time.Time) {
-	d := &o.js.d
+// apply takes in a complete document; timed is false for a document not
+// streamed, whose content (if any) is no chunk in time.
+func (o *observer) apply(d *doc, timed bool) {
 	o.docs++
-	if d.dropped != 0 && o.onErr != nil {
-		o.onErr(droppedErr("response", d.dropped))
+	if d.dropped != 0 {
+		o.dropped(d.dropped)
 	}
 	finish := d.finish
 	switch o.ep.dialect {
@@ -355,8 +431,31 @@ func (o *observer) apply(at time.Time) {
 		content = o.streaming && d.content
 	}
 	if content {
-		o.chunk(at, d.choices, d.manyChoices)
+		o.content(timed, d.choices, d.manyChoices)
 	}
+}
+
+// dropped reports the values a document dropped (ErrDropped).
+func (o *observer) dropped(bits uint8) {
+	if o.pub != nil {
+		o.pub.dropped(bits)
+	}
+	if o.onErr != nil {
+		o.onErr(droppedErr("response", bits))
+	}
+}
+
+// content counts a content chunk of the bytes being written, timed (see
+// at) unless the document was not streamed.
+func (o *observer) content(timed bool, choices uint32, many bool) {
+	if o.pub != nil {
+		o.pub.content(timed, choices, many)
+	}
+	var at time.Duration
+	if timed {
+		at = o.at()
+	}
+	o.chunk(at, choices, many)
 }
 
 // applyUsage takes in a document's usage. OpenAI-style usage (chat,
@@ -488,21 +587,22 @@ func rank(r stats.FinishReason) int {
 	return 0
 }
 
-// chunk counts a content chunk at a time, with output for choices (a bit
-// per index below maxChoices) and, when many, for a choice beyond them. Its
-// inter-chunk times are per choice, as vLLM's: from each choice's previous
-// content chunk, none for a choice's first or one beyond maxChoices (not
-// timed). A chunk of an API without choices is timed from the last chunk.
-func (o *observer) chunk(at time.Time, choices uint32, many bool) {
+// chunk counts a content chunk at a time from the start, with output for
+// choices (a bit per index below maxChoices) and, when many, for a choice
+// beyond them. Its inter-chunk times are per choice, as vLLM's: from each
+// choice's previous content chunk, none for a choice's first or one beyond
+// maxChoices (not timed). A chunk of an API without choices is timed from
+// the last chunk.
+func (o *observer) chunk(at time.Duration, choices uint32, many bool) {
 	if o.chunks == 0 {
 		o.first = at
 	}
 	if choices == 0 && !many {
 		if o.chunks > 0 {
-			o.gap(at.Sub(o.last))
+			o.gap(at - o.last)
 		}
 	} else {
-		ns := at.Sub(o.start).Nanoseconds()
+		ns := at.Nanoseconds()
 		for timed := choices & o.choices.seen; timed != 0; timed &= timed - 1 {
 			o.gap(time.Duration(ns - o.choices.last[bits.TrailingZeros32(timed)]))
 		}
@@ -547,8 +647,8 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	}
 	if o.chunks > 0 {
 		r.FirstToken = true
-		r.TimeToFirstToken = nonNegative(o.first.Sub(o.start))
-		r.TimeToLastToken = min(max(nonNegative(o.last.Sub(o.start)), r.TimeToFirstToken), r.E2ELatency)
+		r.TimeToFirstToken = nonNegative(o.first)
+		r.TimeToLastToken = min(max(nonNegative(o.last), r.TimeToFirstToken), r.E2ELatency)
 		r.TimeToFirstToken = min(r.TimeToFirstToken, r.TimeToLastToken)
 		r.DecodeChoices, r.ChoicesDecodeTime = o.choices.decode()
 	}

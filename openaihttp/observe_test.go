@@ -29,7 +29,7 @@ func TestChunksOfOneWriteTimedAlike(t *testing.T) {
 	if o.chunks != 3 || len(gaps) != 2 || gaps[0] != 0 || gaps[1] != 0 {
 		t.Fatalf("chunks %d, gaps %v; want 3 chunks, gaps [0 0]", o.chunks, gaps)
 	}
-	if !o.first.Equal(o.last) {
+	if o.first != o.last {
 		t.Errorf("first chunk at %v, last at %v: want one time", o.first, o.last)
 	}
 }
@@ -286,4 +286,101 @@ func TestFinishReasonWorstInDocument(t *testing.T) {
 			t.Errorf("%s: reason %v, want %v", c.body, r.Reason, c.want)
 		}
 	}
+}
+
+// observed is what an observer tells, times aside: its facts, content
+// chunks, choices timed and inter-chunk times recorded, and values it
+// reported dropped.
+type observed struct {
+	facts   bodyFacts
+	chunks  int64
+	seen    uint32
+	many    bool
+	gaps    int
+	dropped int
+}
+
+// counting returns an observer's sinks: its gaps and dropped values counted
+// in o.
+func counting(o *observed) (gapRecorder, func(error)) {
+	return gapCount{&o.gaps}, func(error) { o.dropped++ }
+}
+
+type gapCount struct{ n *int }
+
+func (g gapCount) RecordChunkGap(context.Context, stats.Operation, float64) { *g.n++ }
+
+func (o *observed) take(obs *observer) {
+	o.facts, o.chunks, o.seen, o.many = obs.bodyFacts, obs.chunks, obs.choices.seen, obs.choices.many
+}
+
+// An event stream of one document with its content string changed from
+// event to event, each event a data line and an empty line (as streams
+// send chunks: the scanner takes each document after the first whole from
+// the last one's result, see observer.sameEvent), observes the same,
+// inter-chunk times and values dropped included, written an event at a
+// time and byte by byte: any document and contents, the space after
+// "data:" or not, any line ending.
+func FuzzSameEvent(f *testing.F) {
+	doc := []byte(`{"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"A"},"finish_reason":null}]}`)
+	for i, c := range []string{" t", "a\nb", "a\rb", `\"`, "", `"`, "x\x00y"} {
+		for _, framing := range []uint8{0, 1, 3, 4 * 5, 4 * 6, 4 * 7} { // leads and blanks
+			f.Add(doc, []byte(c), []byte("tok"), uint8(i)+framing)
+		}
+	}
+	f.Add([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`), []byte("yo"), []byte("b"), uint8(1))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"A"}}],"usage":{"prompt_tokens":99999999999}}`), []byte("x"), []byte("y"), uint8(0))
+	f.Fuzz(func(t *testing.T, doc, content, other []byte, flags uint8) {
+		at := bytes.Index(doc, []byte(`"content":"`))
+		if at < 0 {
+			at = bytes.Index(doc, []byte(`"text":"`))
+		}
+		if at < 0 {
+			return
+		}
+		at = bytes.IndexByte(doc[at:], ':') + at + 2
+		n := bytes.IndexByte(doc[at:], '"')
+		if n < 0 {
+			return
+		}
+		// The first event is a data line and an empty line; in the others
+		// the last lead puts the document in an event begun on a line
+		// before, the last blanks are a data line after it and a comment
+		// and [DONE] after the empty line.
+		lead := []string{"data: ", "data:", "data:  ", "data: {\"a\":\ndata: "}[flags%4]
+		blank := []string{"\n\n", "\r\n\r\n", "\n", "\r\r", "\r\n\n", "", "\ndata: [DONE]\n\n", "\n\n: c\n\ndata: [DONE]\n\n"}[flags/4%8]
+		var events [][]byte
+		for i, c := range [][]byte{doc[at : at+n], content, other, content, doc[at : at+n]} {
+			l, b := lead, blank
+			if i == 0 {
+				l, b = "data: ", "\n\n"
+			}
+			e := append(append(append([]byte(l), doc[:at]...), c...), doc[at+n:]...)
+			events = append(events, append(e, b...))
+		}
+		ep := endpoint{stats.OperationChat, []uint8{dOpenAI, dAnthropic}[flags/32%2]}
+		var whole, bytewise observed
+		for _, w := range []struct {
+			o    *observed
+			step int
+		}{{&whole, 0}, {&bytewise, 1}} {
+			var o observer
+			o.init(ep, time.Now(), true)
+			o.gaps, o.onErr = counting(w.o)
+			for _, e := range events {
+				for p := e; len(p) > 0; {
+					k := len(p)
+					if w.step > 0 {
+						k = w.step
+					}
+					o.write(p[:k])
+					p = p[k:]
+				}
+			}
+			w.o.take(&o)
+		}
+		if whole != bytewise {
+			t.Errorf("%q:\nan event at a time %+v\nbyte by byte       %+v", bytes.Join(events, nil), whole, bytewise)
+		}
+	})
 }

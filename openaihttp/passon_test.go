@@ -149,3 +149,45 @@ func TestUnrecordedRequestUnchanged(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// serverBody reads as a server's request body: once closed, a Read fails.
+type serverBody struct {
+	r      io.Reader
+	closed bool
+}
+
+func (b *serverBody) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	return b.r.Read(p)
+}
+
+func (b *serverBody) Close() error {
+	b.closed = true
+	return nil
+}
+
+// The body the handler passes on ends once: read to its end and closed, a
+// Read gives io.EOF again, not the error of the body it read, closed.
+// net/http closes a server's request body when an HTTP/1 response starts,
+// and http.Transport may read a body it sends once more past its end then:
+// an error there makes it close the upstream's connection, cutting the
+// response (seen as "use of closed network connection" in
+// TestCorpusThroughProxy).
+func TestPassedOnBodyEndsOnce(t *testing.T) {
+	c := newRec(t)
+	var after error
+	h := openaihttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		_, after = r.Body.Read(make([]byte, 1))
+		sseHandler(done)(w, r)
+	}), openaihttp.WithEngine(c.e))
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	r.Body = &serverBody{r: strings.NewReader(streamBody)}
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if after != io.EOF {
+		t.Errorf("a Read past the end of the body passed on: %v, want io.EOF", after)
+	}
+}

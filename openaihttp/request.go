@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -124,8 +125,16 @@ func (e endpoint) takesStreamOptions() bool { return e.dialect == dOpenAI && e.o
 // for a streaming chat or text completion request that did not ask for
 // usage, the body rewritten to ask for it (only a body read whole: a longer
 // one is not rewritten). The caller passes the request on with body, or,
-// once it knows the request is recorded, with rewritten (setBody).
+// once it knows the request is recorded, with rewritten (setBody). A body
+// a handler read so and passed on unread to a transport reading it as the
+// handler did is not read again: what it told is kept with it.
 func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info requestInfo, body io.ReadCloser, rewritten []byte) {
+	if hb, ok := r.Body.(*heldBody); ok && hb.off == 0 && hb.api == rt.api && hb.pathModel == rt.model && hb.limit == limit {
+		if includeUsage && hb.askable {
+			rewritten, _ = AskUsage(hb.head)
+		}
+		return hb.info, hb, rewritten
+	}
 	ep := apis[rt.api].ep
 	info.model = rt.model
 	info.stream = ep.dialect == dOllama // Ollama streams unless told not to
@@ -133,13 +142,20 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 		return info, r.Body, nil
 	}
 	head := make([]byte, 0, min(max(r.ContentLength, 512), int64(limit)+1))
-	buf := bytes.NewBuffer(head)
-	_, err := io.Copy(buf, io.LimitReader(r.Body, int64(limit)+1))
-	head = buf.Bytes()
-	whole := err == nil && len(head) <= limit
-	if len(head) > limit {
-		head = head[:limit+1]
+	var err error
+	for len(head) <= limit {
+		head = slices.Grow(head, 1)
+		var n int
+		n, err = r.Body.Read(head[len(head):min(cap(head), limit+1)])
+		head = head[:len(head)+n]
+		if err != nil {
+			break
+		}
 	}
+	if err == io.EOF {
+		err = nil
+	}
+	whole := err == nil && len(head) <= limit
 	var s jsonScan
 	scanRequest(&s, head[:min(len(head), limit)])
 	rq := &s.req
@@ -151,16 +167,53 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 		info.stream = rq.stream
 	}
 	info.err = droppedErr("request", s.d.dropped)
-	if whole && includeUsage && info.stream && !rq.includeUsage && ep.takesStreamOptions() {
+	askable := whole && info.stream && !rq.includeUsage && ep.takesStreamOptions()
+	if includeUsage && askable {
 		rewritten, _ = AskUsage(head)
 	}
+	hb := &heldBody{head: head, rest: r.Body, body: r.Body,
+		info: info, api: rt.api, pathModel: rt.model, limit: limit, askable: askable}
 	if err != nil {
 		// The read failed: pass on what was read and the error, as the
 		// handler would have seen it.
-		return info, readCloser{io.MultiReader(bytes.NewReader(head), errReader{err}), r.Body}, rewritten
+		hb.rest = errReader{err}
 	}
-	return info, readCloser{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}, rewritten
+	return info, hb, rewritten
 }
+
+// heldBody is a request body whose first bytes were read (head): it reads
+// them again, then the rest. It keeps what they told, and how they were
+// read, for a transport it reaches unread (readBody).
+type heldBody struct {
+	head []byte
+	off  int // bytes of head read again
+	rest io.Reader
+	body io.Closer
+
+	info      requestInfo
+	api       api
+	pathModel string
+	limit     int
+	askable   bool // a request WithIncludeUsage rewrites
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	if b.off < len(b.head) {
+		n := copy(p, b.head[b.off:])
+		b.off += n
+		return n, nil
+	}
+	if b.rest == nil {
+		return 0, io.EOF
+	}
+	n, err := b.rest.Read(p)
+	if err == io.EOF {
+		b.rest = nil // as io.MultiReader: what ended is not read again
+	}
+	return n, err
+}
+
+func (b *heldBody) Close() error { return b.body.Close() }
 
 // droppedErr reports the values a document dropped, or nil.
 func droppedErr(what string, dropped uint8) error {

@@ -710,17 +710,27 @@ func (s *jsonScan) keep(p []byte, end int) {
 // non-empty content string with no escape, and returns the index after
 // it; 0 (nothing read) for any other document.
 func (s *jsonScan) same(p []byte, i int) int {
+	end, _, _ := s.sameEnd(p, i)
+	if end > 0 {
+		s.d, s.st, s.depth = s.last.d, stAfter, 0
+	}
+	return end
+}
+
+// sameEnd returns the index after a document at p[i] that same reads, and
+// where its content string lies, p[at:atEnd]; end is 0 for any other
+// document. It reads nothing.
+func (s *jsonScan) sameEnd(p []byte, i int) (end, at, atEnd int) {
 	l := &s.last
 	if !l.ok || !bytes.HasPrefix(p[i:], l.bytes[:l.pre]) {
-		return 0
+		return 0, 0, 0
 	}
-	at := i + l.pre
+	at = i + l.pre
 	j := stringEnd(p[at:])
 	if j <= 0 || p[at+j] != '"' || !bytes.HasPrefix(p[at+j:], l.bytes[l.pre:l.n]) {
-		return 0
+		return 0, 0, 0
 	}
-	s.d, s.st, s.depth = l.d, stAfter, 0
-	return at + j + l.n - l.pre
+	return at + j + l.n - l.pre, at, at + j
 }
 
 // whole takes in a string read whole in place, with no escape: a key,

@@ -12,11 +12,16 @@ import (
 // feedAt gives the observer one streamed document observed at a time.
 func feedAt(t *testing.T, o *observer, doc string, at time.Time) {
 	t.Helper()
-	o.js.reset()
-	if _, complete := o.js.feed([]byte(doc)); !complete {
+	if o.sc == nil {
+		o.sc = new(scanner)
+		o.sc.reset(o.ep)
+	}
+	o.sc.js.reset()
+	if _, complete := o.sc.js.feed([]byte(doc)); !complete {
 		t.Fatalf("%s: not one complete document", doc)
 	}
-	o.apply(at)
+	o.now, o.timed = at.Sub(o.start), true
+	o.apply(&o.sc.js.d, true)
 }
 
 func choiceChunk(index int, content string) string {

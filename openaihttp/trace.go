@@ -54,6 +54,12 @@ func (l Leg) End() time.Time {
 type Trace struct {
 	mu   sync.Mutex
 	legs []*Leg
+
+	// A handler may take what a leg it passes on read (see share.go):
+	// until its first write, feeds are the legs that publish their reads.
+	handler bool
+	wrote   bool
+	feeds   []*legBody
 }
 
 type traceKey struct{}
@@ -107,6 +113,52 @@ func (t *Trace) KVTransferred() bool {
 // them are still recorded per backend by the transport, but not kept:
 // Legs, PD and KVTransferred read the first 64.
 const MaxLegs = 64
+
+// takeLegs says that a handler writes this trace's response, and may take
+// what a leg it passes on read instead of reading it again.
+func (t *Trace) takeLegs() {
+	t.mu.Lock()
+	t.handler = true
+	t.mu.Unlock()
+}
+
+// addFeed adds a leg that publishes its reads, for a handler that has
+// written nothing yet; it reports whether it did.
+func (t *Trace) addFeed(b *legBody) bool {
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.handler || t.wrote || len(t.feeds) >= MaxLegs {
+		return false
+	}
+	t.feeds = append(t.feeds, b)
+	return true
+}
+
+// passedOn returns the leg whose first read is p, the handler's first
+// write, linked to o, the handler's observer (nil when o may not take what
+// a leg read: an encoded body); nil when none is. The other legs stop
+// publishing.
+func (t *Trace) passedOn(p []byte, o *observer) *legBody {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	feeds := t.feeds
+	t.feeds, t.wrote = nil, true
+	t.mu.Unlock()
+	var linked *legBody
+	for _, b := range feeds {
+		if linked == nil && o != nil && b.link(p, o) {
+			linked = b
+			continue
+		}
+		b.stopFeed()
+	}
+	return linked
+}
 
 // start adds a leg, nil past MaxLegs.
 func (t *Trace) start(b Backend, at time.Time) *Leg {

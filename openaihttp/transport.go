@@ -46,8 +46,13 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if info.err != nil { // values dropped (ErrDropped)
 		t.cfg.onError(info.err)
 	}
-	out := req.Clone(req.Context()) // a RoundTripper must not change the request
-	out.Body = body
+	// A RoundTripper must not change the request: one sent with another
+	// body is a shallow copy (its header map shared, unchanged).
+	out := req
+	if body != req.Body {
+		out = req.WithContext(req.Context())
+		out.Body = body
+	}
 	e := t.cfg.engineFor(info.model)
 	if e == nil { // not recorded: sent as it came
 		return t.base.RoundTrip(out)
@@ -59,6 +64,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(out)
 	}
 	if rewritten != nil {
+		if out == req {
+			out = req.WithContext(req.Context())
+		}
+		out.Header = out.Header.Clone() // setBody sets its Content-Length
 		setBody(out, rewritten)
 	}
 	ctx := out.Context()
@@ -77,12 +86,22 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lb.obs.init(op, start, false)
 	lb.obs.kind(resp.Header.Get("Content-Type"))
 	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
+	lb.obs.sc = &lb.sc
+	lb.sc.reset(op)
 	if !resp.Uncompressed { // else the base transport decoded it and removed Content-Encoding
 		lb.body.start(resp.Header.Get("Content-Encoding"), lb.obs.write)
 	}
 	if resp.Body == nil || resp.Body == http.NoBody {
 		lb.end(time.Now(), end{status: resp.StatusCode})
 		return resp, nil
+	}
+	if lb.status < 400 && lb.body.identity() {
+		// The handler of the client request may pass this body on (see
+		// share.go).
+		lb.feed = newFeed(&lb.obs)
+		if !trace.addFeed(lb) {
+			lb.feed = nil
+		}
 	}
 	resp.Body = lb
 	return resp, nil
@@ -103,6 +122,8 @@ func (t *transport) backendOf(r *http.Request) Backend {
 type legBody struct {
 	io.ReadCloser
 	obs     observer
+	sc      scanner // obs's
+	feed    *feed   // what it read, for the handler; nil when none takes it
 	body    bodyCoding
 	backend *instrument.Backend
 	trace   *Trace
@@ -122,7 +143,13 @@ func (b *legBody) Read(p []byte) (int, error) {
 		return n, err
 	}
 	if b.status < 400 {
-		b.body.write(p[:n], b.obs.write)
+		if b.feed != nil && n > 0 { // an identity body: observed here, not by a decoder
+			b.feed.publish(p[:n], &b.obs)
+			b.body.write(p[:n], b.obs.write)
+			b.obs.pub = nil
+		} else {
+			b.body.write(p[:n], b.obs.write)
+		}
 	}
 	switch {
 	case err == io.EOF:

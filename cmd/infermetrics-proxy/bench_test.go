@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/infermetrics/infermetrics/exporters"
@@ -22,7 +25,8 @@ import (
 const benchChunks = 100
 
 // benchUpstream answers a chat completion in vLLM's format: JSON, or a
-// stream of benchChunks content chunks (and the usage chunk when asked).
+// stream of as many content chunks as max_tokens says (and the usage chunk
+// when asked).
 func benchUpstream() *httptest.Server {
 	chunk := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 	last := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n")
@@ -36,9 +40,13 @@ func benchUpstream() *httptest.Server {
 			_, _ = w.Write(jsonBody)
 			return
 		}
+		var req struct {
+			MaxTokens int `json:"max_tokens"`
+		}
+		_ = json.Unmarshal(b, &req)
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
-		for range benchChunks {
+		for range req.MaxTokens {
 			_, _ = w.Write(chunk)
 			_ = rc.Flush()
 		}
@@ -99,20 +107,26 @@ func benchClient() *http.Client {
 
 // BenchmarkProxyRequest is one non-streamed chat completion through each
 // proxy, over loopback TCP, client and upstream included: the difference
-// to "plain" is the proxy's cost per request.
+// to "plain" is the proxy's cost per request (cpu-ns/op: the process's CPU
+// time, steadier than the wall clock on a shared machine).
 func BenchmarkProxyRequest(b *testing.B) {
 	benchProxy(b, `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, []string{"plain", "infermetrics"}, 1)
 }
 
 // BenchmarkProxyStream is one streamed chat completion of benchChunks
 // content chunks (each written and flushed on its own by the upstream)
-// through each proxy; ns/chunk is the time per content chunk, whose
-// difference to "plain" is the cost per streamed chunk (with the
-// request's share). include-usage adds the rewrite and the removal of the
-// usage chunk.
+// through each proxy; ns/chunk (and cpu-ns/chunk) is the time per content
+// chunk, whose difference to "plain" is the cost per streamed chunk (with
+// the request's share), and allocs/chunk what a chunk more allocates (a
+// stream of twice as many chunks against this one). include-usage adds
+// the rewrite and the removal of the usage chunk.
 func BenchmarkProxyStream(b *testing.B) {
-	benchProxy(b, `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":100,"stream":true}`,
-		[]string{"plain", "infermetrics", "include-usage"}, benchChunks)
+	benchProxy(b, streamRequest(benchChunks), []string{"plain", "infermetrics", "include-usage"}, benchChunks)
+}
+
+// streamRequest is a streamed chat completion of n content chunks.
+func streamRequest(n int) string {
+	return `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":` + strconv.Itoa(n) + `,"stream":true}`
 }
 
 func benchProxy(b *testing.B, body string, names []string, chunks int) {
@@ -127,8 +141,11 @@ func benchProxy(b *testing.B, body string, names []string, chunks int) {
 			defer srv.Close()
 			client := benchClient()
 			want, failed := -1, 0
-			b.ReportAllocs()
-			for b.Loop() {
+			// send sends body and returns the bytes of the response and
+			// whether it was cut midway (seen with the plain ReverseProxy
+			// only: "use of closed network connection" reading the
+			// upstream), which is counted, not fatal unless frequent.
+			send := func(body string) (int, bool) {
 				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
 				if err != nil {
 					b.Fatal(err)
@@ -136,31 +153,53 @@ func benchProxy(b *testing.B, body string, names []string, chunks int) {
 				n, err := io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				if err != nil && resp.StatusCode == http.StatusOK {
-					// A response cut midway (seen with the plain
-					// ReverseProxy only: "use of closed network
-					// connection" reading the upstream) is counted, not
-					// fatal unless frequent.
-					failed++
-					continue
+					return 0, true
 				}
 				if err != nil || resp.StatusCode != http.StatusOK {
 					b.Fatalf("%d %v", resp.StatusCode, err)
 				}
-				if want < 0 {
-					want = int(n)
-				} else if int(n) != want {
+				return int(n), false
+			}
+			b.ReportAllocs()
+			cpu0 := cpuNanos()
+			for b.Loop() {
+				n, cut := send(body)
+				switch {
+				case cut:
+					failed++
+				case want < 0:
+					want = n
+				case n != want:
 					b.Fatalf("%d bytes, then %d", want, n)
 				}
 			}
+			cpu := float64(cpuNanos() - cpu0)
 			b.ReportMetric(float64(failed)/float64(b.N), "cut/op")
 			if failed > b.N/100 {
 				b.Fatalf("%d of %d responses cut", failed, b.N)
 			}
-			if chunks > 1 {
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chunks), "ns/chunk")
+			if chunks == 1 {
+				b.ReportMetric(cpu/float64(b.N), "cpu-ns/op")
+				return
 			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*chunks), "ns/chunk")
+			b.ReportMetric(cpu/float64(b.N*chunks), "cpu-ns/chunk")
+			allocs := func(n int) float64 {
+				return testing.AllocsPerRun(20, func() { send(streamRequest(n)) })
+			}
+			b.ReportMetric((allocs(2*chunks)-allocs(chunks))/float64(chunks), "allocs/chunk")
 		})
 	}
+}
+
+// cpuNanos is the process's user and system CPU time: on a shared machine
+// it moves less than the wall clock with other work.
+func cpuNanos() int64 {
+	var u syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &u) != nil {
+		return 0
+	}
+	return u.Utime.Nano() + u.Stime.Nano()
 }
 
 // BenchmarkStripWriter is -include-usage's removal of the usage chunk from

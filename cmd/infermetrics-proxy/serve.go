@@ -155,7 +155,10 @@ func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
 // -include-usage) around openaihttp's handler (recording each client
 // request, and every request in the HTTP families on httpEngine) around the
 // reverse proxy, whose transport is openaihttp's, recording each upstream
-// leg.
+// leg. The reverse proxy passes each leg's body on as it reads it, so the
+// handler takes what the transport read instead of reading it again (and
+// the transport the request body the handler read): each byte is read
+// once.
 func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
 	base := upstreamTransport(c)
 	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor), openaihttp.WithRoutes(c.routes...),

@@ -45,7 +45,7 @@ phase "fuzz (briefly)"
 # The count of inputs run varies with the machine's load, and the first
 # seconds go to re-running the seeds and the inputs cached from earlier runs;
 # the time does not vary.
-for target in FuzzRequestScan FuzzOpenAIResponse FuzzResponsesAPIResponse FuzzAnthropicResponse FuzzOllamaResponse FuzzRouteOf; do
+for target in FuzzRequestScan FuzzOpenAIResponse FuzzResponsesAPIResponse FuzzAnthropicResponse FuzzOllamaResponse FuzzRouteOf FuzzHandlerTakesLegReads FuzzSameEvent; do
 	go test -run='^$' -fuzz="^${target}\$" -fuzztime=15s -timeout 10m ./openaihttp/
 done
 elapsed "fuzz"

@@ -73,13 +73,14 @@ func (c *bodyCoding) decode(enc string, pr *io.PipeReader, sink func([]byte)) {
 }
 
 // write passes the next bytes of the body as they were sent: to the
-// decoder, or to sink when the body is not encoded.
-func (c *bodyCoding) write(p []byte, sink func([]byte)) {
+// decoder, or to o when the body is not encoded. The per-chunk paths call
+// o.write themselves for an identity body: a call less.
+func (c *bodyCoding) write(p []byte, o *observer) {
 	switch {
 	case c.pw != nil:
 		_, _ = c.pw.Write(p) // an error: the decoder stopped
 	case !c.opaque:
-		sink(p)
+		o.write(p)
 	}
 }
 

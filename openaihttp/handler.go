@@ -249,7 +249,11 @@ func (rw *responseWriter) wrote(p []byte, err error) {
 	if rw.status >= 400 || len(p) == 0 || (rw.leg != nil || rw.linking) && rw.take(p) {
 		return
 	}
-	rw.body.write(p, rw.obs.write)
+	if rw.body.identity() {
+		rw.obs.write(p)
+		return
+	}
+	rw.body.write(p, &rw.obs)
 }
 
 // take takes what a leg read when p is what it read, passed on unchanged

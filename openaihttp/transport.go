@@ -143,12 +143,15 @@ func (b *legBody) Read(p []byte) (int, error) {
 		return n, err
 	}
 	if b.status < 400 {
-		if b.feed != nil && n > 0 { // an identity body: observed here, not by a decoder
+		switch {
+		case b.feed != nil && n > 0: // an identity body: observed here, not by a decoder
 			b.feed.publish(p[:n], &b.obs)
-			b.body.write(p[:n], b.obs.write)
+			b.obs.write(p[:n])
 			b.obs.pub = nil
-		} else {
-			b.body.write(p[:n], b.obs.write)
+		case b.body.identity():
+			b.obs.write(p[:n])
+		default: // a decoder's goroutine observes it
+			b.body.write(p[:n], &b.obs)
 		}
 	}
 	switch {

@@ -294,5 +294,7 @@
 // exactly what reading every byte would. To compare, the transport keeps a
 // copy of a leg's last read (up to 16 KiB) until the handler writes it.
 // Likewise a transport sends a request body its handler read and passed on
-// unread as it is, without reading it again.
+// unread as it is, without reading it again, when it gets that body itself
+// (a router that sends r.Body); httputil.ReverseProxy sends it wrapped in a
+// reader of its own, so through it the transport reads the body again.
 package openaihttp

@@ -18,6 +18,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/exporters"
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // benchChunks is the number of content chunks of a streamed benchmark
@@ -73,12 +74,7 @@ func benchProxies(b *testing.B, upstream string) (map[string]http.Handler, func(
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
-		rec, err := instrument.NewRecorder(instrument.WithMeterProvider(provider.MeterProvider()), instrument.WithModelName(model),
-			instrument.WithGenAISemconv())
-		if err != nil {
-			return nil, err
-		}
-		return rec.Engine(0)
+		return benchEngine(provider, model)
 	}, log)
 	onErr := func(err error) { b.Error(err) }
 	plain := &httputil.ReverseProxy{
@@ -96,6 +92,16 @@ func benchProxies(b *testing.B, upstream string) (map[string]http.Handler, func(
 				b.Error(err)
 			}
 		}
+}
+
+// benchEngine is the engine of a model on provider, as the proxy makes it.
+func benchEngine(provider *exporters.Provider, model string) (*instrument.Engine, error) {
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(provider.MeterProvider()), instrument.WithModelName(model),
+		instrument.WithGenAISemconv())
+	if err != nil {
+		return nil, err
+	}
+	return rec.Engine(0)
 }
 
 func benchClient() *http.Client {
@@ -127,6 +133,49 @@ func BenchmarkProxyStream(b *testing.B) {
 // streamRequest is a streamed chat completion of n content chunks.
 func streamRequest(n int) string {
 	return `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":` + strconv.Itoa(n) + `,"stream":true}`
+}
+
+// BenchmarkRequestRecords is what the proxy records of one request of
+// BenchmarkProxyRequest, alone, on the same provider and Recorder: the
+// client request, its upstream leg and the HTTP families. Its time is the
+// SDK's share of the proxy's cost per request, the floor the rest is
+// measured above.
+func BenchmarkRequestRecords(b *testing.B) {
+	b.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
+	provider, err := exporters.Setup(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := provider.Shutdown(context.Background()); err != nil {
+			b.Error(err)
+		}
+	}()
+	engine := func(model string) *instrument.Engine {
+		e, err := benchEngine(provider, model)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return e
+	}
+	e, http := engine("m"), engine("default") // the proxy's HTTP families are on its -default-model's
+	backend, err := e.Backend("127.0.0.1:8000", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	o := stats.ObservedRequest{Reason: stats.FinishStop, E2ELatency: 0.08, UsageKnown: true,
+		PromptTokens: 12, GenerationTokens: 100, MaxTokens: 100}
+	b.ReportAllocs()
+	cpu0 := cpuNanos()
+	for b.Loop() {
+		e.RequestStarted()
+		backend.RecordRequest(ctx, &o)
+		e.RecordRequest(ctx, &o)
+		e.RequestEnded()
+		http.RecordHTTPRequest(ctx, "/v1/chat/completions", "POST", 200, 0.08)
+	}
+	b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 func benchProxy(b *testing.B, body string, names []string, chunks int) {

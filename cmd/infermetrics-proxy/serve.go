@@ -156,9 +156,10 @@ func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
 // request, and every request in the HTTP families on httpEngine) around the
 // reverse proxy, whose transport is openaihttp's, recording each upstream
 // leg. The reverse proxy passes each leg's body on as it reads it, so the
-// handler takes what the transport read instead of reading it again (and
-// the transport the request body the handler read): each byte is read
-// once.
+// handler takes what the transport read instead of reading it again: each
+// byte of a response is read once. (The request body is read twice: the
+// reverse proxy wraps the body it sends, so the transport cannot know it
+// for the one the handler read.)
 func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
 	base := upstreamTransport(c)
 	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor), openaihttp.WithRoutes(c.routes...),

@@ -122,8 +122,8 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 }
 
 // responseWriter observes what the handler writes, after writing it. The
-// handler gets it wrapped by httpsnoop (wrap), which keeps exactly the
-// optional interfaces of the underlying ResponseWriter (http.Flusher,
+// handler gets it wrapped (wrap: h1Writer or httpsnoop's), keeping exactly
+// the optional interfaces of the underlying ResponseWriter (http.Flusher,
 // http.Hijacker, http.CloseNotifier, io.ReaderFrom, http.Pusher, ...) and
 // Unwrap, for http.ResponseController.
 type responseWriter struct {
@@ -145,10 +145,15 @@ type responseWriter struct {
 
 func (rw *responseWriter) wrap() http.ResponseWriter { return snoop(rw.w, tap{rw: rw}) }
 
-// snoop wraps w with httpsnoop for t: the status the response is sent
-// with, at WriteHeader or at the first Write, Flush or ReadFrom (200), the
-// bytes sent and each write's error, and a hijacked connection.
+// snoop wraps w for t, keeping exactly its optional interfaces: t learns
+// the status the response is sent with, at WriteHeader or at the first
+// Write, Flush or ReadFrom (200), the bytes sent and each write's error,
+// and a hijacked connection. net/http's HTTP/1 writer gets h1Writer, any
+// other httpsnoop's wrapper.
 func snoop(w http.ResponseWriter, t tap) http.ResponseWriter {
+	if h1Interfaces(w) {
+		return &h1Writer{w: w, t: t}
+	}
 	return httpsnoop.Wrap(w, httpsnoop.Hooks{
 		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
 			return func(code int) {

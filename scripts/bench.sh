@@ -16,7 +16,8 @@
 #                  proxy, openaihttp (default all seven); proxy times cmd/infermetrics-proxy
 #                  against a plain httputil.ReverseProxy, per request and per streamed chunk
 #                  (wall and CPU time, allocations per chunk), against issue 27's goals,
-#                  and the OpenTelemetry records of one request alone (BenchmarkRequestRecords);
+#                  the two proxies in turn per request (BenchmarkProxyRequestPaired), and the
+#                  OpenTelemetry records of one request alone (BenchmarkRequestRecords);
 #                  vllm times vLLM's own recording path (Python's prometheus_client,
 #                  scripts/bench_vllm.py; apt-get installs python3-prometheus-client when
 #                  missing) on the same decode step; openaihttp times a 256-chunk SSE stream
@@ -204,13 +205,17 @@ print_ratios() {
 			"$(median "$f" BenchmarkProxyRequest/plain cpu-ns/op)" "$(median "$f" BenchmarkProxyRequest/infermetrics cpu-ns/op)"
 		printf '    overhead = %sns (cpu %sns)   target <= 10000ns  %s (cpu: %s)\n' "$over" "$cpuover" \
 			"$(verdict "$over" '<=' 10000)" "$(verdict "$cpuover" '<=' 10000)"
+		local paired
+		paired=$(median "$f" BenchmarkProxyRequestPaired overhead-ns/op)
+		[ -z "$paired" ] || printf '    paired (BenchmarkProxyRequestPaired: the two proxies in turn, each request timed): overhead = %sns [%s]   target <= 10000ns  %s\n' \
+			"$paired" "$(spread "$f" BenchmarkProxyRequestPaired overhead-ns/op)" "$(verdict "$paired" '<=' 10000)"
 		local rr
 		rr=$(median "$f" BenchmarkRequestRecords ns/op)
 		if [ -n "$rr" ]; then
 			printf '    the OpenTelemetry records alone (BenchmarkRequestRecords: client request, leg, HTTP families): %sns [%s] (cpu %s)\n' \
 				"$rr" "$(spread "$f" BenchmarkRequestRecords ns/op)" "$(median "$f" BenchmarkRequestRecords cpu-ns/op)"
-			printf '    ours per request = overhead - records = %sns (cpu %sns)\n' "$(diff_of "$over" "$rr")" \
-				"$(diff_of "$cpuover" "$(median "$f" BenchmarkRequestRecords cpu-ns/op)")"
+			printf '    ours per request = overhead - records = %sns (cpu %sns; paired %sns)\n' "$(diff_of "$over" "$rr")" \
+				"$(diff_of "$cpuover" "$(median "$f" BenchmarkRequestRecords cpu-ns/op)")" "$(diff_of "${paired:-n/a}" "$rr")"
 		fi
 		local v sp
 		sp=$(median "$f" BenchmarkProxyStream/plain ns/chunk)
@@ -322,7 +327,7 @@ for round in $(seq 1 "$ROUNDS"); do
 			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
 	fi
 	if has proxy; then
-		go test -run='^$' -bench='^Benchmark(Proxy(Request|Stream)|RequestRecords)$' -benchmem \
+		go test -run='^$' -bench='^Benchmark(Proxy(Request|RequestPaired|Stream)|RequestRecords)$' -benchmem \
 			-count="$COUNT" -benchtime="$BENCHTIME" ./cmd/infermetrics-proxy | tee -a "$RAW"
 	fi
 	if has openaihttp; then

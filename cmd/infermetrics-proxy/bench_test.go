@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/infermetrics/infermetrics/exporters"
 	"github.com/infermetrics/infermetrics/instrument"
@@ -116,7 +117,62 @@ func benchClient() *http.Client {
 // to "plain" is the proxy's cost per request (cpu-ns/op: the process's CPU
 // time, steadier than the wall clock on a shared machine).
 func BenchmarkProxyRequest(b *testing.B) {
-	benchProxy(b, `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`, []string{"plain", "infermetrics"}, 1)
+	benchProxy(b, benchRequest, []string{"plain", "infermetrics"}, 1)
+}
+
+// benchRequest is the non-streamed chat completion of BenchmarkProxyRequest.
+const benchRequest = `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`
+
+// BenchmarkProxyRequestPaired sends benchRequest through the plain
+// ReverseProxy and through the proxy in turn, the first of the two
+// alternating, and times each: what moves the machine's speed between
+// two benchmarks falls on both alike, so overhead-ns/op (the proxy's time
+// less the plain one's, per request) is steadier than the difference of
+// BenchmarkProxyRequest's two.
+func BenchmarkProxyRequestPaired(b *testing.B) {
+	up := benchUpstream()
+	defer up.Close()
+	proxies, shutdown := benchProxies(b, up.URL)
+	defer shutdown()
+	plain := httptest.NewServer(proxies["plain"])
+	defer plain.Close()
+	ours := httptest.NewServer(proxies["infermetrics"])
+	defer ours.Close()
+	client := benchClient()
+	cut := 0
+	timed := func(url string) time.Duration {
+		start := time.Now()
+		resp, err := client.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(benchRequest))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode != http.StatusOK:
+			b.Fatalf("%s: %s", url, resp.Status)
+		case err != nil: // as benchProxy counts it
+			cut++
+		}
+		return time.Since(start)
+	}
+	var tPlain, tOurs time.Duration
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			tPlain += timed(plain.URL)
+			tOurs += timed(ours.URL)
+		} else {
+			tOurs += timed(ours.URL)
+			tPlain += timed(plain.URL)
+		}
+	}
+	if cut > b.N/100 {
+		b.Fatalf("%d of %d responses cut", cut, 2*b.N)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(tPlain.Nanoseconds())/n, "plain-ns/op")
+	b.ReportMetric(float64(tOurs.Nanoseconds())/n, "infermetrics-ns/op")
+	b.ReportMetric(float64((tOurs-tPlain).Nanoseconds())/n, "overhead-ns/op")
 }
 
 // BenchmarkProxyStream is one streamed chat completion of benchChunks

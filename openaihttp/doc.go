@@ -236,10 +236,11 @@
 // httputil.ReverseProxy, gin, echo, over HTTP/1.1 and HTTP/2 (each proven
 // in openaihttp/internal/stacktest, a module of its own). The
 // ResponseWriter it passes on is wrapped with github.com/felixge/httpsnoop,
-// as otelhttp's is: it has exactly the optional interfaces of the one it
-// got (http.Flusher, http.Hijacker, http.CloseNotifier, which gin's
-// Context.Stream asserts, io.ReaderFrom, http.Pusher) and Unwrap, for
-// http.ResponseController. A Flush before the first Write sends the
+// as otelhttp's is (net/http's HTTP/1 writer with a type of its own with
+// the same methods, which allocates less): it has exactly the optional
+// interfaces of the one it got (http.Flusher, http.Hijacker,
+// http.CloseNotifier, which gin's Context.Stream asserts, io.ReaderFrom,
+// http.Pusher) and Unwrap, for http.ResponseController. A Flush before the first Write sends the
 // header once. A panic of the inner handler is re-raised after the
 // request is recorded: http.ErrAbortHandler, which a ReverseProxy raises
 // when its client hangs up, as the response stood (an abort when the

@@ -72,15 +72,12 @@ func (c *bodyCoding) decode(enc string, pr *io.PipeReader, sink func([]byte)) {
 	}
 }
 
-// write passes the next bytes of the body as they were sent: to the
-// decoder, or to o when the body is not encoded. The per-chunk paths call
-// o.write themselves for an identity body: a call less.
-func (c *bodyCoding) write(p []byte, o *observer) {
-	switch {
-	case c.pw != nil:
+// write passes the next bytes of an encoded body, as they were sent, to
+// its decoder, if it has one (an opaque body is not read). The bytes of an
+// identity body go to the observer directly, a call less per chunk.
+func (c *bodyCoding) write(p []byte) {
+	if c.pw != nil {
 		_, _ = c.pw.Write(p) // an error: the decoder stopped
-	case !c.opaque:
-		o.write(p)
 	}
 }
 

@@ -258,7 +258,7 @@ func (rw *responseWriter) wrote(p []byte, err error) {
 		rw.obs.write(p)
 		return
 	}
-	rw.body.write(p, &rw.obs)
+	rw.body.write(p)
 }
 
 // take takes what a leg read when p is what it read, passed on unchanged

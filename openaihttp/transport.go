@@ -150,8 +150,8 @@ func (b *legBody) Read(p []byte) (int, error) {
 			b.obs.pub = nil
 		case b.body.identity():
 			b.obs.write(p[:n])
-		default: // a decoder's goroutine observes it
-			b.body.write(p[:n], &b.obs)
+		default: // encoded: its decoder's goroutine observes it (an opaque body, nothing)
+			b.body.write(p[:n])
 		}
 	}
 	switch {

@@ -112,6 +112,28 @@ func benchClient() *http.Client {
 	return &http.Client{Transport: t}
 }
 
+// benchPost sends body to the chat completions path of the proxy at url
+// and reads the response to its end: its length, and whether it was cut
+// midway (seen with the plain ReverseProxy only: "use of closed network
+// connection" reading the upstream), which the benchmarks count rather
+// than fail on unless frequent.
+func benchPost(b *testing.B, client *http.Client, url, body string) (int, bool) {
+	b.Helper()
+	resp, err := client.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil && resp.StatusCode == http.StatusOK {
+		return 0, true
+	}
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("%d %v", resp.StatusCode, err)
+	}
+	return int(n), false
+}
+
 // BenchmarkProxyRequest is one non-streamed chat completion through each
 // proxy, over loopback TCP, client and upstream included: the difference
 // to "plain" is the proxy's cost per request (cpu-ns/op: the process's CPU
@@ -142,16 +164,7 @@ func BenchmarkProxyRequestPaired(b *testing.B) {
 	cut := 0
 	timed := func(url string) time.Duration {
 		start := time.Now()
-		resp, err := client.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(benchRequest))
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode != http.StatusOK:
-			b.Fatalf("%s: %s", url, resp.Status)
-		case err != nil: // as benchProxy counts it
+		if _, c := benchPost(b, client, url, benchRequest); c {
 			cut++
 		}
 		return time.Since(start)
@@ -246,25 +259,7 @@ func benchProxy(b *testing.B, body string, names []string, chunks int) {
 			defer srv.Close()
 			client := benchClient()
 			want, failed := -1, 0
-			// send sends body and returns the bytes of the response and
-			// whether it was cut midway (seen with the plain ReverseProxy
-			// only: "use of closed network connection" reading the
-			// upstream), which is counted, not fatal unless frequent.
-			send := func(body string) (int, bool) {
-				resp, err := client.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
-				if err != nil {
-					b.Fatal(err)
-				}
-				n, err := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if err != nil && resp.StatusCode == http.StatusOK {
-					return 0, true
-				}
-				if err != nil || resp.StatusCode != http.StatusOK {
-					b.Fatalf("%d %v", resp.StatusCode, err)
-				}
-				return int(n), false
-			}
+			send := func(body string) (int, bool) { return benchPost(b, client, srv.URL, body) }
 			b.ReportAllocs()
 			cpu0 := cpuNanos()
 			for b.Loop() {

@@ -31,8 +31,9 @@ func (c *bodyCoding) identity() bool { return c.pw == nil && !c.opaque }
 const decodeBuffer = 16 << 10
 
 // start prepares for a body of an encoding (a Content-Encoding value),
-// whose decoded bytes go to sink.
-func (c *bodyCoding) start(encoding string, sink func([]byte)) {
+// whose decoded bytes o observes (an observer, not its bound write: a
+// method value would be allocated for every body, encoded or not).
+func (c *bodyCoding) start(encoding string, o *observer) {
 	switch {
 	case contentcoding.Identity(encoding):
 		return
@@ -42,10 +43,10 @@ func (c *bodyCoding) start(encoding string, sink func([]byte)) {
 	}
 	pr, pw := io.Pipe()
 	c.pw, c.done = pw, make(chan struct{})
-	go c.decode(encoding, pr, sink)
+	go c.decode(encoding, pr, o)
 }
 
-func (c *bodyCoding) decode(enc string, pr *io.PipeReader, sink func([]byte)) {
+func (c *bodyCoding) decode(enc string, pr *io.PipeReader, o *observer) {
 	defer close(c.done)
 	// Once decoding stops, writes return at once: nothing waits on a
 	// decoder that is gone.
@@ -60,7 +61,7 @@ func (c *bodyCoding) decode(enc string, pr *io.PipeReader, sink func([]byte)) {
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
-			sink(buf[:n])
+			o.write(buf[:n])
 		}
 		if err == io.EOF {
 			return

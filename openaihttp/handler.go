@@ -59,6 +59,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 		h.next.ServeHTTP(sw.wrap(w), r)
 		return
 	}
+	sw.route(r.URL.Path, rt.pattern)
 	start := time.Now()
 	info, body, rewritten := readBody(r, rt, h.cfg.maxRequestBody, h.cfg.includeUsage)
 	if info.err != nil { // values dropped (ErrDropped)
@@ -70,7 +71,13 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 		h.next.ServeHTTP(sw.wrap(w), r)
 		return
 	}
-	ctx, trace := NewTrace(r.Context())
+	// One allocation for the request's writer, its observer and its Trace.
+	rw := &responseWriter{w: w, http: sw, linking: true}
+	ctx, trace := r.Context(), TraceFrom(r.Context())
+	if trace == nil {
+		ctx, trace = withTrace(ctx, &rw.traceBuf)
+	}
+	rw.trace = trace
 	trace.takeLegs()
 	r = r.WithContext(ctx)
 	sw.pass(r)
@@ -78,7 +85,6 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 		setBody(r, rewritten)
 	}
 	e.RequestStarted()
-	rw := &responseWriter{w: w, http: sw, trace: trace, linking: true}
 	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
 	rw.obs.init(apis[rt.api].ep, start, false) // the kind of body is known at WriteHeader
 	defer func() {
@@ -138,12 +144,23 @@ type responseWriter struct {
 
 	// The leg whose reads the handler takes (see share.go): linking until
 	// the first write, then leg when it is one a leg read.
-	trace   *Trace
-	linking bool
-	leg     *legBody
+	trace    *Trace
+	traceBuf Trace // trace's, unless the request came with one
+	linking  bool
+	leg      *legBody
+
+	h1 h1Writer // what wrap returns for net/http's HTTP/1 writer
 }
 
-func (rw *responseWriter) wrap() http.ResponseWriter { return snoop(rw.w, tap{rw: rw}) }
+// wrap returns the writer the handler is given: as snoop's, but an
+// h1Writer is rw's own.
+func (rw *responseWriter) wrap() http.ResponseWriter {
+	if h1Interfaces(rw.w) {
+		rw.h1 = h1Writer{w: rw.w, t: tap{rw: rw}}
+		return &rw.h1
+	}
+	return snoop(rw.w, tap{rw: rw})
+}
 
 // snoop wraps w for t, keeping exactly its optional interfaces: t learns
 // the status the response is sent with, at WriteHeader or at the first
@@ -243,7 +260,7 @@ func (rw *responseWriter) commit(code int) {
 	rw.status, rw.unsent = code, unsent(rw.obs.ctx)
 	h := rw.w.Header()
 	rw.obs.kind(h.Get("Content-Type"))
-	rw.body.start(h.Get("Content-Encoding"), rw.obs.write)
+	rw.body.start(h.Get("Content-Encoding"), &rw.obs)
 }
 
 // wrote observes bytes the client was sent.

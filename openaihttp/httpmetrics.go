@@ -49,7 +49,8 @@ func WithHTTPMetrics(e *instrument.Engine, route func(*http.Request) string) Opt
 // handlerLabel returns the handler label of a request served: the route
 // function's, else the ServeMux pattern's path or the matched route's
 // pattern ("" for none).
-func (c *config) handlerLabel(r *http.Request) string {
+func (c *config) handlerLabel(sw *statusWriter) string {
+	r := sw.passed
 	if c.http.route != nil {
 		return c.http.route(r)
 	}
@@ -58,6 +59,9 @@ func (c *config) handlerLabel(r *http.Request) string {
 	}
 	if r.URL == nil {
 		return ""
+	}
+	if sw.routeKnown && r.URL.Path == sw.routePath {
+		return sw.routePattern // serve's: the path is unchanged
 	}
 	rt, _ := routeOf(r.URL.Path, c.routes)
 	return rt.pattern
@@ -88,7 +92,7 @@ func (h *handler) serveHTTPMetrics(w http.ResponseWriter, r *http.Request) {
 		case status == 0:
 			status = http.StatusOK
 		}
-		h.cfg.http.engine.RecordHTTPRequest(r.Context(), h.cfg.handlerLabel(sw.passed), r.Method, status, time.Since(start).Seconds())
+		h.cfg.http.engine.RecordHTTPRequest(r.Context(), h.cfg.handlerLabel(sw), r.Method, status, time.Since(start).Seconds())
 		if v != nil {
 			panic(v)
 		}
@@ -103,6 +107,17 @@ type statusWriter struct {
 	ctx    context.Context
 	status int
 	passed *http.Request
+	// The route serve found for a path (routeOf's pattern), not looked
+	// up again for the label.
+	routePath, routePattern string
+	routeKnown              bool
+}
+
+// route notes the route pattern of a path.
+func (s *statusWriter) route(path, pattern string) {
+	if s != nil {
+		s.routePath, s.routePattern, s.routeKnown = path, pattern, true
+	}
 }
 
 func (s *statusWriter) commit(code int) {

@@ -141,7 +141,13 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 	if r.Body == nil || r.Body == http.NoBody {
 		return info, r.Body, nil
 	}
-	head := make([]byte, 0, min(max(r.ContentLength, 512), int64(limit)+1))
+	// A body of known length is read into as much and a byte more, to see
+	// its end; one of unknown length from 512 bytes on.
+	size := int64(512)
+	if r.ContentLength > 0 {
+		size = r.ContentLength + 1
+	}
+	head := make([]byte, 0, min(size, int64(limit)+1))
 	var err error
 	for len(head) <= limit {
 		head = slices.Grow(head, 1)

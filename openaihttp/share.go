@@ -56,8 +56,8 @@ type feedEvent struct {
 }
 
 // newFeed returns the feed of a leg whose observer, o, has read nothing.
-func newFeed(o *observer) *feed {
-	return &feed{ep: o.ep, streaming: o.streaming, sniff: o.sniff}
+func newFeed(o *observer) feed {
+	return feed{ep: o.ep, streaming: o.streaming, sniff: o.sniff}
 }
 
 // publish readies f for the read p, which o is about to observe.

@@ -52,14 +52,16 @@ func (l Leg) End() time.Time {
 // the prefill and decode legs from it: prefill leg latency, decode time to
 // first token, the handoff gap between them. It is safe for concurrent use.
 type Trace struct {
-	mu   sync.Mutex
-	legs []*Leg
+	mu      sync.Mutex
+	legs    []*Leg
+	legsBuf [2]*Leg // legs' first: a P/D request's two legs allocate nothing more
 
 	// A handler may take what a leg it passes on read (see share.go):
 	// until its first write, feeds are the legs that publish their reads.
 	handler bool
 	wrote   bool
 	feeds   []*legBody
+	feedBuf [1]*legBody
 }
 
 type traceKey struct{}
@@ -70,7 +72,13 @@ func NewTrace(ctx context.Context) (context.Context, *Trace) {
 	if t := TraceFrom(ctx); t != nil {
 		return ctx, t
 	}
-	t := &Trace{}
+	return withTrace(ctx, new(Trace))
+}
+
+// withTrace returns ctx carrying t, a Trace not in use, which it readies:
+// NewTrace's, or one a handler allocates with its other per-request state.
+func withTrace(ctx context.Context, t *Trace) (context.Context, *Trace) {
+	t.legs, t.feeds = t.legsBuf[:0], t.feedBuf[:0]
 	return context.WithValue(ctx, traceKey{}, t), t
 }
 
@@ -160,12 +168,12 @@ func (t *Trace) passedOn(p []byte, o *observer) *legBody {
 	return linked
 }
 
-// start adds a leg, nil past MaxLegs.
-func (t *Trace) start(b Backend, at time.Time) *Leg {
+// start adds l, a leg to b sent at, and returns it; nil past MaxLegs.
+func (t *Trace) start(l *Leg, b Backend, at time.Time) *Leg {
 	if t == nil {
 		return nil
 	}
-	l := &Leg{Backend: b, Start: at}
+	*l = Leg{Backend: b, Start: at}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.legs) >= MaxLegs {

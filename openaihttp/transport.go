@@ -73,23 +73,22 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := out.Context()
 	start := time.Now()
 	trace := TraceFrom(ctx)
-	leg := trace.start(b, start)
+	// One allocation for the leg: its body, observer, scanner, Leg and feed.
+	lb := &legBody{backend: backend, trace: trace, ctx: ctx}
+	lb.leg = trace.start(&lb.legv, b, start)
+	lb.obs.init(op, start, false)
 	resp, err := t.base.RoundTrip(out)
 	if err != nil {
-		lb := &legBody{backend: backend, trace: trace, leg: leg, ctx: ctx}
-		lb.obs.init(op, start, false)
 		lb.end(time.Now(), end{aborted: ctx.Err() != nil})
 		return nil, err
 	}
-	lb := &legBody{ReadCloser: resp.Body, backend: backend, trace: trace, leg: leg,
-		ctx: ctx, status: resp.StatusCode}
-	lb.obs.init(op, start, false)
+	lb.ReadCloser, lb.status = resp.Body, resp.StatusCode
 	lb.obs.kind(resp.Header.Get("Content-Type"))
 	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
 	lb.obs.sc = &lb.sc
 	lb.sc.reset(op)
 	if !resp.Uncompressed { // else the base transport decoded it and removed Content-Encoding
-		lb.body.start(resp.Header.Get("Content-Encoding"), lb.obs.write)
+		lb.body.start(resp.Header.Get("Content-Encoding"), &lb.obs)
 	}
 	if resp.Body == nil || resp.Body == http.NoBody {
 		lb.end(time.Now(), end{status: resp.StatusCode})
@@ -98,9 +97,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if lb.status < 400 && lb.body.identity() {
 		// The handler of the client request may pass this body on (see
 		// share.go).
-		lb.feed = newFeed(&lb.obs)
-		if !trace.addFeed(lb) {
-			lb.feed = nil
+		lb.feedv = newFeed(&lb.obs)
+		if trace.addFeed(lb) {
+			lb.feed = &lb.feedv
 		}
 	}
 	resp.Body = lb
@@ -124,10 +123,12 @@ type legBody struct {
 	obs     observer
 	sc      scanner // obs's
 	feed    *feed   // what it read, for the handler; nil when none takes it
+	feedv   feed    // feed's
 	body    bodyCoding
 	backend *instrument.Backend
 	trace   *Trace
-	leg     *Leg
+	leg     *Leg // legv, or nil past MaxLegs
+	legv    Leg
 	ctx     context.Context
 	status  int
 

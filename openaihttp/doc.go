@@ -297,5 +297,6 @@
 // Likewise a transport sends a request body its handler read and passed on
 // unread as it is, without reading it again, when it gets that body itself
 // (a router that sends r.Body); httputil.ReverseProxy sends it wrapped in a
-// reader of its own, so through it the transport reads the body again.
+// reader of its own, which the transport reads again unless the proxy's
+// Rewrite calls ForwardBody.
 package openaihttp

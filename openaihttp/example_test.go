@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -88,6 +90,47 @@ func ExampleNewTransport() {
 	// decode length 40
 	// KV transferred: true
 	// gen_ai.client.operation.duration count 2
+}
+
+// A gateway records each client request and its upstream leg with a
+// ReverseProxy between NewHandler and NewTransport; ForwardBody in its
+// Rewrite sends upstream the request body the handler read, which the
+// transport then does not read again.
+func ExampleForwardBody() {
+	vllm, _ := views.VLLM()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithView(vllm...))
+	rec, _ := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("qwen-7b"))
+	engine, _ := rec.Engine(0)
+
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Printf("upstream got %s\n", body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":2}}`)
+	}))
+	defer upstream.Close()
+	target, _ := url.Parse(upstream.URL)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			openaihttp.ForwardBody(pr)
+			pr.SetURL(target)
+		},
+		Transport: openaihttp.NewTransport(nil, openaihttp.WithEngine(engine)),
+	}
+	srv := httptest.NewServer(openaihttp.NewHandler(proxy, openaihttp.WithEngine(engine)))
+	resp, _ := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}`))
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	srv.Close()
+
+	fmt.Println("vllm:prompt_tokens_total", sum(reader, "vllm:prompt_tokens", ""))
+	fmt.Println("gen_ai.client.operation.duration count", count(reader, instrument.NameGenAIClientOperationDuration))
+	// Output:
+	// upstream got {"model":"qwen-7b","messages":[{"role":"user","content":"hi"}]}
+	// vllm:prompt_tokens_total 9
+	// gen_ai.client.operation.duration count 1
 }
 
 // sum returns a counter's value summed over series, those with the reason

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httputil"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,7 +179,7 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 		rewritten, _ = AskUsage(head)
 	}
 	hb := &heldBody{head: head, rest: r.Body, body: r.Body,
-		info: info, api: rt.api, pathModel: rt.model, limit: limit, askable: askable}
+		info: info, api: rt.api, pathModel: rt.model, limit: limit, askable: askable, whole: whole}
 	if err != nil {
 		// The read failed: pass on what was read and the error, as the
 		// handler would have seen it.
@@ -201,7 +202,30 @@ type heldBody struct {
 	pathModel string
 	limit     int
 	askable   bool // a request WithIncludeUsage rewrites
+	whole     bool // head is the whole body
 }
+
+// ForwardBody, called from the Rewrite function of an
+// httputil.ReverseProxy that NewHandler wraps, sends upstream the request
+// body the handler read, when it read it whole and passed it on unread and
+// unchanged, in place of ReverseProxy's wrapper of it: a NewTransport then
+// takes what the handler read of it instead of reading it again (see One
+// scan per byte in the package doc). The body it sends reads the bytes the
+// handler holds and never the client's connection again; closing it closes
+// nothing. Any other body is left as ReverseProxy set it.
+func ForwardBody(pr *httputil.ProxyRequest) {
+	hb, ok := pr.In.Body.(*heldBody)
+	if !ok || !hb.whole || hb.off != 0 || pr.Out.Body == nil {
+		return
+	}
+	fb := *hb
+	fb.rest, fb.body = nil, closesNothing{}
+	pr.Out.Body = &fb
+}
+
+type closesNothing struct{}
+
+func (closesNothing) Close() error { return nil }
 
 func (b *heldBody) Read(p []byte) (int, error) {
 	if b.off < len(b.head) {

@@ -155,11 +155,11 @@ func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
 // -include-usage) around openaihttp's handler (recording each client
 // request, and every request in the HTTP families on httpEngine) around the
 // reverse proxy, whose transport is openaihttp's, recording each upstream
-// leg. The reverse proxy passes each leg's body on as it reads it, so the
-// handler takes what the transport read instead of reading it again: each
-// byte of a response is read once. (The request body is read twice: the
-// reverse proxy wraps the body it sends, so the transport cannot know it
-// for the one the handler read.)
+// leg. The reverse proxy passes each leg's body on as it reads it,
+// so the handler takes what the transport read instead of reading it
+// again: each byte of a response is read once. Its rewrite sends upstream
+// the request body the handler read (openaihttp.ForwardBody), which the
+// transport then takes as the handler read it.
 func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
 	base := upstreamTransport(c)
 	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor), openaihttp.WithRoutes(c.routes...),
@@ -244,6 +244,7 @@ func rewrite(pr *httputil.ProxyRequest) {
 	if u.url == nil {
 		return // not reached: picker always sets one
 	}
+	openaihttp.ForwardBody(pr) // the transport takes what the handler read of it
 	pr.SetURL(u.url)
 	pr.Out.URL.RawQuery = pr.In.URL.RawQuery // an upstream URL has none (parseUpstream)
 	for _, k := range forwarded {

@@ -3,6 +3,7 @@ package instrument
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/infermetrics/infermetrics/stats"
 )
@@ -74,10 +75,15 @@ var totalInstruments = [numTotals]string{
 // validated, so non-negative.
 type increments struct {
 	v    [numTotals]int64
-	over int // 1 + the first total whose increment overflowed; 0 if none
+	set  uint64 // a bit per total added to: reserve reads only those
+	over int    // 1 + the first total whose increment overflowed; 0 if none
 }
 
+// The totals fit increments.set.
+var _ [64 - numTotals]struct{}
+
 func (in *increments) add(t total, v int64) {
+	in.set |= 1 << t
 	if s := in.v[t] + v; s >= in.v[t] {
 		in.v[t] = s
 	} else if in.over == 0 {
@@ -147,12 +153,13 @@ func (e *Engine) reserve(in *increments) error {
 	}
 	e.totalsMu.Lock()
 	defer e.totalsMu.Unlock()
-	for t := range in.v {
-		if in.v[t] > math.MaxInt64-e.totals[t] {
+	for set := in.set; set != 0; set &= set - 1 {
+		if t := bits.TrailingZeros64(set); in.v[t] > math.MaxInt64-e.totals[t] {
 			return e.overflow(total(t))
 		}
 	}
-	for t := range in.v {
+	for set := in.set; set != 0; set &= set - 1 {
+		t := bits.TrailingZeros64(set)
 		e.totals[t] += in.v[t]
 	}
 	return nil

@@ -3,6 +3,7 @@ package openaihttp
 import (
 	"bufio"
 	"io"
+	"net/http"
 
 	"github.com/infermetrics/infermetrics/internal/contentcoding"
 	"github.com/infermetrics/infermetrics/stats"
@@ -110,4 +111,14 @@ func (c *bodyCoding) settle(o *stats.ObservedRequest, e end) {
 	case e.aborted:
 		o.Reason = stats.FinishAbort
 	}
+}
+
+// headerValue is h.Get(key) for a key in canonical form ("Content-Type"),
+// without canonicalizing it again: a few hundred instructions less per
+// call, four calls per request through a proxy.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

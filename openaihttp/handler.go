@@ -259,8 +259,8 @@ func (rw *responseWriter) commit(code int) {
 	rw.http.commit(code)
 	rw.status, rw.unsent = code, unsent(rw.obs.ctx)
 	h := rw.w.Header()
-	rw.obs.kind(h.Get("Content-Type"))
-	rw.body.start(h.Get("Content-Encoding"), &rw.obs)
+	rw.obs.kind(headerValue(h, "Content-Type"))
+	rw.body.start(headerValue(h, "Content-Encoding"), &rw.obs)
 }
 
 // wrote observes bytes the client was sent.

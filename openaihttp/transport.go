@@ -83,12 +83,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	lb.ReadCloser, lb.status = resp.Body, resp.StatusCode
-	lb.obs.kind(resp.Header.Get("Content-Type"))
+	lb.obs.kind(headerValue(resp.Header, "Content-Type"))
 	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
 	lb.obs.sc = &lb.sc
 	lb.sc.reset(op)
 	if !resp.Uncompressed { // else the base transport decoded it and removed Content-Encoding
-		lb.body.start(resp.Header.Get("Content-Encoding"), &lb.obs)
+		lb.body.start(headerValue(resp.Header, "Content-Encoding"), &lb.obs)
 	}
 	if resp.Body == nil || resp.Body == http.NoBody {
 		lb.end(time.Now(), end{status: resp.StatusCode})

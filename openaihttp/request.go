@@ -128,13 +128,16 @@ func (e endpoint) takesStreamOptions() bool { return e.dialect == dOpenAI && e.o
 // one is not rewritten). The caller passes the request on with body, or,
 // once it knows the request is recorded, with rewritten (setBody). A body
 // a handler read so and passed on unread to a transport reading it as the
-// handler did is not read again: what it told is kept with it.
+// handler did is not read again: what it told is kept with it (the values
+// it dropped, which the handler reported, are not reported again).
 func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info requestInfo, body io.ReadCloser, rewritten []byte) {
 	if hb, ok := r.Body.(*heldBody); ok && hb.off == 0 && hb.api == rt.api && hb.pathModel == rt.model && hb.limit == limit {
 		if includeUsage && hb.askable {
 			rewritten, _ = AskUsage(hb.head)
 		}
-		return hb.info, hb, rewritten
+		info = hb.info
+		info.err = nil // the handler that read it reported it
+		return info, hb, rewritten
 	}
 	ep := apis[rt.api].ep
 	info.model = rt.model

@@ -2,11 +2,13 @@ package openaihttp
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -182,5 +184,30 @@ func TestForwardBodyLeavesOthers(t *testing.T) {
 		if !kept {
 			t.Errorf("%s: ForwardBody changed the body", c.name)
 		}
+	}
+}
+
+// A request body whose values are dropped (a max_tokens beyond any
+// server's bound) is reported once, by the handler that read it: the
+// transport it forwards the body to takes what the handler learned and does
+// not report it again.
+func TestDroppedReportedOnce(t *testing.T) {
+	e := newEngine(t)
+	var reports []error
+	opts := []Option{WithEngine(e), WithErrorHandler(func(err error) { reports = append(reports, err) })}
+	tr := NewTransport(roundTrip(func(r *http.Request) (*http.Response, error) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}]}`)), Request: r}, nil
+	}), opts...)
+	upstream := &url.URL{Scheme: "http", Host: "upstream"}
+	rp := &httputil.ReverseProxy{Transport: tr, Rewrite: func(pr *httputil.ProxyRequest) {
+		ForwardBody(pr)
+		pr.SetURL(upstream)
+	}}
+	body := `{"model":"qwen","messages":[],"max_tokens":` + strconv.FormatInt(maxCount+1, 10) + `}`
+	NewHandler(rp, opts...).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)))
+	if len(reports) != 1 || !errors.Is(reports[0], ErrDropped) {
+		t.Errorf("reported %v, want ErrDropped once", reports)
 	}
 }

@@ -13,11 +13,16 @@
 #   -benchtime T   go test -benchtime of the timing benchmarks (default 1s)
 #   -o DIR         where the raw results go (default: a new temporary directory)
 #   -only LIST     comma list of parts to run: main, narrow, memory, vllm, exemplars,
-#                  proxy, openaihttp (default all seven); proxy times cmd/infermetrics-proxy
+#                  proxy, instructions, openaihttp (default all eight); proxy times cmd/infermetrics-proxy
 #                  against a plain httputil.ReverseProxy, per request and per streamed chunk
 #                  (wall and CPU time, allocations per chunk), against issue 27's goals,
-#                  the two proxies in turn per request (BenchmarkProxyRequestPaired), and the
-#                  OpenTelemetry records of one request alone (BenchmarkRequestRecords);
+#                  the two proxies in turn per request, over loopback and in process
+#                  (BenchmarkProxyRequestPaired, BenchmarkProxyInProcess: mean and median of
+#                  the pairs), and the OpenTelemetry records of one request alone
+#                  (BenchmarkRequestRecords); instructions counts the instructions of one
+#                  request through each proxy in process and of its records alone under
+#                  valgrind's cachegrind (one P, no GC: they do not move with the machine's
+#                  load; apt-get installs valgrind when missing);
 #                  vllm times vLLM's own recording path (Python's prometheus_client,
 #                  scripts/bench_vllm.py; apt-get installs python3-prometheus-client when
 #                  missing) on the same decode step; openaihttp times a 256-chunk SSE stream
@@ -35,7 +40,7 @@ COUNT=${COUNT:-6}
 ROUNDS=${ROUNDS:-1}
 BENCHTIME=${BENCHTIME:-1s}
 OUT=""
-ONLY="main,narrow,memory,vllm,exemplars,proxy,openaihttp"
+ONLY="main,narrow,memory,vllm,exemplars,proxy,instructions,openaihttp"
 # The Debian package installs prometheus_client for the system interpreter.
 PYTHON=${PYTHON:-/usr/bin/python3}
 RSS=0
@@ -193,48 +198,71 @@ print_ratios() {
 	done
 	local pr pp
 	pr=$(median "$f" BenchmarkProxyRequest/infermetrics ns/op)
-	if [ -n "$pr" ]; then
-		pp=$(median "$f" BenchmarkProxyRequest/plain ns/op)
+	if [ -n "$pr" ] || [ -n "$(median "$f" BenchmarkRequestRecords/instructions instr/op)" ]; then
 		echo "Proxy (cmd/infermetrics-proxy vs a plain httputil.ReverseProxy, loopback, client and upstream included;"
 		echo "  medians [min-max]; cpu: the process's CPU time, getrusage):"
 		local over cpuover
+		pp=$(median "$f" BenchmarkProxyRequest/plain ns/op)
 		over=$(diff_of "$pr" "$pp")
 		cpuover=$(diff_of "$(median "$f" BenchmarkProxyRequest/infermetrics cpu-ns/op)" "$(median "$f" BenchmarkProxyRequest/plain cpu-ns/op)")
-		printf '  request (not streamed): plain=%sns [%s]  infermetrics=%sns [%s]  cpu plain=%sns infermetrics=%sns\n' \
-			"$pp" "$(spread "$f" BenchmarkProxyRequest/plain ns/op)" "$pr" "$(spread "$f" BenchmarkProxyRequest/infermetrics ns/op)" \
-			"$(median "$f" BenchmarkProxyRequest/plain cpu-ns/op)" "$(median "$f" BenchmarkProxyRequest/infermetrics cpu-ns/op)"
-		printf '    overhead = %sns (cpu %sns)   target <= 10000ns  %s (cpu: %s)\n' "$over" "$cpuover" \
-			"$(verdict "$over" '<=' 10000)" "$(verdict "$cpuover" '<=' 10000)"
-		local paired
-		paired=$(median "$f" BenchmarkProxyRequestPaired overhead-ns/op)
-		[ -z "$paired" ] || printf '    paired (BenchmarkProxyRequestPaired: the two proxies in turn, each request timed): overhead = %sns [%s]   target <= 10000ns  %s\n' \
-			"$paired" "$(spread "$f" BenchmarkProxyRequestPaired overhead-ns/op)" "$(verdict "$paired" '<=' 10000)"
-		local rr
-		rr=$(median "$f" BenchmarkRequestRecords ns/op)
-		if [ -n "$rr" ]; then
-			printf '    the OpenTelemetry records alone (BenchmarkRequestRecords: client request, leg, HTTP families): %sns [%s] (cpu %s)\n' \
-				"$rr" "$(spread "$f" BenchmarkRequestRecords ns/op)" "$(median "$f" BenchmarkRequestRecords cpu-ns/op)"
-			printf '    ours per request = overhead - records = %sns (cpu %sns; paired %sns)\n' "$(diff_of "$over" "$rr")" \
-				"$(diff_of "$cpuover" "$(median "$f" BenchmarkRequestRecords cpu-ns/op)")" "$(diff_of "${paired:-n/a}" "$rr")"
+		if [ -n "$pr" ]; then
+			printf '  request (not streamed): plain=%sns [%s]  infermetrics=%sns [%s]  cpu plain=%sns infermetrics=%sns\n' \
+				"$pp" "$(spread "$f" BenchmarkProxyRequest/plain ns/op)" "$pr" "$(spread "$f" BenchmarkProxyRequest/infermetrics ns/op)" \
+				"$(median "$f" BenchmarkProxyRequest/plain cpu-ns/op)" "$(median "$f" BenchmarkProxyRequest/infermetrics cpu-ns/op)"
+			printf '    overhead = %sns (cpu %sns)   target <= 10000ns  %s (cpu: %s)\n' "$over" "$cpuover" \
+				"$(verdict "$over" '<=' 10000)" "$(verdict "$cpuover" '<=' 10000)"
+			local paired inproc b
+			paired=$(median "$f" BenchmarkProxyRequestPaired overhead-ns/op)
+			inproc=$(median "$f" BenchmarkProxyInProcess/paired overhead-ns/op)
+			for b in BenchmarkProxyRequestPaired BenchmarkProxyInProcess/paired; do
+				[ -n "$(median "$f" $b overhead-ns/op)" ] || continue
+				printf '    %s (the two proxies in turn, each request timed%s):\n' "$b" \
+					"$([ $b = BenchmarkProxyInProcess/paired ] && echo '; in process: no socket, no scheduler wait')"
+				printf '      overhead, mean of pairs = %sns [%s]   target <= 10000ns  %s\n' "$(median "$f" $b overhead-ns/op)" \
+					"$(spread "$f" $b overhead-ns/op)" "$(verdict "$(median "$f" $b overhead-ns/op)" '<=' 10000)"
+				printf '      overhead, median pair   = %sns [%s] (the typical request)\n' "$(median "$f" $b median-overhead-ns/op)" \
+					"$(spread "$f" $b median-overhead-ns/op)"
+			done
+			local rr
+			rr=$(median "$f" BenchmarkRequestRecords ns/op)
+			if [ -n "$rr" ]; then
+				printf '    the OpenTelemetry records alone (BenchmarkRequestRecords: client request, leg, HTTP families): %sns [%s] (cpu %s)\n' \
+					"$rr" "$(spread "$f" BenchmarkRequestRecords ns/op)" "$(median "$f" BenchmarkRequestRecords cpu-ns/op)"
+				printf '    ours per request = overhead - records = %sns (cpu %sns; paired %sns; in process %sns)\n' "$(diff_of "$over" "$rr")" \
+					"$(diff_of "$cpuover" "$(median "$f" BenchmarkRequestRecords cpu-ns/op)")" "$(diff_of "${paired:-n/a}" "$rr")" \
+					"$(diff_of "${inproc:-n/a}" "$rr")"
+			fi
+		fi
+		local ip io ir
+		ip=$(median "$f" BenchmarkProxyInProcess/plain/instructions instr/op)
+		io=$(median "$f" BenchmarkProxyInProcess/infermetrics/instructions instr/op)
+		ir=$(median "$f" BenchmarkRequestRecords/instructions instr/op)
+		if [ -n "$io" ]; then
+			printf '    instructions per request (cachegrind, in process, one P, no GC): plain=%s infermetrics=%s overhead=%s\n' \
+				"$ip" "$io" "$(diff_of "$io" "$ip")"
+			printf '      the records alone=%s   ours = overhead - records = %s (%s%% of the overhead is the records)\n' "$ir" \
+				"$(diff_of "$(diff_of "$io" "$ip")" "$ir")" "$(awk -v r="$ir" -v o="$(diff_of "$io" "$ip")" 'BEGIN { if (o > 0) printf "%.0f", 100 * r / o; else print "n/a" }')"
 		fi
 		local v sp
 		sp=$(median "$f" BenchmarkProxyStream/plain ns/chunk)
-		for v in plain infermetrics include-usage; do
-			printf '  stream of 100 chunks, %-13s %sns/chunk [%s]  cpu %sns/chunk [%s]  allocs/chunk %s\n' "$v:" \
-				"$(median "$f" "BenchmarkProxyStream/$v" ns/chunk)" "$(spread "$f" "BenchmarkProxyStream/$v" ns/chunk)" \
-				"$(median "$f" "BenchmarkProxyStream/$v" cpu-ns/chunk)" "$(spread "$f" "BenchmarkProxyStream/$v" cpu-ns/chunk)" \
-				"$(median "$f" "BenchmarkProxyStream/$v" allocs/chunk)"
-		done
-		for v in infermetrics include-usage; do
-			over=$(diff_of "$(median "$f" "BenchmarkProxyStream/$v" ns/chunk)" "$sp")
-			cpuover=$(diff_of "$(median "$f" "BenchmarkProxyStream/$v" cpu-ns/chunk)" "$(median "$f" BenchmarkProxyStream/plain cpu-ns/chunk)")
-			printf '    %-13s overhead per chunk = %sns (cpu %sns)   target <= 1000ns  %s (cpu: %s)\n' "$v" "$over" "$cpuover" \
-				"$(verdict "$over" '<=' 1000)" "$(verdict "$cpuover" '<=' 1000)"
-		done
-		# allocs/chunk is the whole process's (client, upstream, the
-		# runtime): a fraction is background, as plain shows.
-		over=$(diff_of "$(median "$f" BenchmarkProxyStream/infermetrics allocs/chunk)" "$(median "$f" BenchmarkProxyStream/plain allocs/chunk)" 2)
-		printf '    infermetrics allocs/chunk - plain = %s   target 0 (< 0.5: none per chunk)  %s\n' "$over" "$(verdict "$over" '<=' 0.5)"
+		if [ -n "$sp" ]; then
+			for v in plain infermetrics include-usage; do
+				printf '  stream of 100 chunks, %-13s %sns/chunk [%s]  cpu %sns/chunk [%s]  allocs/chunk %s\n' "$v:" \
+					"$(median "$f" "BenchmarkProxyStream/$v" ns/chunk)" "$(spread "$f" "BenchmarkProxyStream/$v" ns/chunk)" \
+					"$(median "$f" "BenchmarkProxyStream/$v" cpu-ns/chunk)" "$(spread "$f" "BenchmarkProxyStream/$v" cpu-ns/chunk)" \
+					"$(median "$f" "BenchmarkProxyStream/$v" allocs/chunk)"
+			done
+			for v in infermetrics include-usage; do
+				over=$(diff_of "$(median "$f" "BenchmarkProxyStream/$v" ns/chunk)" "$sp")
+				cpuover=$(diff_of "$(median "$f" "BenchmarkProxyStream/$v" cpu-ns/chunk)" "$(median "$f" BenchmarkProxyStream/plain cpu-ns/chunk)")
+				printf '    %-13s overhead per chunk = %sns (cpu %sns)   target <= 1000ns  %s (cpu: %s)\n' "$v" "$over" "$cpuover" \
+					"$(verdict "$over" '<=' 1000)" "$(verdict "$cpuover" '<=' 1000)"
+			done
+			# allocs/chunk is the whole process's (client, upstream, the
+			# runtime): a fraction is background, as plain shows.
+			over=$(diff_of "$(median "$f" BenchmarkProxyStream/infermetrics allocs/chunk)" "$(median "$f" BenchmarkProxyStream/plain allocs/chunk)" 2)
+			printf '    infermetrics allocs/chunk - plain = %s   target 0 (< 0.5: none per chunk)  %s\n' "$over" "$(verdict "$over" '<=' 0.5)"
+		fi
 	fi
 	local side ours_c plain_c otel_c lower floor cfloor ours
 	for side in Handler Transport; do
@@ -327,8 +355,35 @@ for round in $(seq 1 "$ROUNDS"); do
 			-count="$COUNT" -benchtime="$BENCHTIME" ./instrument | tee -a "$RAW"
 	fi
 	if has proxy; then
-		go test -run='^$' -bench='^Benchmark(Proxy(Request|RequestPaired|Stream)|RequestRecords)$' -benchmem \
+		go test -run='^$' -bench='^Benchmark(Proxy(Request|RequestPaired|InProcess|Stream)|RequestRecords)$' -benchmem \
 			-count="$COUNT" -benchtime="$BENCHTIME" ./cmd/infermetrics-proxy | tee -a "$RAW"
+	fi
+	if has instructions; then
+		if ! command -v valgrind >/dev/null; then
+			sudo=""
+			if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+			echo "bench: installing valgrind (Debian package)" >&2
+			$sudo apt-get update -qq
+			DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+		fi
+		go test -c -o "$OUT/proxy.test" ./cmd/infermetrics-proxy
+		# Instructions executed per op under cachegrind, one P and no garbage
+		# collection (GOMAXPROCS=1 GOGC=off: no spinning scheduler, no GC
+		# cycle falling on one run): those of 2N ops less those of N, over N.
+		# They do not move with the machine's speed or load; the GC's share is
+		# in B/op and allocs/op instead.
+		local_n=2000
+		for bench in BenchmarkProxyInProcess/plain BenchmarkProxyInProcess/infermetrics BenchmarkRequestRecords; do
+			pattern="^$bench\$"
+			case "$bench" in */*) pattern="^${bench%%/*}\$/^${bench#*/}\$" ;; esac
+			irs=()
+			for n in "$local_n" "$((2 * local_n))"; do
+				irs+=("$(cd cmd/infermetrics-proxy && GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=no \
+					--cachegrind-out-file=/dev/null "$OUT/proxy.test" -test.run='^$' -test.bench="$pattern" \
+					-test.benchtime="${n}x" 2>&1 | awk '/I *refs:/ { gsub(",", "", $4); print $4 }')")
+			done
+			printf '%s/instructions 1 %d instr/op\n' "$bench" "$(((irs[1] - irs[0]) / local_n))" | tee -a "$RAW"
+		done
 	fi
 	if has openaihttp; then
 		# Per content chunk beside otelhttp: a module of its own, otelhttp is a

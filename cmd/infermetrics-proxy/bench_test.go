@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -26,6 +28,11 @@ import (
 // response.
 const benchChunks = 100
 
+// benchJSON is the non-streamed answer of benchUpstream: benchChunks
+// tokens and usage.
+var benchJSON = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+	strings.Repeat(" tok", benchChunks) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"total_tokens":121,"completion_tokens":101}}`)
+
 // benchUpstream answers a chat completion in vLLM's format: JSON, or a
 // stream of as many content chunks as max_tokens says (and the usage chunk
 // when asked).
@@ -33,13 +40,11 @@ func benchUpstream() *httptest.Server {
 	chunk := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 	last := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":"stop","stop_reason":null}]}` + "\n\n")
 	usage := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":20,"total_tokens":121,"completion_tokens":101}}` + "\n\n")
-	jsonBody := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
-		strings.Repeat(" tok", benchChunks) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":20,"total_tokens":121,"completion_tokens":101}}`)
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		if !bytes.Contains(b, []byte(`"stream":true`)) {
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(jsonBody)
+			_, _ = w.Write(benchJSON)
 			return
 		}
 		var req struct {
@@ -62,8 +67,9 @@ func benchUpstream() *httptest.Server {
 
 // benchProxies returns the proxies compared: a plain httputil.ReverseProxy
 // with the same transport (the baseline), and infermetrics-proxy's handler
-// with and without -include-usage, recording on a Setup provider.
-func benchProxies(b *testing.B, upstream string) (map[string]http.Handler, func()) {
+// with and without -include-usage, recording on a Setup provider. Their
+// transport is the proxy's to upstream, or base when not nil.
+func benchProxies(b *testing.B, upstream string, base http.RoundTripper) (map[string]http.Handler, func()) {
 	b.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
 	provider, err := exporters.Setup(context.Background())
 	if err != nil {
@@ -78,16 +84,22 @@ func benchProxies(b *testing.B, upstream string) (map[string]http.Handler, func(
 		return benchEngine(provider, model)
 	}, log)
 	onErr := func(err error) { b.Error(err) }
+	transport := func() http.RoundTripper {
+		if base != nil {
+			return base
+		}
+		return upstreamTransport(c)
+	}
 	plain := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(c.upstreams[0].url) },
-		Transport: upstreamTransport(c),
+		Transport: transport(),
 	}
 	usage := *c
 	usage.includeUsage = true
 	return map[string]http.Handler{
 			"plain":         plain,
-			"infermetrics":  newHandler(c, m.engine, m.engine(""), onErr, log),
-			"include-usage": newHandler(&usage, m.engine, m.engine(""), onErr, log),
+			"infermetrics":  newHandler(c, transport(), m.engine, m.engine(""), onErr, log),
+			"include-usage": newHandler(&usage, transport(), m.engine, m.engine(""), onErr, log),
 		}, func() {
 			if err := provider.Shutdown(context.Background()); err != nil {
 				b.Error(err)
@@ -146,15 +158,12 @@ func BenchmarkProxyRequest(b *testing.B) {
 const benchRequest = `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`
 
 // BenchmarkProxyRequestPaired sends benchRequest through the plain
-// ReverseProxy and through the proxy in turn, the first of the two
-// alternating, and times each: what moves the machine's speed between
-// two benchmarks falls on both alike, so overhead-ns/op (the proxy's time
-// less the plain one's, per request) is steadier than the difference of
-// BenchmarkProxyRequest's two.
+// ReverseProxy and through the proxy in turn, over loopback TCP, and times
+// each (see paired).
 func BenchmarkProxyRequestPaired(b *testing.B) {
 	up := benchUpstream()
 	defer up.Close()
-	proxies, shutdown := benchProxies(b, up.URL)
+	proxies, shutdown := benchProxies(b, up.URL, nil)
 	defer shutdown()
 	plain := httptest.NewServer(proxies["plain"])
 	defer plain.Close()
@@ -162,31 +171,145 @@ func BenchmarkProxyRequestPaired(b *testing.B) {
 	defer ours.Close()
 	client := benchClient()
 	cut := 0
-	timed := func(url string) time.Duration {
-		start := time.Now()
-		if _, c := benchPost(b, client, url, benchRequest); c {
-			cut++
-		}
-		return time.Since(start)
-	}
-	var tPlain, tOurs time.Duration
-	for i := 0; b.Loop(); i++ {
-		if i%2 == 0 {
-			tPlain += timed(plain.URL)
-			tOurs += timed(ours.URL)
-		} else {
-			tOurs += timed(ours.URL)
-			tPlain += timed(plain.URL)
+	send := func(url string) func() {
+		return func() {
+			if _, c := benchPost(b, client, url, benchRequest); c {
+				cut++
+			}
 		}
 	}
+	paired(b, send(plain.URL), send(ours.URL))
 	if cut > b.N/100 {
 		b.Fatalf("%d of %d responses cut", cut, 2*b.N)
 	}
+}
+
+// BenchmarkProxyInProcess is BenchmarkProxyRequestPaired without the
+// network: each proxy's ServeHTTP called with benchRequest, on a writer
+// with the methods of net/http's HTTP/1 one, over a RoundTripper that
+// answers benchJSON at once. No socket or scheduler wait is timed: the
+// overhead is the proxy's own work per request (the SDK's records and the
+// garbage collection of what it allocates included). paired times the two
+// in turn (see paired); plain and infermetrics run one alone, for
+// counting instructions (scripts/bench.sh -only instructions).
+func BenchmarkProxyInProcess(b *testing.B) {
+	proxies, shutdown := benchProxies(b, "http://upstream.invalid", cannedUpstream{})
+	defer shutdown()
+	serve := func(b *testing.B, h http.Handler) {
+		// A context that can be canceled, as net/http's server gives each
+		// request (else ReverseProxy watches CloseNotify in a goroutine).
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(benchRequest))
+		w := &h1Discard{header: http.Header{}}
+		h.ServeHTTP(w, r)
+		if w.status != http.StatusOK || w.n != len(benchJSON) {
+			b.Fatalf("status %d, %d bytes", w.status, w.n)
+		}
+	}
+	plain, ours := proxies["plain"], proxies["infermetrics"]
+	b.Run("paired", func(b *testing.B) {
+		paired(b, func() { serve(b, plain) }, func() { serve(b, ours) })
+	})
+	for _, v := range []struct {
+		name string
+		h    http.Handler
+	}{{"plain", plain}, {"infermetrics", ours}} {
+		b.Run(v.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				serve(b, v.h)
+			}
+		})
+	}
+}
+
+// paired runs plain and ours in turn, the first of the two alternating,
+// and times each: what moves the machine's speed between two benchmarks
+// falls on both alike, so the overhead (ours' time less plain's, per
+// request) is steadier than the difference of two benchmarks.
+// overhead-ns/op is its mean; median-overhead-ns/op the median of the
+// pairs' differences, the typical request's, which the slow tail of a
+// busy machine (a wait for the scheduler, a GC cycle, falling on one of
+// the two) moves less.
+func paired(b *testing.B, plain, ours func()) {
+	timed := func(f func()) time.Duration {
+		start := time.Now()
+		f()
+		return time.Since(start)
+	}
+	var tPlain, tOurs time.Duration
+	var diffs []time.Duration
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		var p, o time.Duration
+		if i%2 == 0 {
+			p = timed(plain)
+			o = timed(ours)
+		} else {
+			o = timed(ours)
+			p = timed(plain)
+		}
+		tPlain, tOurs = tPlain+p, tOurs+o
+		diffs = append(diffs, o-p)
+	}
+	slices.Sort(diffs)
 	n := float64(b.N)
 	b.ReportMetric(float64(tPlain.Nanoseconds())/n, "plain-ns/op")
 	b.ReportMetric(float64(tOurs.Nanoseconds())/n, "infermetrics-ns/op")
 	b.ReportMetric(float64((tOurs-tPlain).Nanoseconds())/n, "overhead-ns/op")
+	b.ReportMetric(float64(diffs[len(diffs)/2].Nanoseconds()), "median-overhead-ns/op")
 }
+
+// cannedUpstream answers every request with benchJSON, having read its
+// body.
+type cannedUpstream struct{}
+
+func (cannedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_ = r.Body.Close()
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(benchJSON)), ContentLength: int64(len(benchJSON)), Request: r}, nil
+}
+
+// h1Discard is a ResponseWriter with the methods of net/http's HTTP/1 one
+// (so openaihttp wraps it as it wraps that one) that counts what it is
+// written and keeps nothing.
+type h1Discard struct {
+	header http.Header
+	status int
+	n      int
+}
+
+func (w *h1Discard) Header() http.Header { return w.header }
+func (w *h1Discard) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+func (w *h1Discard) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.n += len(p)
+	return len(p), nil
+}
+func (w *h1Discard) WriteString(s string) (int, error) { return w.Write([]byte(s)) }
+func (w *h1Discard) Flush()                            { w.WriteHeader(http.StatusOK) }
+func (w *h1Discard) FlushError() error                 { w.Flush(); return nil }
+func (w *h1Discard) CloseNotify() <-chan bool          { return nil }
+func (w *h1Discard) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return nil, nil, http.ErrNotSupported
+}
+func (w *h1Discard) ReadFrom(r io.Reader) (int64, error) {
+	w.WriteHeader(http.StatusOK)
+	n, err := io.Copy(io.Discard, r)
+	w.n += int(n)
+	return n, err
+}
+func (w *h1Discard) SetReadDeadline(time.Time) error  { return nil }
+func (w *h1Discard) SetWriteDeadline(time.Time) error { return nil }
+func (w *h1Discard) EnableFullDuplex() error          { return nil }
 
 // BenchmarkProxyStream is one streamed chat completion of benchChunks
 // content chunks (each written and flushed on its own by the upstream)
@@ -253,7 +376,7 @@ func benchProxy(b *testing.B, body string, names []string, chunks int) {
 			// Each variant gets its own upstream, proxy and client.
 			up := benchUpstream()
 			defer up.Close()
-			proxies, shutdown := benchProxies(b, up.URL)
+			proxies, shutdown := benchProxies(b, up.URL, nil)
 			defer shutdown()
 			srv := httptest.NewServer(proxies[name])
 			defer srv.Close()

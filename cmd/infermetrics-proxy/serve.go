@@ -67,7 +67,7 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 	var inflight sync.WaitGroup
 	// The HTTP families carry no model_name: they go on -default-model's
 	// Engine, which they create at start.
-	h := newHandler(c, m.engine, m.engine(""), onErr, log)
+	h := newHandler(c, upstreamTransport(c), m.engine, m.engine(""), onErr, log)
 	proxySrv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inflight.Add(1)
@@ -154,14 +154,13 @@ func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
 // newHandler returns the proxy's handler: the include_usage rewrite (with
 // -include-usage) around openaihttp's handler (recording each client
 // request, and every request in the HTTP families on httpEngine) around the
-// reverse proxy, whose transport is openaihttp's, recording each upstream
-// leg. The reverse proxy passes each leg's body on as it reads it,
+// reverse proxy, whose transport is openaihttp's over base, recording each
+// upstream leg. The reverse proxy passes each leg's body on as it reads it,
 // so the handler takes what the transport read instead of reading it
 // again: each byte of a response is read once. Its rewrite sends upstream
 // the request body the handler read (openaihttp.ForwardBody), which the
 // transport then takes as the handler read it.
-func newHandler(c *config, engineFor func(string) *instrument.Engine, httpEngine *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
-	base := upstreamTransport(c)
+func newHandler(c *config, base http.RoundTripper, engineFor func(string) *instrument.Engine, httpEngine *instrument.Engine, onErr func(error), log *slog.Logger) http.Handler {
 	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor), openaihttp.WithRoutes(c.routes...),
 		openaihttp.WithMaxRequestBody(c.maxRequestBody), openaihttp.WithErrorHandler(onErr)}
 	rp := &httputil.ReverseProxy{

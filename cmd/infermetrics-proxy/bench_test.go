@@ -66,7 +66,7 @@ func benchUpstream() *httptest.Server {
 }
 
 // benchProxies returns the proxies compared: a plain httputil.ReverseProxy
-// with the same transport (the baseline), and infermetrics-proxy's handler
+// with the same transport and copy buffers (the baseline), and infermetrics-proxy's handler
 // with and without -include-usage, recording on a Setup provider. Their
 // transport is the proxy's to upstream, or base when not nil.
 func benchProxies(b *testing.B, upstream string, base http.RoundTripper) (map[string]http.Handler, func()) {
@@ -91,8 +91,9 @@ func benchProxies(b *testing.B, upstream string, base http.RoundTripper) (map[st
 		return upstreamTransport(c)
 	}
 	plain := &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(c.upstreams[0].url) },
-		Transport: transport(),
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(c.upstreams[0].url) },
+		Transport:  transport(),
+		BufferPool: newCopyBuffers(),
 	}
 	usage := *c
 	usage.includeUsage = true
@@ -195,18 +196,7 @@ func BenchmarkProxyRequestPaired(b *testing.B) {
 func BenchmarkProxyInProcess(b *testing.B) {
 	proxies, shutdown := benchProxies(b, "http://upstream.invalid", cannedUpstream{})
 	defer shutdown()
-	serve := func(b *testing.B, h http.Handler) {
-		// A context that can be canceled, as net/http's server gives each
-		// request (else ReverseProxy watches CloseNotify in a goroutine).
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(benchRequest))
-		w := &h1Discard{header: http.Header{}}
-		h.ServeHTTP(w, r)
-		if w.status != http.StatusOK || w.n != len(benchJSON) {
-			b.Fatalf("status %d, %d bytes", w.status, w.n)
-		}
-	}
+	serve := serveInProcess
 	plain, ours := proxies["plain"], proxies["infermetrics"]
 	b.Run("paired", func(b *testing.B) {
 		paired(b, func() { serve(b, plain) }, func() { serve(b, ours) })
@@ -221,6 +211,21 @@ func BenchmarkProxyInProcess(b *testing.B) {
 				serve(b, v.h)
 			}
 		})
+	}
+}
+
+// serveInProcess serves benchRequest with h on an h1Discard, as
+// BenchmarkProxyInProcess does, and checks that h answered benchJSON.
+func serveInProcess(tb testing.TB, h http.Handler) {
+	// A context that can be canceled, as net/http's server gives each
+	// request (else ReverseProxy watches CloseNotify in a goroutine).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(benchRequest))
+	w := &h1Discard{header: http.Header{}}
+	h.ServeHTTP(w, r)
+	if w.status != http.StatusOK || w.n != len(benchJSON) {
+		tb.Fatalf("status %d, %d bytes", w.status, w.n)
 	}
 }
 

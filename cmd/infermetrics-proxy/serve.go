@@ -164,9 +164,10 @@ func newHandler(c *config, base http.RoundTripper, engineFor func(string) *instr
 	common := []openaihttp.Option{openaihttp.WithEngineFor(engineFor), openaihttp.WithRoutes(c.routes...),
 		openaihttp.WithMaxRequestBody(c.maxRequestBody), openaihttp.WithErrorHandler(onErr)}
 	rp := &httputil.ReverseProxy{
-		Rewrite:   rewrite,
-		Transport: openaihttp.NewTransport(base, common...),
-		ErrorLog:  slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		Rewrite:    rewrite,
+		Transport:  openaihttp.NewTransport(base, common...),
+		BufferPool: newCopyBuffers(),
+		ErrorLog:   slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		// A client that left (or was cut at the drain deadline) gets
 		// nothing: openaihttp records it as an abort, counted 200 in the
 		// HTTP families as vLLM counts a client that disconnected.
@@ -191,6 +192,35 @@ func newHandler(c *config, base http.RoundTripper, engineFor func(string) *instr
 		h = &usageHandler{next: h, limit: c.maxRequestBody, routes: c.routes, log: log}
 	}
 	return h
+}
+
+// copyBuffers are the buffers the reverse proxy copies response bodies
+// through (httputil.BufferPool), kept for the next request instead of 32
+// KiB of garbage each: at most maxIdleCopyBuffers wait between requests.
+// A channel, not a sync.Pool: Put would box each slice in an allocation.
+type copyBuffers chan []byte
+
+const (
+	copyBufferSize     = 32 << 10 // httputil.ReverseProxy's own
+	maxIdleCopyBuffers = 64
+)
+
+func newCopyBuffers() copyBuffers { return make(copyBuffers, maxIdleCopyBuffers) }
+
+func (c copyBuffers) Get() []byte {
+	select {
+	case b := <-c:
+		return b
+	default:
+		return make([]byte, copyBufferSize)
+	}
+}
+
+func (c copyBuffers) Put(b []byte) {
+	select {
+	case c <- b[:cap(b)]:
+	default: // as many idle as kept: this one is garbage
+	}
 }
 
 // upstreamTransport is the transport to the upstreams, under openaihttp's.

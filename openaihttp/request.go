@@ -212,8 +212,8 @@ type heldBody struct {
 // httputil.ReverseProxy that NewHandler wraps, sends upstream the request
 // body the handler read, when it read it whole and passed it on unread and
 // unchanged, in place of ReverseProxy's wrapper of it: a NewTransport then
-// takes what the handler read of it instead of reading it again (see One
-// scan per byte in the package doc). The body it sends reads the bytes the
+// takes what the handler read of it instead of reading it again (see Cost
+// in the package doc). The body it sends reads the bytes the
 // handler holds and never the client's connection again; closing it closes
 // nothing. Any other body is left as ReverseProxy set it.
 func ForwardBody(pr *httputil.ProxyRequest) {

@@ -19,10 +19,12 @@
 #                  the two proxies in turn per request, over loopback and in process
 #                  (BenchmarkProxyRequestPaired, BenchmarkProxyInProcess: mean and median of
 #                  the pairs), and the OpenTelemetry records of one request alone
-#                  (BenchmarkRequestRecords); instructions counts the instructions of one
-#                  request through each proxy in process and of its records alone under
-#                  valgrind's cachegrind (one P, no GC: they do not move with the machine's
-#                  load; apt-get installs valgrind when missing);
+#                  (BenchmarkRequestRecords); instructions counts under valgrind's cachegrind
+#                  (one P, no GC: counts that do not move with the machine's speed or load;
+#                  apt-get installs valgrind when missing) the instructions of one request
+#                  through each proxy in process and of its records alone, and of a content
+#                  chunk through openaihttp's handler and transport and of its Record alone,
+#                  against issue 27's proposed goals;
 #                  vllm times vLLM's own recording path (Python's prometheus_client,
 #                  scripts/bench_vllm.py; apt-get installs python3-prometheus-client when
 #                  missing) on the same decode step; openaihttp times a 256-chunk SSE stream
@@ -233,15 +235,27 @@ print_ratios() {
 					"$(diff_of "${inproc:-n/a}" "$rr")"
 			fi
 		fi
-		local ip io ir
+		local ip io ir ours side
 		ip=$(median "$f" BenchmarkProxyInProcess/plain/instructions instr/op)
 		io=$(median "$f" BenchmarkProxyInProcess/infermetrics/instructions instr/op)
 		ir=$(median "$f" BenchmarkRequestRecords/instructions instr/op)
 		if [ -n "$io" ]; then
 			printf '    instructions per request (cachegrind, in process, one P, no GC): plain=%s infermetrics=%s overhead=%s\n' \
 				"$ip" "$io" "$(diff_of "$io" "$ip")"
+			ours=$(diff_of "$(diff_of "$io" "$ip")" "$ir")
 			printf '      the records alone=%s   ours = overhead - records = %s (%s%% of the overhead is the records)\n' "$ir" \
-				"$(diff_of "$(diff_of "$io" "$ip")" "$ir")" "$(awk -v r="$ir" -v o="$(diff_of "$io" "$ip")" 'BEGIN { if (o > 0) printf "%.0f", 100 * r / o; else print "n/a" }')"
+				"$ours" "$(awk -v r="$ir" -v o="$(diff_of "$io" "$ip")" 'BEGIN { if (o > 0) printf "%.0f", 100 * r / o; else print "n/a" }')"
+			printf '      ours   target <= 25000 (proposed, issue 27)  %s\n' "$(verdict "$ours" '<=' 25000)"
+			for side in Handler Transport; do
+				local rec
+				rec=$( [ $side = Handler ] && echo handler || echo transport )
+				ours=$(awk -v a="$(median "$f" "Benchmark${side}Stream/infermetrics/instructions" instr/op)" \
+					-v p="$(median "$f" "Benchmark${side}Stream/plain/instructions" instr/op)" \
+					-v r="$(median "$f" "BenchmarkChunkGapRecord/$rec/instructions" instr/op)" \
+					'BEGIN { if (a == "" || p == "" || r == "") print "n/a"; else printf "%.0f\n", (a - p) / 256 - r }')
+				printf '    instructions per content chunk, %-9s ours = side - plain - Record = %s (Record %s)   target <= 1500 (proposed)  %s\n' \
+					"$side:" "$ours" "$(median "$f" "BenchmarkChunkGapRecord/$rec/instructions" instr/op)" "$(verdict "$ours" '<=' 1500)"
+			done
 		fi
 		local v sp
 		sp=$(median "$f" BenchmarkProxyStream/plain ns/chunk)
@@ -367,22 +381,28 @@ for round in $(seq 1 "$ROUNDS"); do
 			DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
 		fi
 		go test -c -o "$OUT/proxy.test" ./cmd/infermetrics-proxy
+		(cd openaihttp/internal/benchcmp && go test -c -o "$OUT/benchcmp.test" .)
 		# Instructions executed per op under cachegrind, one P and no garbage
 		# collection (GOMAXPROCS=1 GOGC=off: no spinning scheduler, no GC
 		# cycle falling on one run): those of 2N ops less those of N, over N.
 		# They do not move with the machine's speed or load; the GC's share is
 		# in B/op and allocs/op instead. N is large enough that what the
 		# runtime does besides (a few hundred thousand instructions a run)
-		# moves a figure by less than 1%.
-		for spec in BenchmarkProxyInProcess/plain:2000 BenchmarkProxyInProcess/infermetrics:2000 BenchmarkRequestRecords:20000; do
-			bench=${spec%:*} local_n=${spec#*:}
+		# moves a figure by less than 1%. Stream ops are 256 content chunks.
+		for spec in proxy:BenchmarkProxyInProcess/plain:2000 proxy:BenchmarkProxyInProcess/infermetrics:2000 \
+			proxy:BenchmarkRequestRecords:20000 benchcmp:BenchmarkHandlerStream/plain:2000 \
+			benchcmp:BenchmarkHandlerStream/infermetrics:2000 benchcmp:BenchmarkTransportStream/plain:2000 \
+			benchcmp:BenchmarkTransportStream/infermetrics:2000 benchcmp:BenchmarkChunkGapRecord/handler:100000 \
+			benchcmp:BenchmarkChunkGapRecord/transport:100000; do
+			bin=${spec%%:*} rest=${spec#*:}
+			bench=${rest%:*} local_n=${rest#*:}
 			pattern="^$bench\$"
 			case "$bench" in */*) pattern="^${bench%%/*}\$/^${bench#*/}\$" ;; esac
 			irs=()
 			for n in "$local_n" "$((2 * local_n))"; do
-				irs+=("$(cd cmd/infermetrics-proxy && GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=no \
-					--cachegrind-out-file=/dev/null "$OUT/proxy.test" -test.run='^$' -test.bench="$pattern" \
-					-test.benchtime="${n}x" 2>&1 | awk '/I *refs:/ { gsub(",", "", $4); print $4 }')")
+				irs+=("$(GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+					"$OUT/$bin.test" -test.run='^$' -test.bench="$pattern" -test.benchtime="${n}x" 2>&1 |
+					awk '/I *refs:/ { gsub(",", "", $4); print $4 }')")
 			done
 			printf '%s/instructions 1 %d instr/op\n' "$bench" "$(((irs[1] - irs[0]) / local_n))" | tee -a "$RAW"
 		done

@@ -200,20 +200,27 @@ func (s *stripWriter) events(p []byte) error {
 			take = p[:end]
 		}
 		p = p[len(take):]
-		if s.long {
+		switch {
+		case s.long:
 			s.send(take)
-		} else {
+		case end >= 0 && len(s.event) == 0 && len(take) <= maxEvent:
+			// A whole event in one write: looked at and passed on from p,
+			// not copied.
+			if !usageOnly(take) {
+				s.send(take)
+			}
+		default:
 			s.event = append(s.event, take...)
 			if len(s.event) > maxEvent {
 				s.long = true
 				s.send(s.event)
 				s.event = s.event[:0]
 			}
-		}
-		if end >= 0 {
-			if !s.long && !usageOnly(s.event) {
+			if end >= 0 && !s.long && !usageOnly(s.event) {
 				s.send(s.event)
 			}
+		}
+		if end >= 0 {
 			s.event, s.long = s.event[:0], false
 		}
 		if s.err != nil {
@@ -257,18 +264,27 @@ func (s *stripWriter) Unwrap() http.ResponseWriter { return s.w }
 // when p does not end it. A stream whose lines end in a lone "\r" never ends
 // an event here: it passes through once an event outgrows maxEvent.
 func (s *stripWriter) eventEnd(p []byte) int {
-	for i, b := range p {
-		switch b {
-		case '\n':
-			if s.lineEmpty {
-				s.lineEmpty = false
+	// From line end to line end (bytes.IndexByte), not byte by byte: a line
+	// is empty when only '\r' lies between its '\n' and the next.
+	for i := 0; i < len(p); {
+		if s.lineEmpty {
+			for i < len(p) && p[i] == '\r' {
+				i++
+			}
+			if i == len(p) {
+				return -1
+			}
+			s.lineEmpty = false
+			if p[i] == '\n' {
 				return i + 1
 			}
-			s.lineEmpty = true
-		case '\r':
-		default:
-			s.lineEmpty = false
 		}
+		j := bytes.IndexByte(p[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		i += j + 1
+		s.lineEmpty = true
 	}
 	return -1
 }

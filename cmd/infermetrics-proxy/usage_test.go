@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -300,4 +301,52 @@ func TestIncludeUsageLongBody(t *testing.T) {
 	if !bytes.Contains(resp, []byte(`"usage"`)) {
 		t.Errorf("the usage chunk of a request not rewritten was removed: %q", resp)
 	}
+}
+
+// eventEnd, which jumps from line end to line end, ends the same events as
+// reading byte by byte does (eventEndByByte), over every split of random
+// streams of '\n', '\r' and other bytes.
+func TestEventEndLineByLine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("\n\r a")
+	for range 2000 {
+		in := make([]byte, rng.IntN(40))
+		for i := range in {
+			in[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		size := 1 + rng.IntN(8)
+		var got, want stripWriter
+		for p := in; len(p) > 0; {
+			piece := p[:min(size, len(p))]
+			p = p[len(piece):]
+			for len(piece) > 0 {
+				g, w := got.eventEnd(piece), eventEndByByte(&want, piece)
+				if g != w || got.lineEmpty != want.lineEmpty {
+					t.Fatalf("%q in pieces of %d: end %d (line empty %v), byte by byte %d (%v)", in, size, g, got.lineEmpty, w, want.lineEmpty)
+				}
+				if g < 0 {
+					break
+				}
+				piece = piece[g:]
+			}
+		}
+	}
+}
+
+// eventEndByByte is eventEnd as a byte-by-byte state machine: the reference.
+func eventEndByByte(s *stripWriter, p []byte) int {
+	for i, b := range p {
+		switch b {
+		case '\n':
+			if s.lineEmpty {
+				s.lineEmpty = false
+				return i + 1
+			}
+			s.lineEmpty = true
+		case '\r':
+		default:
+			s.lineEmpty = false
+		}
+	}
+	return -1
 }

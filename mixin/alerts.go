@@ -118,6 +118,17 @@ func (r rules) aggregated(s labelSet) labelSet {
 	})
 }
 
+// jobOf returns the job labels of a test target's.
+func (r rules) jobOf(target labelSet) labelSet {
+	var job labelSet
+	for _, l := range target {
+		if slices.Contains(r.JobLabels, l.name) {
+			job = append(job, l)
+		}
+	}
+	return job
+}
+
 // where is the template of the labels that name a deployment.
 func (r rules) where() string {
 	parts := make([]string, len(r.JobLabels))
@@ -151,6 +162,7 @@ func (r rules) alerts(sel labelSet) []alert {
 		r.handoffAlert(engine0, perModel, w),
 		r.invalidEventsAlert(engine0, perModel, w),
 		r.overflowAlert(target, perModel, w),
+		r.cardinalityAlert(target, engine0),
 	)
 }
 
@@ -411,12 +423,7 @@ func (r rules) targetDownAlert(target, engine0 labelSet) alert {
 func (r rules) metricsAbsentAlert(target, engine0 labelSet) alert {
 	at := 10 + 5 + minutes(r.AbsentFor) + 5
 	jobs := by(r.JobLabels...)
-	var job labelSet
-	for _, l := range target {
-		if slices.Contains(r.JobLabels, l.name) {
-			job = append(job, l)
-		}
-	}
+	job := r.jobOf(target)
 	return alert{
 		name:    "VLLMMetricsAbsent",
 		summary: "No server of " + r.where() + " serves engine metrics.",
@@ -550,6 +557,52 @@ func (r rules) overflowAlert(target, perModel labelSet, w int) alert {
 				series: []inputSeries{series(r.OverflowModel, 0, 1), series(testModel, 0, 10)}},
 			{name: "overflow series idle", at: minute(at),
 				series: []inputSeries{series(r.OverflowModel, 5, 0), series(testModel, 0, 10)}},
+		},
+	}
+}
+
+// overflowLabel is the label of the series the OpenTelemetry SDK merges a
+// stream's attribute sets beyond its cardinality limit into: the SDK's
+// attribute otel.metric.overflow, as a Prometheus scrape names it.
+var overflowLabel = label("otel.metric.overflow")
+
+func (r rules) cardinalityAlert(target, engine0 labelSet) alert {
+	at := 5 + minutes(r.CardinalityOverflowFor) + 5
+	const familyLabel = "family"
+	families := by(append(slices.Clone(r.JobLabels), familyLabel)...)
+	job := r.jobOf(target)
+	// Scraped series only (a recording rule's output keeps the label but
+	// not the instance), each named by its family: a histogram's parts are
+	// one.
+	matchers := append(slices.Clone(r.q.matchers), eq(overflowLabel, "true"))
+	if len(r.InstanceLabels) > 0 {
+		matchers = append(matchers, r.InstanceLabels[0]+`!=""`)
+	}
+	named := `label_replace(` + selector("", matchers...) + `, "` + familyLabel + `", "$1", "__name__", "(.+?)(_bucket|_count|_sum)?")`
+	overflowed := target.with(labelPair{overflowLabel, "true"}).series(promptTokens.ScrapeName())
+	return alert{
+		name:    "InfermetricsCardinalityOverflow",
+		summary: "{{ $labels." + familyLabel + " }} of " + r.where() + " has more series than its cardinality limit.",
+		description: fmt.Sprintf("%s serves {{ $labels.%s }} with a series labelled %s=\"true\": the "+
+			"measurements of its attribute sets beyond the limit are merged into it.", r.where(), familyLabel, overflowLabel),
+		means: fmt.Sprintf("The OpenTelemetry SDK keeps at most a cardinality limit of attribute sets per stream "+
+			"(`exporters.WithCardinalityLimit`, `exporters.DefaultCardinalityLimit` by default); the measurements "+
+			"of every further set go to one series that carries only `%s=\"true\"`, so totals over the family "+
+			"stay right but the series beyond the limit (a model, an engine, a backend) are no longer told apart, "+
+			"until the process restarts.", overflowLabel),
+		action: "Find which label grew: a gateway that sees many model names (infermetrics-proxy's `-max-models` " +
+			"caps them), or backends named per pod or per request. If the series are real, raise the limit " +
+			"(`exporters.WithCardinalityLimit`) and restart.",
+		conditions: []condition{{
+			expr:        families.aggregate("count", named) + " > 0",
+			forDuration: r.CardinalityOverflowFor, labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "a family overflowed", at: minute(at),
+				firing: fires(job.with(labelPair{familyLabel, promptTokens.ScrapeName()})),
+				series: []inputSeries{{engine0.series(promptTokens.ScrapeName()), ramp(0, 10, at+5)},
+					{overflowed, ramp(0, 1, at+5)}}},
+			{name: "within the limit", at: minute(at),
+				series: []inputSeries{{engine0.series(promptTokens.ScrapeName()), ramp(0, 10, at+5)}}},
 		},
 	}
 }

@@ -85,6 +85,11 @@ type Config struct {
 	// OverflowFor is how long requests are recorded under OverflowModel
 	// before InfermetricsModelOverflow fires.
 	OverflowFor Duration
+	// CardinalityOverflowFor is how long a family has had the series the
+	// OpenTelemetry SDK merges the attribute sets beyond its cardinality
+	// limit into (otel_metric_overflow="true") before
+	// InfermetricsCardinalityOverflow fires.
+	CardinalityOverflowFor Duration
 }
 
 // Threshold is an alert's threshold and how long it must hold (for:).
@@ -146,6 +151,8 @@ func Default() Config {
 		HandoffQuantile:  0.99,
 		InvalidEventsFor: "15m",
 		OverflowFor:      "5m",
+
+		CardinalityOverflowFor: "5m",
 	}
 }
 
@@ -159,7 +166,7 @@ func (c Config) WithFor(d Duration) Config {
 	for _, t := range []*Threshold{&c.ErrorRatio, &c.KVCacheUsage, &c.PreemptionRatio, &c.QueueWaiting, &c.Handoff} {
 		t.For = d
 	}
-	for _, f := range []*Duration{&c.StuckFor, &c.AbsentFor, &c.InvalidEventsFor, &c.OverflowFor} {
+	for _, f := range []*Duration{&c.StuckFor, &c.AbsentFor, &c.InvalidEventsFor, &c.OverflowFor, &c.CardinalityOverflowFor} {
 		*f = d
 	}
 	return c
@@ -220,6 +227,7 @@ func (c Config) Validate() error {
 		{"PreemptionRatio.For", c.PreemptionRatio.For, true}, {"QueueWaiting.For", c.QueueWaiting.For, true},
 		{"Handoff.For", c.Handoff.For, true}, {"StuckFor", c.StuckFor, true}, {"AbsentFor", c.AbsentFor, true},
 		{"InvalidEventsFor", c.InvalidEventsFor, true}, {"OverflowFor", c.OverflowFor, true},
+		{"CardinalityOverflowFor", c.CardinalityOverflowFor, true},
 	}
 	if c.Interval != "" {
 		durations = append(durations, namedDuration{"Interval", c.Interval, false})

@@ -164,6 +164,7 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	deaf.PreemptionRatio.Value = 1000
 	deaf.QueueWaiting.Value = 1e6
 	deaf.StuckFor, deaf.AbsentFor, deaf.InvalidEventsFor, deaf.OverflowFor = "1d", "1d", "1d", "1d"
+	deaf.CardinalityOverflowFor = "1d"
 	deaf.Handoff.Value = 2000
 	eager := def
 	eager.ErrorRatio.Value = 0.0001

@@ -28,7 +28,7 @@ func TestH1WriterKeepsInterfaces(t *testing.T) {
 		var got, want []string
 		var fast bool
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			wrapped := snoop(w, tap{sw: &statusWriter{}})
+			wrapped := snoop(w, tap{sw: &statusWriter{}}, nil)
 			_, fast = wrapped.(*h1Writer)
 			got, want = methods(wrapped), methods(httpsnoop.Wrap(w, httpsnoop.Hooks{}))
 		}))

@@ -73,10 +73,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 	}
 	// One allocation for the request's writer, its observer and its Trace.
 	rw := &responseWriter{w: w, http: sw, linking: true}
-	ctx, trace := r.Context(), TraceFrom(r.Context())
-	if trace == nil {
-		ctx, trace = withTrace(ctx, &rw.traceBuf)
-	}
+	ctx, trace := traceIn(r.Context(), &rw.traceBuf)
 	rw.trace = trace
 	trace.takeLegs()
 	r = r.WithContext(ctx)
@@ -152,24 +149,21 @@ type responseWriter struct {
 	h1 h1Writer // what wrap returns for net/http's HTTP/1 writer
 }
 
-// wrap returns the writer the handler is given: as snoop's, but an
-// h1Writer is rw's own.
-func (rw *responseWriter) wrap() http.ResponseWriter {
-	if h1Interfaces(rw.w) {
-		rw.h1 = h1Writer{w: rw.w, t: tap{rw: rw}}
-		return &rw.h1
-	}
-	return snoop(rw.w, tap{rw: rw})
-}
+// wrap returns the writer the handler is given (an h1Writer is rw's own).
+func (rw *responseWriter) wrap() http.ResponseWriter { return snoop(rw.w, tap{rw: rw}, &rw.h1) }
 
 // snoop wraps w for t, keeping exactly its optional interfaces: t learns
 // the status the response is sent with, at WriteHeader or at the first
 // Write, Flush or ReadFrom (200), the bytes sent and each write's error,
-// and a hijacked connection. net/http's HTTP/1 writer gets h1Writer, any
-// other httpsnoop's wrapper.
-func snoop(w http.ResponseWriter, t tap) http.ResponseWriter {
+// and a hijacked connection. net/http's HTTP/1 writer gets an h1Writer (h1,
+// or a new one when nil), any other httpsnoop's wrapper.
+func snoop(w http.ResponseWriter, t tap, h1 *h1Writer) http.ResponseWriter {
 	if h1Interfaces(w) {
-		return &h1Writer{w: w, t: t}
+		if h1 == nil {
+			h1 = new(h1Writer)
+		}
+		*h1 = h1Writer{w: w, t: t}
+		return h1
 	}
 	return httpsnoop.Wrap(w, httpsnoop.Hooks{
 		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {

@@ -60,7 +60,7 @@ func (c *config) handlerLabel(sw *statusWriter) string {
 	if r.URL == nil {
 		return ""
 	}
-	if sw.routeKnown && r.URL.Path == sw.routePath {
+	if sw.routePattern != "" && r.URL.Path == sw.routePath {
 		return sw.routePattern // serve's: the path is unchanged
 	}
 	rt, _ := routeOf(r.URL.Path, c.routes)
@@ -107,16 +107,15 @@ type statusWriter struct {
 	ctx    context.Context
 	status int
 	passed *http.Request
-	// The route serve found for a path (routeOf's pattern), not looked
-	// up again for the label.
+	// The route serve found for a path (routeOf's pattern, never empty),
+	// not looked up again for the label.
 	routePath, routePattern string
-	routeKnown              bool
 }
 
 // route notes the route pattern of a path.
 func (s *statusWriter) route(path, pattern string) {
 	if s != nil {
-		s.routePath, s.routePattern, s.routeKnown = path, pattern, true
+		s.routePath, s.routePattern = path, pattern
 	}
 }
 
@@ -154,5 +153,5 @@ func (s *statusWriter) wrap(w http.ResponseWriter) http.ResponseWriter {
 	if s == nil {
 		return w
 	}
-	return snoop(w, tap{sw: s})
+	return snoop(w, tap{sw: s}, nil)
 }

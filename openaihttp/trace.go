@@ -68,18 +68,20 @@ type traceKey struct{}
 
 // NewTrace returns a context carrying a new Trace, for a caller without
 // NewHandler; a context that carries one already is returned with it.
-func NewTrace(ctx context.Context) (context.Context, *Trace) {
+func NewTrace(ctx context.Context) (context.Context, *Trace) { return traceIn(ctx, nil) }
+
+// traceIn is NewTrace with the new Trace in buf, a Trace not in use that a
+// handler allocates with its other per-request state (nil: a Trace of its
+// own).
+func traceIn(ctx context.Context, buf *Trace) (context.Context, *Trace) {
 	if t := TraceFrom(ctx); t != nil {
 		return ctx, t
 	}
-	return withTrace(ctx, new(Trace))
-}
-
-// withTrace returns ctx carrying t, a Trace not in use, which it readies:
-// NewTrace's, or one a handler allocates with its other per-request state.
-func withTrace(ctx context.Context, t *Trace) (context.Context, *Trace) {
-	t.legs, t.feeds = t.legsBuf[:0], t.feedBuf[:0]
-	return context.WithValue(ctx, traceKey{}, t), t
+	if buf == nil {
+		buf = new(Trace)
+	}
+	buf.legs, buf.feeds = buf.legsBuf[:0], buf.feedBuf[:0]
+	return context.WithValue(ctx, traceKey{}, buf), buf
 }
 
 // TraceFrom returns the Trace of a context, or nil.

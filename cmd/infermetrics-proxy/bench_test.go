@@ -69,7 +69,7 @@ func benchUpstream() *httptest.Server {
 // with the same transport and copy buffers (the baseline), and infermetrics-proxy's handler
 // with and without -include-usage, recording on a Setup provider. Their
 // transport is the proxy's to upstream, or base when not nil.
-func benchProxies(b *testing.B, upstream string, base http.RoundTripper) (map[string]http.Handler, func()) {
+func benchProxies(b testing.TB, upstream string, base http.RoundTripper) (map[string]http.Handler, func()) {
 	b.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
 	provider, err := exporters.Setup(context.Background())
 	if err != nil {

@@ -200,24 +200,22 @@ func (s *stripWriter) events(p []byte) error {
 			take = p[:end]
 		}
 		p = p[len(take):]
-		switch {
-		case s.long:
+		if s.long {
 			s.send(take)
-		case end >= 0 && len(s.event) == 0 && len(take) <= maxEvent:
-			// A whole event in one write: looked at and passed on from p,
-			// not copied.
-			if !usageOnly(take) {
-				s.send(take)
+		} else {
+			// The event so far: take itself when it is a whole event (looked
+			// at and passed on from p, not copied), else what is held.
+			event := take
+			if end < 0 || len(s.event) > 0 {
+				s.event = append(s.event, take...)
+				event = s.event
 			}
-		default:
-			s.event = append(s.event, take...)
-			if len(s.event) > maxEvent {
+			if len(event) > maxEvent {
 				s.long = true
-				s.send(s.event)
+				s.send(event)
 				s.event = s.event[:0]
-			}
-			if end >= 0 && !s.long && !usageOnly(s.event) {
-				s.send(s.event)
+			} else if end >= 0 && !usageOnly(event) {
+				s.send(event)
 			}
 		}
 		if end >= 0 {

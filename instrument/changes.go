@@ -45,10 +45,11 @@ func (e *Engine) SetSleepState(s stats.SleepState) {
 // SetLoRA sets vllm:lora_requests_info: the adapters with running requests,
 // those with waiting requests (names in any order: they are sorted, so the
 // same adapters are the same state) and MaxLoRA, valued at the time of this
-// call. The engine reports its current state. Setting the state it has allocates nothing. An invalid
+// call. The engine reports its current state, or its last states with
+// WithLoRAHistory. Setting the state it has allocates nothing. An invalid
 // state (see stats.LoRA.Validate) is refused, counted and reported.
 func (e *Engine) SetLoRA(l stats.LoRA) {
-	if err := e.setLoRAAt(&l, time.Now()); err != nil {
+	if err := e.setLoRA(&l, time.Now(), false); err != nil {
 		e.refuse(refusedScheduler, "SetLoRA", err)
 	}
 }

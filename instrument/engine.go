@@ -106,7 +106,7 @@ type engineState struct {
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
 
-	lora loraHistory // the current LoRA state
+	lora loraHistory // the kept LoRA states, see WithLoRAHistory
 
 	// kvConnector and specPositions are the optional families configured:
 	// their series exist from construction; otherwise from their first
@@ -174,7 +174,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	empty := []measure{}
 	e.positions.Store(&empty)
 	e.positionMeasures(cfg.specPositions)
-	e.lora.k = 1 // the current state
+	e.lora.k = cfg.loraHistory
 	e.buildPriority(cfg)
 	e.buildServer(cfg)
 	e.buildOffload(cfg)

@@ -26,6 +26,19 @@ func ExampleEngine_SetLoRA() {
 	// max_lora=2,running_lora_adapters=chat-lora\,sql-lora,waiting_lora_adapters=
 }
 
+// With WithLoRAHistory(2) an engine keeps its last two LoRA states, as vLLM
+// keeps every state it reported: the oldest of three leaves.
+func ExampleWithLoRAHistory() {
+	printLoRASeries(func(engine *instrument.Engine) {
+		engine.SetLoRA(stats.LoRA{MaxLoRA: 2, Waiting: []string{"sql-lora"}})
+		engine.SetLoRA(stats.LoRA{MaxLoRA: 2, Running: []string{"sql-lora"}})
+		engine.SetLoRA(stats.LoRA{MaxLoRA: 2, Running: []string{"sql-lora", "chat-lora"}})
+	}, instrument.WithLoRAHistory(2))
+	// Output:
+	// max_lora=2,running_lora_adapters=chat-lora\,sql-lora,waiting_lora_adapters=
+	// max_lora=2,running_lora_adapters=sql-lora,waiting_lora_adapters=
+}
+
 // printLoRASeries runs set on engine 0 of a Recorder with opts and prints
 // the labels of its vllm:lora_requests_info series, each valued at the Unix
 // time its state was set.

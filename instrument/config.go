@@ -47,6 +47,7 @@ type config struct {
 	kvOffloadThreshold bool
 	simpleKVOffload    *stats.SimpleKVOffloadConfig // WithSimpleKVOffload
 	eventWindow        time.Duration
+	loraHistory        int // WithLoRAHistory
 	errorHandler       func(error)
 }
 
@@ -57,6 +58,7 @@ func newConfig(opts []Option) config {
 		genAIOperation: DefaultGenAIOperation,
 		genAIProvider:  DefaultGenAIProvider,
 		eventWindow:    DefaultEventWindow,
+		loraHistory:    DefaultLoRAHistory,
 	}
 	for _, o := range opts {
 		o.apply(&c)

@@ -261,6 +261,9 @@ func (c *config) validate() error {
 	if c.eventWindow < MinEventWindow || c.eventWindow > MaxEventWindow {
 		bad("event window %v (WithEventWindow) must be %v to %v: %w", c.eventWindow, MinEventWindow, MaxEventWindow, stats.ErrOutOfRange)
 	}
+	if c.loraHistory < 1 || c.loraHistory > MaxLoRAHistory {
+		bad("LoRA history %d (WithLoRAHistory) must be 1 to %d: %w", c.loraHistory, MaxLoRAHistory, stats.ErrOutOfRange)
+	}
 	if c.specPositions < 0 || c.specPositions > maxSpecPositions {
 		bad("speculative tokens %d (WithSpecDecoding) must be 0 to %d: %w",
 			c.specPositions, maxSpecPositions, stats.ErrOutOfRange)

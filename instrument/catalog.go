@@ -344,7 +344,7 @@ var catalog = []Descriptor{
 	{Name: NameNIXLNumNotifsAfterExp, Kind: Counter, Integer: true, Unit: "{notification}", Recorded: perStep, Feature: KVConnector,
 		Description: "KV connector notifications that arrived after their request's KV had expired, so its blocks may already have been reused."},
 
-	{Name: NameLoRARequestsInfo, Kind: Gauge, Recorded: perStep, Feature: LoRA,
+	{Name: NameLoRARequestsInfo, Kind: Gauge, Recorded: perStep + " or SetLoRA", Feature: LoRA,
 		Attributes:  []string{KeyMaxLoRA, KeyWaitingLoRA, KeyRunningLoRA},
 		Description: "LoRA adapters of running and waiting requests (comma-separated names); the value is the Unix time of the update."},
 	{Name: NameCacheConfigInfo, Kind: Gauge, Integer: true, Recorded: "once per engine at construction", Feature: CacheConfig,

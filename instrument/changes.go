@@ -3,6 +3,7 @@ package instrument
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/infermetrics/infermetrics/stats"
 )
@@ -41,6 +42,17 @@ func (e *Engine) SetSleepState(s stats.SleepState) {
 	e.setSchedulerPart("SetSleepState", &stats.Scheduler{SleepState: s}, gaugeSleepState)
 }
 
+// SetLoRA sets vllm:lora_requests_info: the adapters with running requests,
+// those with waiting requests (names in any order: they are sorted, so the
+// same adapters are the same state) and MaxLoRA, valued at the time of this
+// call. The engine reports its current state. Setting the state it has allocates nothing. An invalid
+// state (see stats.LoRA.Validate) is refused, counted and reported.
+func (e *Engine) SetLoRA(l stats.LoRA) {
+	if err := e.setLoRAAt(&l, time.Now()); err != nil {
+		e.refuse(refusedScheduler, "SetLoRA", err)
+	}
+}
+
 // AddPrefixCache adds one lookup in the local prefix cache, typically a
 // request's at its scheduling (a preempted request's re-scheduling is not
 // counted, as in vLLM): vllm:prefix_cache_queries and vllm:prefix_cache_hits.
@@ -54,7 +66,8 @@ func (e *Engine) AddPrefixCache(c stats.CacheQueries) {
 // offloading, MFU estimates), and sets its optional states present (LoRA,
 // KV fetch stages), leaving the gauges every step sets as they are: a
 // Scheduler with Running, WaitingCapacity, WaitingDeferred, KVCacheUsage or
-// SleepState set is refused, with the method that sets it.
+// SleepState set is refused, with the method that sets it. SetLoRA is the
+// LoRA state's setter; Scheduler.LoRA here sets it all the same.
 func (e *Engine) RecordSchedulerCounts(ctx context.Context, s *stats.Scheduler) {
 	if err := e.recordCounts(ctx, s); err != nil {
 		e.refuse(refusedScheduler, "RecordSchedulerCounts", err)

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -74,10 +71,6 @@ type Engine struct {
 	*engineState
 	life *lifetime // shared with the Recorder: Close
 
-	loraMu      sync.Mutex
-	loraLast    *stats.LoRA // the current LoRA state, names sorted
-	loraScratch [2][]string // running and waiting names, sorted in place
-
 	totalsMu sync.Mutex
 	totals   [numTotals]int64 // see total
 
@@ -114,8 +107,7 @@ type engineState struct {
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
 
-	lora     atomic.Pointer[measure] // the current LoRA state; nil until one is reported
-	loraTime atomic.Uint64           // float64 bits: Unix time of its last update
+	lora loraHistory // the current LoRA state
 
 	// kvConnector and specPositions are the optional families configured:
 	// their series exist from construction; otherwise from their first
@@ -183,6 +175,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	empty := []measure{}
 	e.positions.Store(&empty)
 	e.positionMeasures(cfg.specPositions)
+	e.lora.k = 1 // the current state
 	e.buildPriority(cfg)
 	e.buildServer(cfg)
 	e.buildOffload(cfg)
@@ -289,9 +282,7 @@ func (e *engineState) observe(o metric.Observer) {
 	o.ObserveInt64(in.waitingByReason, c.waitingBy[0].Load(), e.waitingBy[0].obs...)
 	o.ObserveInt64(in.waitingByReason, c.waitingBy[1].Load(), e.waitingBy[1].obs...)
 	o.ObserveFloat64(in.kvCacheUsage, math.Float64frombits(c.kvUsage.Load()), plain...)
-	if m := e.lora.Load(); m != nil {
-		o.ObserveFloat64(in.loraInfo, math.Float64frombits(e.loraTime.Load()), m.obs...)
-	}
+	e.lora.observe(o, in.loraInfo)
 	state := c.sleepState.Load()
 	for s := range e.sleep {
 		var v int64
@@ -563,7 +554,7 @@ func (e *Engine) recordSchedulerCounts(ctx context.Context, s *stats.Scheduler) 
 		}
 	}
 	if s.LoRA != nil {
-		e.setLoRA(s.LoRA)
+		e.setLoRANow(s.LoRA)
 	}
 	if k := s.KVTransfer; k != nil {
 		for _, v := range k.XferTime {
@@ -624,34 +615,6 @@ func (e *engineState) positionMeasures(n int) []measure {
 	}
 	e.positions.Store(&grown)
 	return grown
-}
-
-// setLoRA makes l the engine's current LoRA state, which the callback
-// reports with the time of this update: a state no longer current leaves the
-// exports, so cardinality stays at one series per engine. Names are sorted,
-// so the same adapters in another order are the same state; the attribute
-// set is rebuilt only when the state changes. Like vLLM's (the
-// lora_requests_info gauge of vllm/v1/metrics/loggers.py), the series
-// carries only its three labels.
-func (e *Engine) setLoRA(l *stats.LoRA) {
-	e.loraMu.Lock()
-	defer e.loraMu.Unlock()
-	running := append(e.loraScratch[0][:0], l.Running...)
-	waiting := append(e.loraScratch[1][:0], l.Waiting...)
-	slices.Sort(running)
-	slices.Sort(waiting)
-	e.loraScratch = [2][]string{running, waiting}
-	if last := e.loraLast; last == nil || last.MaxLoRA != l.MaxLoRA ||
-		!slices.Equal(last.Running, running) || !slices.Equal(last.Waiting, waiting) {
-		m := newMeasure(
-			attribute.String(KeyMaxLoRA, strconv.FormatInt(l.MaxLoRA, 10)),
-			attribute.String(KeyWaitingLoRA, strings.Join(waiting, ",")),
-			attribute.String(KeyRunningLoRA, strings.Join(running, ",")),
-		)
-		e.lora.Store(&m)
-		e.loraLast = &stats.LoRA{MaxLoRA: l.MaxLoRA, Running: slices.Clone(running), Waiting: slices.Clone(waiting)}
-	}
-	e.loraTime.Store(math.Float64bits(float64(time.Now().UnixNano()) / 1e9))
 }
 
 // addPrompt adds prompt tokens to the cells by source and, for the cached

@@ -259,7 +259,7 @@ func feature(f instrument.Feature) string {
 	case instrument.SpecDecoding:
 		return "speculative decoding (`WithSpecDecoding`, or drafts in a step)"
 	case instrument.LoRA:
-		return "LoRA state in a step"
+		return "LoRA state (in a step, or SetLoRA)"
 	case instrument.KVResidency:
 		return "KV residency (`WithKVResidency`, or sampled KV block evictions in a step)"
 	case instrument.CacheConfig:

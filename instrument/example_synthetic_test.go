@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/infermetrics/infermetrics/exporters/prometheus"
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -66,7 +68,7 @@ func printScrape(h http.Handler, prefixes ...string) {
 
 // A simulator's fake-metrics mode serves a chosen load picture on the
 // Engine that real requests record on: histograms by bucket counts,
-// counters by totals, gauges with the setters.
+// counters by totals, LoRA states at chosen times, gauges with the setters.
 func ExampleEngine_Synthetic() {
 	s, err := newMetricsStack()
 	if err != nil {
@@ -82,6 +84,8 @@ func ExampleEngine_Synthetic() {
 		syn.AddCount(instrument.NameRequestSuccess, 20, instrument.Label{Name: instrument.KeyFinishedReason, Value: "stop"}),
 		syn.AddCount(instrument.NamePromptTokens, 59, instrument.Label{Name: instrument.KeySource, Value: "local_compute"}),
 		syn.AddCount(instrument.NamePromptTokens, 80, instrument.Label{Name: instrument.KeySource, Value: "local_cache_hit"}),
+		// A LoRA state at a chosen time.
+		syn.SetLoRA(stats.LoRA{MaxLoRA: 1, Running: []string{"sql-lora"}}, time.Unix(1_764_633_600, 0)),
 		// Refused, and nothing recorded: the sim's own finish reason is
 		// not one of vLLM's.
 		syn.AddCount(instrument.NameRequestSuccess, 1, instrument.Label{Name: instrument.KeyFinishedReason, Value: "remote_decode"}),
@@ -97,9 +101,10 @@ func ExampleEngine_Synthetic() {
 		"vllm:time_to_first_token_seconds_count",
 		`vllm:request_success_total{engine="0",finished_reason="stop"`,
 		"vllm:prompt_tokens_total", "vllm:prompt_tokens_by_source_total",
-		"vllm:num_requests_waiting{")
+		"vllm:num_requests_waiting{", "vllm:lora_requests_info")
 	// Output:
 	// refused: instrument: Synthetic.AddCount vllm.request_success: label finished_reason="remote_decode" is not one of its values: invalid label
+	// vllm:lora_requests_info{max_lora="1",running_lora_adapters="sql-lora",waiting_lora_adapters=""} 1.7646336e+09
 	// vllm:num_requests_waiting{engine="0",model_name="llama"} 4
 	// vllm:prompt_tokens_by_source_total{engine="0",model_name="llama",source="external_kv_transfer"} 0
 	// vllm:prompt_tokens_by_source_total{engine="0",model_name="llama",source="local_cache_hit"} 80

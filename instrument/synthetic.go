@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
@@ -185,6 +186,23 @@ func (s *Synthetic) ObserveBuckets(name string, counts []int64, labels ...Label)
 	return nil
 }
 
+// SetLoRA makes l the engine's LoRA state (vllm:lora_requests_info), valued
+// at at's Unix time, a simulator's chosen timestamp, where Engine.SetLoRA
+// and a step's Scheduler.LoRA take the time of the call; the states kept
+// are as for those. An invalid state (stats.LoRA.Validate) or a time before
+// the Unix epoch or past 2262 is refused: its error is returned and nothing
+// changes.
+func (s *Synthetic) SetLoRA(l stats.LoRA, at time.Time) error {
+	if s == nil {
+		return nilSynthetic("SetLoRA")
+	}
+	return s.e.setLoRAAt(&l, at)
+}
+
+func nilSynthetic(method string) error {
+	return fmt.Errorf("instrument: Synthetic.%s: %w: a nil Synthetic (get one from Engine.Synthetic)", method, ErrUnknownEngine)
+}
+
 // syntheticTarget is one resolved series of a Synthetic call.
 type syntheticTarget struct {
 	d     Descriptor
@@ -201,7 +219,7 @@ func (s *Synthetic) target(name string, labels []Label, counter bool) (synthetic
 		method = "AddCount"
 	}
 	if s == nil {
-		return syntheticTarget{}, fmt.Errorf("instrument: Synthetic.%s: %w: a nil Synthetic (get one from Engine.Synthetic)", method, ErrUnknownEngine)
+		return syntheticTarget{}, nilSynthetic(method)
 	}
 	if err := s.e.usable(false); err != nil {
 		return syntheticTarget{}, err

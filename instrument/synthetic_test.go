@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
@@ -68,6 +69,7 @@ func simPicture(t *testing.T, e *instrument.Engine) {
 	must(t, syn.AddCount(instrument.NameGenerationTokens, 21))
 	must(t, syn.AddCount(instrument.NamePrefixCacheQueries, 100))
 	must(t, syn.AddCount(instrument.NamePrefixCacheHits, 80))
+	must(t, syn.SetLoRA(stats.LoRA{MaxLoRA: 2, Running: []string{"sql-lora", "chat-lora"}}, time.Unix(1_700_000_000, 500_000_000)))
 	e.SetRunning(3)
 	e.SetWaiting(2, 0)
 	e.SetKVCacheUsage(0.25)
@@ -110,6 +112,8 @@ func TestSyntheticScrape(t *testing.T) {
 		`vllm:num_requests_running{`+l+`} 3`,
 		`vllm:num_requests_waiting{`+l+`} 2`,
 		`vllm:kv_cache_usage_perc{`+l+`} 0.25`,
+		// The LoRA state at the chosen time, names sorted.
+		`vllm:lora_requests_info{max_lora="2",running_lora_adapters="chat-lora,sql-lora",waiting_lora_adapters=""} 1.7000000005e+09`,
 		// A family the picture leaves out is at zero from start-up.
 		`vllm:request_queue_time_seconds_count{`+l+`} 0`,
 	)
@@ -237,6 +241,9 @@ func TestSyntheticRefusals(t *testing.T) {
 		{"a negative bucket count", syn.ObserveBuckets(instrument.NameTimeToFirstToken, []int64{1, -1}), stats.ErrNegative},
 		{"more counts than buckets", syn.ObserveBuckets(instrument.NameTimeToFirstToken, tooMany), stats.ErrOutOfRange},
 		{"too many observations", syn.ObserveBuckets(instrument.NameTimeToFirstToken, []int64{instrument.MaxSyntheticObservations, 1}), stats.ErrOutOfRange},
+		{"a LoRA time before the epoch", syn.SetLoRA(stats.LoRA{MaxLoRA: 1}, time.Unix(-1, 0)), stats.ErrOutOfRange},
+		{"an invalid LoRA state", syn.SetLoRA(stats.LoRA{MaxLoRA: -1}, time.Unix(1, 0)), stats.ErrNegative},
+		{"a LoRA name with a comma", syn.SetLoRA(stats.LoRA{MaxLoRA: 1, Running: []string{"a,b"}}, time.Unix(1, 0)), stats.ErrInvalidLabel},
 		{"the most int64 observations", syn.ObserveBuckets(instrument.NameRequestPromptTokens, []int64{math.MaxInt64, math.MaxInt64}), stats.ErrOutOfRange},
 	} {
 		if !errors.Is(c.err, c.want) {
@@ -291,6 +298,9 @@ func TestSyntheticUnusable(t *testing.T) {
 	if err := syn.ObserveBuckets(instrument.NameTimeToFirstToken, []int64{1}); !errors.Is(err, instrument.ErrUnknownEngine) {
 		t.Errorf("nil ObserveBuckets: %v", err)
 	}
+	if err := syn.SetLoRA(stats.LoRA{}, time.Unix(1, 0)); !errors.Is(err, instrument.ErrUnknownEngine) {
+		t.Errorf("nil SetLoRA: %v", err)
+	}
 	if err := (&instrument.Engine{}).Synthetic().AddCount(instrument.NameGenerationTokens, 1); !errors.Is(err, instrument.ErrUnknownEngine) {
 		t.Errorf("a zero Engine's AddCount: %v", err)
 	}
@@ -299,6 +309,9 @@ func TestSyntheticUnusable(t *testing.T) {
 	must(t, h.rec.Close())
 	if err := syn.AddCount(instrument.NameGenerationTokens, 1); !errors.Is(err, instrument.ErrClosed) {
 		t.Errorf("AddCount after Close: %v, want ErrClosed", err)
+	}
+	if err := syn.SetLoRA(stats.LoRA{}, time.Unix(1, 0)); !errors.Is(err, instrument.ErrClosed) {
+		t.Errorf("SetLoRA after Close: %v, want ErrClosed", err)
 	}
 }
 

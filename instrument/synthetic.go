@@ -272,14 +272,17 @@ func (s *Synthetic) target(name string, labels []Label, counter bool) (synthetic
 // whyNotServed says why name has no synthetic path of the kind asked for.
 func whyNotServed(name string, counter bool) error {
 	d, ok := lookup(name)
+	_, served := syntheticFamilies[name]
 	switch {
 	case !ok:
 		return fmt.Errorf("%w: not an instrument name of this package (Name... constants)", ErrUnknownFamily)
+	case name == NameLoRARequestsInfo:
+		return fmt.Errorf("%w: a gauge: set it with SetLoRA", ErrUnknownFamily)
 	case d.Kind == Gauge:
 		return fmt.Errorf("%w: a gauge: set it with the Engine's setters (SetRunning, SetWaiting, SetKVCacheUsage, SetSleepState)", ErrUnknownFamily)
-	case d.Kind == Histogram && counter:
+	case d.Kind == Histogram && counter && served:
 		return fmt.Errorf("%w: a histogram: use ObserveBuckets", ErrUnknownFamily)
-	case d.Kind == Counter && !counter:
+	case d.Kind == Counter && !counter && served:
 		return fmt.Errorf("%w: a counter: use AddCount", ErrUnknownFamily)
 	}
 	return fmt.Errorf("%w: a %s that Synthetic does not serve", ErrUnknownFamily, d.Kind)

@@ -387,3 +387,24 @@ func FuzzSynthetic(f *testing.F) {
 		}
 	})
 }
+
+// TestSyntheticRefusalSays: a family refused names the way to serve it.
+func TestSyntheticRefusalSays(t *testing.T) {
+	syn := newHarness(t).engine(0).Synthetic()
+	for _, c := range []struct {
+		err  error
+		says string
+	}{
+		{syn.AddCount(instrument.NameNumRequestsWaiting, 1), "SetWaiting"},
+		{syn.AddCount(instrument.NameLoRARequestsInfo, 1), "SetLoRA"},
+		{syn.AddCount(instrument.NameTimeToFirstToken, 1), "use ObserveBuckets"},
+		{syn.ObserveBuckets(instrument.NameRequestSuccess, []int64{1}), "use AddCount"},
+		{syn.ObserveBuckets(instrument.NameEstimatedFlopsPerGPU, []int64{1}), "a counter that Synthetic does not serve"},
+		{syn.AddCount(instrument.NameKVOffloadLoadSize, 1), "a histogram that Synthetic does not serve"},
+		{syn.AddCount(strings.Repeat("é", 1<<20), 1), `"éé`},
+	} {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.says) {
+			t.Errorf("%v, want it to say %q", c.err, c.says)
+		}
+	}
+}

@@ -408,3 +408,31 @@ func TestSyntheticRefusalSays(t *testing.T) {
 		}
 	}
 }
+
+// TestSyntheticConcurrent: Synthetic calls from several goroutines, beside
+// recorded steps, add up exactly.
+func TestSyntheticConcurrent(t *testing.T) {
+	h := newHarness(t)
+	e := h.engine(0)
+	const goroutines, calls = 4, 100
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		go func() {
+			var err error
+			for range calls {
+				err = errors.Join(err,
+					e.Synthetic().AddCount(instrument.NameGenerationTokens, 2),
+					e.Synthetic().ObserveBuckets(instrument.NameTimeToFirstToken, []int64{1, 1}))
+				e.RecordIteration(context.Background(), &stats.Iteration{GenerationTokens: 1})
+			}
+			errs <- err
+		}()
+	}
+	for range goroutines {
+		must(t, <-errs)
+	}
+	s := h.collect()
+	checkCounter(t, s, goroutines*calls*3, "vllm:generation_tokens", engineLabels("0")...)
+	checkHistogram(t, s, goroutines*calls*2, goroutines*calls*(0.001+0.005), map[int]uint64{0: goroutines * calls, 1: goroutines * calls},
+		"vllm:time_to_first_token_seconds", engineLabels("0")...)
+}

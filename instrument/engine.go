@@ -74,9 +74,10 @@ type Engine struct {
 	totalsMu sync.Mutex
 	totals   [numTotals]int64 // see total
 
-	backends backends   // the client metrics' handles, see Backend
-	http     httpSeries // the HTTP server families' attribute sets, see RecordHTTPRequest
-	events   *Events    // the engine's steps without a scheduler, see Events
+	backends  backends   // the client metrics' handles, see Backend
+	http      httpSeries // the HTTP server families' attribute sets, see RecordHTTPRequest
+	events    *Events    // the engine's steps without a scheduler, see Events
+	synthetic *Synthetic // chosen values, see Synthetic
 
 	warned [numFeatures]atomic.Bool // feature data reported without its option, see unconfigured
 
@@ -179,6 +180,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	e.buildServer(cfg)
 	e.buildOffload(cfg)
 	e.events = newEvents(e, cfg.eventWindow)
+	e.synthetic = newSynthetic(e, cfg)
 	return e
 }
 

@@ -440,7 +440,11 @@ func loraFromLabels(t *testing.T, m *dto.Metric) stats.LoRA {
 // in the slice the first k filled (reused, so memory does not grow with the
 // states).
 func TestLoRAHistoryBounded(t *testing.T) {
-	const k, states = 8, loraBoundedStates
+	const k = 8
+	states := 1_000_000
+	if raceEnabled {
+		states = 100_000
+	}
 	h := newHarness(t, instrument.WithLoRAHistory(k))
 	e := h.engine(0)
 	l := stats.LoRA{MaxLoRA: 1, Running: []string{""}}

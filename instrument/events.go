@@ -241,24 +241,30 @@ func (ev *Events) flush(now bool) {
 
 // endWindow is flush, with recordMu held; it releases it.
 func (ev *Events) endWindow(now bool) {
-	defer ev.recordMu.Unlock()
 	ev.mu.Lock()
 	if !ev.open {
 		ev.mu.Unlock()
+		ev.recordMu.Unlock()
 		return
 	}
 	if left := ev.window - time.Since(ev.opened); !now && left > 0 {
 		ev.timer.Reset(left)
 		ev.mu.Unlock()
+		ev.recordMu.Unlock()
 		return
 	}
 	ended := ev.step
 	ev.step, ev.spare, ev.open = ev.spare, ended, false
 	ev.mu.Unlock()
-	if err := ev.e.recordStep(context.Background(), ended, true); err != nil {
+	later, err := ev.e.recordStep(context.Background(), ended, true)
+	ended.Reset()
+	// The handler may call back (WithErrorHandler): it runs once the
+	// window is recorded and no lock is held.
+	ev.recordMu.Unlock()
+	ev.e.report(later)
+	if err != nil {
 		ev.e.refuse(refusedIteration, "Events", err)
 	}
-	ended.Reset()
 }
 
 // close records the open window before the Recorder closes, and stops the

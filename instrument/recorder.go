@@ -56,7 +56,7 @@ type lifetime struct {
 	once    sync.Once
 	reg     metric.Registration
 	release func()                          // releases every claim of the Recorder
-	report  func(error)                     // the error handler, see WithErrorHandler
+	report  func(error)                     // the error handler, see WithErrorHandler; nil is not reported
 	flush   func(ctx context.Context) error // the provider's ForceFlush; nil if it has none
 }
 
@@ -161,7 +161,7 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	if report == nil {
 		report = RateLimited(otel.Handle)
 	}
-	life := &lifetime{flush: flushOf(cfg.meterProvider), report: report}
+	life := &lifetime{flush: flushOf(cfg.meterProvider), report: (&reporter{handle: report}).report}
 	r := &Recorder{inst: inst, life: life}
 	for _, rank := range cfg.engines {
 		r.engines = append(r.engines, newEngine(inst, life, &cfg, rank))

@@ -2,6 +2,7 @@ package instrument_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"sync"
@@ -79,4 +80,31 @@ func ExampleEngine_Events() {
 	// iteration tokens, over all windows: 581
 	// prefix cache hits: 456
 	// requests stopped: 3
+}
+
+// An engine whose time per output token changes at run time (a simulator's
+// new configuration, another model loaded) changes the window with it: the
+// open window keeps its end, the next one lasts the new length.
+func ExampleEvents_SetWindow() {
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(sdkmetric.NewMeterProvider()),
+		instrument.WithModelName("llama-3.1-8b"), instrument.WithEventWindow(10*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rec.Close()
+	engine, err := rec.Engine(0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	events := engine.Events()
+
+	// The engine's configuration now takes 25 ms per output token.
+	if err := events.SetWindow(25 * time.Millisecond); err != nil {
+		log.Fatal(err)
+	}
+	// A window beyond MaxEventWindow is refused; the window stays 25 ms.
+	err = events.SetWindow(2 * time.Minute)
+	fmt.Println("2 min refused:", errors.Is(err, instrument.ErrConfig))
+	// Output:
+	// 2 min refused: true
 }

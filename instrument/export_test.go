@@ -115,3 +115,10 @@ func InvalidCount(e *Engine, kind string) int64 {
 	}
 	return -1
 }
+
+// OpenWindow returns the length of ev's open window, and whether one is.
+func OpenWindow(ev *Events) (time.Duration, bool) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return ev.length, ev.open
+}

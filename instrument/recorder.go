@@ -258,8 +258,8 @@ func (c *config) validate() error {
 	if c.maxModelLen < 1 {
 		bad("max model length %d (WithMaxModelLen) must be 1 or more: %w", c.maxModelLen, stats.ErrOutOfRange)
 	}
-	if c.eventWindow < MinEventWindow || c.eventWindow > MaxEventWindow {
-		bad("event window %v (WithEventWindow) must be %v to %v: %w", c.eventWindow, MinEventWindow, MaxEventWindow, stats.ErrOutOfRange)
+	if err := checkEventWindow(c.eventWindow, "WithEventWindow"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.specPositions < 0 || c.specPositions > maxSpecPositions {
 		bad("speculative tokens %d (WithSpecDecoding) must be 0 to %d: %w",

@@ -81,6 +81,12 @@ func checkEventWindow(d time.Duration, by string) error {
 // second before the request's latest one (two goroutines that read the
 // clock, then raced for the lock) takes that latest time.
 //
+// Events holds no Timeline: a request refused after Queued, Tokenized or
+// Scheduled, before its first output (a prompt too long, a failed
+// tokenization), may simply be dropped, and nothing is recorded for it (see
+// stats.Timeline; a child of an n > 1 request refused alone is finished
+// with stats.FinishAbort instead).
+//
 // An engine records through Events or through RecordIteration, not both:
 // both would observe iteration tokens. Gauges and counters that change at
 // their own time are set with SetRunning, SetWaiting, SetKVCacheUsage,

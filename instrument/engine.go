@@ -326,34 +326,40 @@ func (e *Engine) RecordIteration(ctx context.Context, it *stats.Iteration) {
 	}
 }
 
-// recordIteration is RecordIteration, returning its refusal.
+// recordIteration is RecordIteration, returning its refusal; the step's
+// refused events are reported.
 func (e *Engine) recordIteration(ctx context.Context, it *stats.Iteration) error {
-	return e.recordStep(ctx, it, false)
+	later, err := e.recordStep(ctx, it, false)
+	e.report(later)
+	return err
 }
 
 // recordStep records a step, or a window of Events, which observes iteration
-// tokens only when a request produced tokens in it.
-func (e *Engine) recordStep(ctx context.Context, it *stats.Iteration, window bool) error {
+// tokens only when a request produced tokens in it. It returns its refusal,
+// and the errors it counted for the error handler (the step's refused
+// events, a feature without its option), which the caller reports once it
+// holds no lock: Events records a window under one.
+func (e *Engine) recordStep(ctx context.Context, it *stats.Iteration, window bool) (later reports, err error) {
 	if err := e.usable(it == nil); err != nil {
-		return err
+		return later, err
 	}
 	if it.Recorded() {
-		return fmt.Errorf("%w: call Reset after RecordIteration, before the step's first event", ErrRecordedTwice)
+		return later, fmt.Errorf("%w: call Reset after RecordIteration, before the step's first event", ErrRecordedTwice)
 	}
 	if r := it.Refused(); r.Total() > 0 {
-		e.refuseEvents(r)
+		later[0] = e.eventsRefused(r)
 	}
 	if err := it.Validate(); err != nil {
-		return err
+		return later, err
 	}
 	var inc increments
 	inc.iteration(it)
 	if err := e.reserve(&inc); err != nil {
-		return err
+		return later, err
 	}
 	it.MarkRecorded()
 	if it.CorruptedRequests > 0 && !e.corruption {
-		e.unconfigured(featCorruption)
+		later[1] = e.unconfigured(featCorruption)
 	}
 	in, c := e.inst, &e.c
 	c.addPrompt(it.PromptTokens)
@@ -379,7 +385,7 @@ func (e *Engine) recordStep(ctx context.Context, it *stats.Iteration, window boo
 	for i := range it.Finished {
 		e.recordFinished(ctx, &it.Finished[i])
 	}
-	return nil
+	return later, nil
 }
 
 // RecordFinished records one finished request: its finish reason, token

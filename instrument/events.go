@@ -34,16 +34,27 @@ const maxEventSkew = time.Second
 // event-driven engine's events into one step (default DefaultEventWindow;
 // MinEventWindow to MaxEventWindow): set it near the engine's time per
 // output token, so that a window holds about one output of each running
-// request, as one vLLM decode step does.
+// request, as one vLLM decode step does. Events.SetWindow changes it at run
+// time.
 func WithEventWindow(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.eventWindow = d })
+}
+
+// checkEventWindow reports, with ErrConfig, a window outside MinEventWindow
+// to MaxEventWindow, naming the call that set it.
+func checkEventWindow(d time.Duration, by string) error {
+	if d < MinEventWindow || d > MaxEventWindow {
+		return fmt.Errorf("%w: event window %v (%s) must be %v to %v: %w",
+			ErrConfig, d, by, MinEventWindow, MaxEventWindow, stats.ErrOutOfRange)
+	}
+	return nil
 }
 
 // Events records an engine that has no scheduler step: one goroutine per
 // request, tokens produced on timers. Request goroutines report each event
 // of their request as it happens, and Events gathers the events of all
 // requests into steps, one per window of the engine's wall-clock time
-// (WithEventWindow): a window opens at the first Output, Preempt or Finish
+// (WithEventWindow, SetWindow): a window opens at the first Output, Preempt or Finish
 // after the previous one ended and is recorded when it ends, as
 // RecordIteration records a step. It needs no goroutine of yours and no call
 // to end a window: a timer records it (Flush records it at once), and
@@ -70,21 +81,29 @@ func WithEventWindow(d time.Duration) Option {
 // second before the request's latest one (two goroutines that read the
 // clock, then raced for the lock) takes that latest time.
 //
+// Events holds no Timeline: a request refused after Queued, Tokenized or
+// Scheduled, before its first output (a prompt too long, a failed
+// tokenization), may simply be dropped, and nothing is recorded for it (see
+// stats.Timeline; a child of an n > 1 request refused alone is finished
+// with stats.FinishAbort instead).
+//
 // An engine records through Events or through RecordIteration, not both:
 // both would observe iteration tokens. Gauges and counters that change at
 // their own time are set with SetRunning, SetWaiting, SetKVCacheUsage,
 // AddPrefixCache and the like.
 type Events struct {
-	e      *Engine
-	window time.Duration
+	e *Engine
 
 	// mu guards the open window: its step, whether it is open, when it
-	// opened, and the timer that records it.
+	// opened and for how long, and the timer that records it; and the
+	// length of the next window (SetWindow).
 	mu     sync.Mutex
 	step   *stats.Iteration
 	open   bool
 	opened time.Time
-	timer  *time.Timer // nil until the first window
+	length time.Duration // the open window's
+	window time.Duration // the next window's
+	timer  *time.Timer   // nil until the first window
 
 	// recordMu is held while a window is recorded, and taken before mu:
 	// events go on into the other step meanwhile. spare is that other step,
@@ -169,6 +188,30 @@ func (ev *Events) Flush() {
 	}
 }
 
+// SetWindow sets the length of the windows that follow (see
+// WithEventWindow), for an engine whose time per output token changes at run
+// time (a simulator's new configuration, another model loaded): the open
+// window keeps the end it had, and the next window opened lasts d. It is
+// safe for concurrent use with every other method. It returns an error
+// matching ErrConfig (and stats.ErrOutOfRange) for a d outside
+// MinEventWindow to MaxEventWindow, leaving the window as it was; and one
+// matching ErrUnknownEngine for a nil Events, ErrClosed after Close.
+func (ev *Events) SetWindow(d time.Duration) error {
+	if ev == nil {
+		return fmt.Errorf("instrument: Events.SetWindow: %w: nil Events (get it from Engine.Events)", ErrUnknownEngine)
+	}
+	if err := ev.e.usable(false); err != nil {
+		return fmt.Errorf("instrument: Events.SetWindow: %w", err)
+	}
+	if err := checkEventWindow(d, "Events.SetWindow"); err != nil {
+		return err
+	}
+	ev.mu.Lock()
+	ev.window = d
+	ev.mu.Unlock()
+	return nil
+}
+
 // usable reports, as a refusal of kind k, Events of a nil or zero Engine or
 // of a closed Recorder.
 func (ev *Events) usable(k refusal, method string) bool {
@@ -201,11 +244,11 @@ func (ev *Events) add(tl *stats.Timeline, at time.Time, event func(step *stats.I
 		return
 	}
 	if !ev.open {
-		ev.open, ev.opened = true, time.Now()
+		ev.open, ev.opened, ev.length = true, time.Now(), ev.window
 		if ev.timer == nil {
-			ev.timer = time.AfterFunc(ev.window, ev.due)
+			ev.timer = time.AfterFunc(ev.length, ev.due)
 		} else {
-			ev.timer.Reset(ev.window)
+			ev.timer.Reset(ev.length)
 		}
 	}
 	event(ev.step, skewed(tl, at))
@@ -241,24 +284,30 @@ func (ev *Events) flush(now bool) {
 
 // endWindow is flush, with recordMu held; it releases it.
 func (ev *Events) endWindow(now bool) {
-	defer ev.recordMu.Unlock()
 	ev.mu.Lock()
 	if !ev.open {
 		ev.mu.Unlock()
+		ev.recordMu.Unlock()
 		return
 	}
-	if left := ev.window - time.Since(ev.opened); !now && left > 0 {
+	if left := ev.length - time.Since(ev.opened); !now && left > 0 {
 		ev.timer.Reset(left)
 		ev.mu.Unlock()
+		ev.recordMu.Unlock()
 		return
 	}
 	ended := ev.step
 	ev.step, ev.spare, ev.open = ev.spare, ended, false
 	ev.mu.Unlock()
-	if err := ev.e.recordStep(context.Background(), ended, true); err != nil {
+	later, err := ev.e.recordStep(context.Background(), ended, true)
+	ended.Reset()
+	// The handler may call back (WithErrorHandler): it runs once the
+	// window is recorded and no lock is held.
+	ev.recordMu.Unlock()
+	ev.e.report(later)
+	if err != nil {
 		ev.e.refuse(refusedIteration, "Events", err)
 	}
-	ended.Reset()
 }
 
 // close records the open window before the Recorder closes, and stops the

@@ -457,3 +457,67 @@ func TestEventsDoNotAllocate(t *testing.T) {
 		t.Errorf("Events.Output allocates %v times, want 0", allocs)
 	}
 }
+
+// SetWindow changes the length of the windows that follow, not of the open
+// one (issue 32, item 6): the window opened after it lasts the new length,
+// which its timer ends; a length out of bounds is refused and changes
+// nothing.
+func TestEventsSetWindow(t *testing.T) {
+	r, rec, _ := eventsRecorder(t, manualWindows)
+	e, _ := rec.Engine(0)
+	ev := e.Events()
+	now := time.Now()
+	a := stats.NewTimeline(stats.Request{Arrival: now, PromptTokens: 40})
+	ev.Scheduled(a, now, 0, 0)
+	ev.Output(a, now, 1) // opens a window of MaxEventWindow
+	if err := ev.SetWindow(instrument.MinEventWindow); err != nil {
+		t.Fatalf("SetWindow(%v): %v", instrument.MinEventWindow, err)
+	}
+	if d, open := instrument.OpenWindow(ev); !open || d != instrument.MaxEventWindow {
+		t.Errorf("the open window lasts %v (open %v) after SetWindow, want its own %v", d, open, instrument.MaxEventWindow)
+	}
+	for _, d := range []time.Duration{0, -time.Second, time.Microsecond, instrument.MaxEventWindow + 1} {
+		if err := ev.SetWindow(d); !errors.Is(err, instrument.ErrConfig) || !errors.Is(err, stats.ErrOutOfRange) ||
+			!strings.Contains(err.Error(), "SetWindow") {
+			t.Errorf("SetWindow(%v): %v, want ErrConfig naming SetWindow", d, err)
+		}
+	}
+	ev.Flush()
+
+	// The next window lasts MinEventWindow: its timer records it, where a
+	// window of MaxEventWindow would wait a minute.
+	ev.Output(a, time.Now(), 1)
+	if d, open := instrument.OpenWindow(ev); !open || d != instrument.MinEventWindow {
+		t.Errorf("the next window lasts %v (open %v), want %v", d, open, instrument.MinEventWindow)
+	}
+	deadline := time.Now().Add(20 * time.Second) // far above 1 ms, far below a minute
+	for r.Histogram("vllm:iteration_tokens_total", withLabels()...).Count != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the window of the new length was not recorded 20 s after its event")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	// Safe for concurrent use with the events (the race detector checks).
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 100 {
+			_ = ev.SetWindow(instrument.MinEventWindow + time.Duration(i)*time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		for range 100 {
+			ev.Output(a, time.Now(), 1)
+		}
+	})
+	wg.Wait()
+
+	var none *instrument.Events
+	if err := none.SetWindow(time.Second); !errors.Is(err, instrument.ErrUnknownEngine) {
+		t.Errorf("nil Events' SetWindow: %v, want ErrUnknownEngine", err)
+	}
+	_ = rec.Close()
+	if err := ev.SetWindow(time.Second); !errors.Is(err, instrument.ErrClosed) {
+		t.Errorf("SetWindow after Close: %v, want ErrClosed", err)
+	}
+}

@@ -103,3 +103,22 @@ func RateLimitedAt(h func(error), now func() time.Time) func(error) {
 	l := &limiter{handle: h, now: now}
 	return l.report
 }
+
+// InvalidCount returns the engine's count of refused input of the kind
+// label, read from its cell: it holds after Close, when the counter is no
+// longer exported; -1 for an unknown kind.
+func InvalidCount(e *Engine, kind string) int64 {
+	for k := range numRefusals {
+		if refusal(k).String() == kind {
+			return e.c.invalid[k].Load()
+		}
+	}
+	return -1
+}
+
+// OpenWindow returns the length of ev's open window, and whether one is.
+func OpenWindow(ev *Events) (time.Duration, bool) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return ev.length, ev.open
+}

@@ -56,7 +56,7 @@ type lifetime struct {
 	once    sync.Once
 	reg     metric.Registration
 	release func()                          // releases every claim of the Recorder
-	report  func(error)                     // the error handler, see WithErrorHandler
+	report  func(error)                     // the error handler, see WithErrorHandler; nil is not reported
 	flush   func(ctx context.Context) error // the provider's ForceFlush; nil if it has none
 }
 
@@ -161,7 +161,7 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	if report == nil {
 		report = RateLimited(otel.Handle)
 	}
-	life := &lifetime{flush: flushOf(cfg.meterProvider), report: report}
+	life := &lifetime{flush: flushOf(cfg.meterProvider), report: (&reporter{handle: report}).report}
 	r := &Recorder{inst: inst, life: life}
 	for _, rank := range cfg.engines {
 		r.engines = append(r.engines, newEngine(inst, life, &cfg, rank))
@@ -258,8 +258,8 @@ func (c *config) validate() error {
 	if c.maxModelLen < 1 {
 		bad("max model length %d (WithMaxModelLen) must be 1 or more: %w", c.maxModelLen, stats.ErrOutOfRange)
 	}
-	if c.eventWindow < MinEventWindow || c.eventWindow > MaxEventWindow {
-		bad("event window %v (WithEventWindow) must be %v to %v: %w", c.eventWindow, MinEventWindow, MaxEventWindow, stats.ErrOutOfRange)
+	if err := checkEventWindow(c.eventWindow, "WithEventWindow"); err != nil {
+		errs = append(errs, err)
 	}
 	if c.loraHistory < 1 || c.loraHistory > MaxLoRAHistory {
 		bad("LoRA history %d (WithLoRAHistory) must be 1 to %d: %w", c.loraHistory, MaxLoRAHistory, stats.ErrOutOfRange)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -100,8 +101,42 @@ func refusalKinds() string {
 // (see NameInvalidEvents), synchronously, on the recording goroutine: it
 // must be fast and safe for concurrent use. The default is
 // RateLimited(otel.Handle). Tests use testutil.StrictErrors.
+//
+// The handler may call back into the library (Events.Flush, Recorder.Close,
+// any Record method or setter): no lock of package instrument is held while
+// it runs. It sees the refusal counted and the rest of the input recorded: a
+// window of Events is recorded before its refusals are reported, so a Flush
+// from the handler records the events that came since; a Close from it
+// closes the Recorder, and later calls report ErrClosed. A refusal of the
+// handler's own call is reported to it too, from inside itself: at most
+// MaxNestedReports reports of a Recorder run at once, and one past them is
+// counted but not reported, so that a handler whose every call back is
+// refused still returns.
 func WithErrorHandler(h func(error)) Option {
 	return optionFunc(func(c *config) { c.errorHandler = h })
+}
+
+// MaxNestedReports bounds the calls of a Recorder's error handler in
+// progress at once (see WithErrorHandler): a handler whose call back into
+// the library is refused is called again from inside itself, and without a
+// bound one that does so on every report would never return.
+const MaxNestedReports = 256
+
+// reporter is a Recorder's error handler with that bound.
+type reporter struct {
+	handle  func(error)
+	running atomic.Int32 // the handler's calls in progress
+}
+
+func (r *reporter) report(err error) {
+	if err == nil {
+		return
+	}
+	defer r.running.Add(-1)
+	if r.running.Add(1) > MaxNestedReports {
+		return
+	}
+	r.handle(err)
 }
 
 // RateLimited returns a handler that passes to h at most one error per
@@ -146,29 +181,36 @@ var unbound = RateLimited(func(err error) { otel.Handle(err) })
 
 // refuse counts and reports a refused input of kind k, with the engine and
 // the method that refused it. Input to a closed Recorder is reported only:
-// its counters are no longer exported.
+// its counters are no longer exported. It must be called with no lock of
+// the library held (see WithErrorHandler): under one, count the refusal
+// with counted and report its error once the lock is released.
 func (e *Engine) refuse(k refusal, method string, err error) {
 	if e == nil || e.engineState == nil || e.life == nil {
 		unbound(fmt.Errorf("instrument: %s refused: %w", method, err))
 		return
 	}
+	e.life.report(e.counted(k, method, err))
+}
+
+// counted counts a refused input of kind k and returns the error that
+// reports it.
+func (e *Engine) counted(k refusal, method string, err error) error {
 	if !errors.Is(err, ErrClosed) {
 		e.c.invalid[k].Add(1)
 	}
-	if k == refusedFeature {
-		e.life.report(fmt.Errorf("instrument: engine %d: %w", e.rank, err))
-		return
+	switch k {
+	case refusedFeature:
+		return fmt.Errorf("instrument: engine %d: %w", e.rank, err)
+	case refusedValue: // the rest was recorded
+		return fmt.Errorf("instrument: engine %d: %s: %w", e.rank, method, err)
 	}
-	if k == refusedValue { // the rest was recorded
-		e.life.report(fmt.Errorf("instrument: engine %d: %s: %w", e.rank, method, err))
-		return
-	}
-	e.life.report(fmt.Errorf("instrument: engine %d: %s refused: %w", e.rank, method, err))
+	return fmt.Errorf("instrument: engine %d: %s refused: %w", e.rank, method, err)
 }
 
-// refuseEvents counts and reports the events a step's Timelines and
-// Iteration refused (stats.Iteration.Refused), once for the step.
-func (e *Engine) refuseEvents(r stats.Refusals) {
+// eventsRefused counts the events a step's Timelines and Iteration refused
+// (stats.Iteration.Refused), and returns the error that reports them, once
+// for the step.
+func (e *Engine) eventsRefused(r stats.Refusals) error {
 	var by []string
 	for k, ek := range eventKinds {
 		if n := r.Count(ek); n > 0 {
@@ -176,8 +218,22 @@ func (e *Engine) refuseEvents(r stats.Refusals) {
 			by = append(by, fmt.Sprintf("%s %d", ek, n))
 		}
 	}
-	e.life.report(fmt.Errorf("instrument: engine %d: %d events refused in the step (%s), the first: %w",
-		e.rank, r.Total(), strings.Join(by, ", "), r.Err()))
+	return fmt.Errorf("instrument: engine %d: %d events refused in the step (%s), the first: %w",
+		e.rank, r.Total(), strings.Join(by, ", "), r.Err())
+}
+
+// reports are the errors a recording counted, for the error handler: its
+// caller reports them once it holds no lock of the library.
+type reports [2]error
+
+// report hands each error of rs to the error handler (none are for a nil
+// or zero Engine, which records nothing).
+func (e *Engine) report(rs reports) {
+	for _, err := range rs {
+		if err != nil {
+			e.life.report(err)
+		}
+	}
 }
 
 // features are the optional data of a step the Recorder reports once when
@@ -209,44 +265,46 @@ var featureOptions = [numFeatures][2]string{
 	{"Scheduler.KVOffload.CPU.StoresSkipped", "WithKVOffloadStoreThreshold(n)"},
 }
 
-// unconfigured reports, once per engine and feature, data of a feature the
-// Recorder was not told about: its series then appear with the first
-// non-zero value instead of at zero from start-up, and a dashboard's rate
-// misses that first value. The data itself is recorded.
-func (e *Engine) unconfigured(f int) {
+// unconfigured counts, once per engine and feature, data of a feature the
+// Recorder was not told about, and returns the error that reports it (nil
+// after the first): its series then appear with the first non-zero value
+// instead of at zero from start-up, and a dashboard's rate misses that
+// first value. The data itself is recorded.
+func (e *Engine) unconfigured(f int) error {
 	if !e.warned[f].CompareAndSwap(false, true) {
-		return
+		return nil
 	}
 	field, option := featureOptions[f][0], featureOptions[f][1]
-	e.refuse(refusedFeature, "", fmt.Errorf("%w: %s is set, but NewRecorder was not given %s: "+
+	return e.counted(refusedFeature, "", fmt.Errorf("%w: %s is set, but NewRecorder was not given %s: "+
 		"add %s so that its series exist at zero from start-up (the data is recorded)", ErrFeatureNotConfigured,
 		field, option, option))
 }
 
 // checkFeatures reports a step's feature data without its option.
 func (e *Engine) checkFeatures(s *stats.Scheduler) {
+	report := func(f int) { e.life.report(e.unconfigured(f)) }
 	if s.SpecDecoding != nil && e.specPositions == 0 {
-		e.unconfigured(featSpecDecoding)
+		report(featSpecDecoding)
 	}
 	if s.KVTransfer != nil && !e.kvConnector {
-		e.unconfigured(featKVConnector)
+		report(featKVConnector)
 	}
 	if s.KVFetch != nil && !e.kvConsumer {
-		e.unconfigured(featKVConsumer)
+		report(featKVConsumer)
 	}
 	if len(s.Evictions) > 0 && !e.kvResidency {
-		e.unconfigured(featKVResidency)
+		report(featKVResidency)
 	}
 	if s.KVOffload != nil && !e.off.on {
-		e.unconfigured(featKVOffload)
+		report(featKVOffload)
 	}
 	if s.KVOffload != nil && s.KVOffload.CPU != nil && !e.off.cpu {
-		e.unconfigured(featKVOffloadCPU)
+		report(featKVOffloadCPU)
 	}
 	if s.SimpleKVOffload != nil && !e.off.simple.on {
-		e.unconfigured(featSimpleKVOffload)
+		report(featSimpleKVOffload)
 	}
 	if k := s.KVOffload; k != nil && k.CPU != nil && k.CPU.StoresSkipped > 0 && !e.off.threshold {
-		e.unconfigured(featKVOffloadStoreThreshold)
+		report(featKVOffloadStoreThreshold)
 	}
 }

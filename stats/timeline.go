@@ -93,6 +93,16 @@ const maxAge = time.Duration(MaxSeconds * float64(time.Second))
 //
 // A Timeline is not safe for concurrent use; the children of one request
 // (NewTimelines) may be driven from different goroutines.
+//
+// A Timeline may simply be dropped before its first output, whatever its
+// phase: a request the server refuses after Queued, Tokenized or Scheduled
+// (a prompt too long, a failed tokenization) needs no Finish. Nothing holds
+// it but its caller, and nothing is recorded for it, as vLLM records nothing
+// for a request its API server refused before its engine saw it; refused
+// events kept on it go with it, uncounted. A child of an n > 1 request
+// refused alone, while its siblings run, is finished instead (Finish with
+// FinishAbort): its parent waits for each child's finish, and would never
+// observe n and the maximum generation tokens (see NewTimelines).
 type Timeline struct {
 	req   Request
 	phase phase
@@ -147,7 +157,11 @@ func NewTimeline(r Request) *Timeline {
 
 // NewTimelines starts one timeline per child of a request with sampling
 // parameter N (at least one, at most 65536). For an invalid Request it
-// returns one refused Timeline, as NewTimeline does.
+// returns one refused Timeline, as NewTimeline does. The last child to
+// finish carries the parent's n and the most tokens a child generated
+// (FinishedRequest.MaxGenerationTokens): finish every child, or drop them
+// all (a request refused whole); a child dropped alone leaves them
+// unreported.
 func NewTimelines(r Request) []*Timeline {
 	err := r.Validate()
 	if err == nil && r.N > maxChildren {

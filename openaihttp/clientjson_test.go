@@ -98,15 +98,7 @@ func TestRequestStreamAsClientsWriteIt(t *testing.T) {
 		`"maybe"`: false, `2`: false, `null`: false,
 	} {
 		body := `{"model":"qwen-7b","stream":` + v + `}`
-		var got string
-		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			got = string(b)
-			sseHandler(chunk("a"), finishChunk("stop"), done)(w, r)
-		})
-		c := newRec(t)
-		serveOnce(t, next, http.MethodPost, "/v1/chat/completions", body, openaihttp.WithEngine(c.e), openaihttp.WithIncludeUsage(),
-			openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+		got := sentWithIncludeUsage(t, body)
 		var m struct {
 			StreamOptions *struct {
 				IncludeUsage bool `json:"include_usage"`
@@ -117,6 +109,50 @@ func TestRequestStreamAsClientsWriteIt(t *testing.T) {
 		}
 		if asked := m.StreamOptions != nil && m.StreamOptions.IncludeUsage; asked != streams {
 			t.Errorf("stream %s: include_usage asked %v, want %v (the server got %s)", v, asked, streams, got)
+		}
+	}
+}
+
+// sentWithIncludeUsage returns the body a server gets of a chat
+// completions request through a handler WithIncludeUsage.
+func sentWithIncludeUsage(t *testing.T, body string) string {
+	t.Helper()
+	var got string
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = string(b)
+		sseHandler(chunk("a"), finishChunk("stop"), done)(w, r)
+	})
+	c := newRec(t)
+	serveOnce(t, next, http.MethodPost, "/v1/chat/completions", body, openaihttp.WithEngine(c.e), openaihttp.WithIncludeUsage(),
+		openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+	return got
+}
+
+// WithIncludeUsage rewrites exactly the requests StreamsWithoutUsage
+// reports (one reading of "stream" and include_usage, which
+// infermetrics-proxy's rewrite uses too): streams, by pydantic's lax bool,
+// whose include_usage is absent, null or false; one whose include_usage is
+// no bool (answered 400 by vLLM) is left for the server to refuse.
+func TestStreamsWithoutUsage(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"stream":true}`: true, `{"stream":"TRUE"}`: true, `{"stream":1}`: true, `{"stream":"y"}`: true,
+		`{"stream":true,"stream_options":null}`:                      true,
+		`{"stream":true,"stream_options":{"include_usage":null}}`:    true,
+		`{"stream":true,"stream_options":{"include_usage":"off"}}`:   true,
+		`{"stream":true,"stream_options":{"include_usage":0.0}}`:     true,
+		`{"stream":1,"stream_options":{"include_usage":"1"}}`:        false,
+		`{"stream":true,"stream_options":{"include_usage":"maybe"}}`: false,
+		`{"stream":true,"stream_options":{"include_usage":2}}`:       false,
+		`{"stream":true,"stream_options":{"include_usage":{}}}`:      false,
+		`{"stream":"maybe"}`: false, `{"stream":0}`: false, `{"stream":null}`: false, `{}`: false, `not json`: false,
+	} {
+		if got := openaihttp.StreamsWithoutUsage([]byte(body)); got != want {
+			t.Errorf("StreamsWithoutUsage(%s) = %v, want %v", body, got, want)
+		}
+		passed := sentWithIncludeUsage(t, body)
+		if rewritten := passed != body; rewritten != want {
+			t.Errorf("%s: WithIncludeUsage rewrote it %v (the server got %s), want %v", body, rewritten, passed, want)
 		}
 	}
 }

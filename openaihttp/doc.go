@@ -148,7 +148,9 @@
 // sends makes later requests unrecordable. WithIncludeUsage's rewrite
 // (AskUsage) reads a body with a byte order mark too, and writes the body
 // anew without it; it rewrites only a request that is recorded: one that
-// WithEngineFor maps to nil passes on as it came.
+// WithEngineFor maps to nil passes on as it came, and so does one whose
+// include_usage is no bool (vLLM refuses it). StreamsWithoutUsage tells a
+// proxy that rewrites requests itself which ones the handler rewrites.
 //
 // # Finish reasons
 //

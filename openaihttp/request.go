@@ -177,7 +177,7 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 		info.stream = rq.stream
 	}
 	info.err = droppedErr("request", s.d.dropped)
-	askable := whole && info.stream && !rq.includeUsage && ep.takesStreamOptions()
+	askable := whole && rq.unasked() && ep.takesStreamOptions()
 	if includeUsage && askable {
 		rewritten, _ = AskUsage(head)
 	}
@@ -294,6 +294,19 @@ func AskUsage(body []byte) (out []byte, ok bool) {
 		return nil, false
 	}
 	return out, true
+}
+
+// StreamsWithoutUsage reports a request body, a JSON object, that asks to
+// stream and does not ask for usage in stream_options.include_usage: the
+// chat or text completion request WithIncludeUsage rewrites (AskUsage),
+// read as the handler reads it, "stream" and include_usage as pydantic's
+// lax bool (true, 1, "true", "yes", ...), so that a proxy deciding itself
+// which requests to rewrite decides as vLLM reads them. An include_usage
+// that is no bool is left for the server to refuse: false.
+func StreamsWithoutUsage(body []byte) bool {
+	var s jsonScan
+	scanRequest(&s, body)
+	return s.req.unasked()
 }
 
 type readCloser struct {

@@ -127,12 +127,21 @@ type doc struct {
 	prefill, decode     float64 // server-reported, in seconds
 }
 
-// request is what a request body told, its model aside.
+// request is what a request body told, its model aside. includeUsage is
+// also set by a stream_options.include_usage that is no bool, which the
+// server refuses: a request WithIncludeUsage leaves for it to judge.
 type request struct {
 	hasStream, stream, includeUsage bool
 	n                               int64
 	maxTokens                       [3]int64 // by role: max_tokens, max_output_tokens, max_completion_tokens
 }
+
+// askedUsage takes in stream_options.include_usage read as a lax bool.
+func (r *request) askedUsage(value, ok bool) { r.includeUsage = value || !ok }
+
+// unasked reports a request that streams and did not ask for usage: the
+// chat or text completion request WithIncludeUsage rewrites.
+func (r *request) unasked() bool { return r.stream && !r.includeUsage }
 
 // maxTokensParam is the request's output limit as vLLM reads it:
 // max_completion_tokens when set (not 0), else max_output_tokens (the
@@ -656,7 +665,7 @@ func (s *jsonScan) notScalar() {
 	case rStream:
 		s.req.hasStream, s.req.stream = true, false
 	case rIncludeUsage:
-		s.req.includeUsage = false
+		s.req.askedUsage(false, false)
 	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(nil, false)
 	default: // a count
@@ -896,7 +905,7 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		s.req.hasStream = true
 		s.req.stream, _ = laxBool(v, over, true)
 	case rIncludeUsage:
-		s.req.includeUsage, _ = laxBool(v, over, true)
+		s.req.askedUsage(laxBool(v, over, true))
 	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(v, true)
 	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
@@ -965,7 +974,11 @@ func (s *jsonScan) endScalar() {
 		s.req.hasStream = true
 		s.req.stream, _ = laxBool(v, s.over, false)
 	case rIncludeUsage:
-		s.req.includeUsage, _ = laxBool(v, s.over, false)
+		if null {
+			s.req.includeUsage = false // pydantic's None: not asked
+		} else {
+			s.req.askedUsage(laxBool(v, s.over, false))
+		}
 	case rStreamOptions:
 		s.req.includeUsage = false // null, or not an object
 	case rDone:

@@ -86,6 +86,69 @@ func TestRequestParamsAsClientsWriteThem(t *testing.T) {
 	}
 }
 
+// Ollama's options.num_predict is the max_tokens of /api/generate and
+// /api/chat, read as Ollama reads it (a JSON number, truncated toward
+// zero): 0, -1 (infinite) and -2 (fill the context) are none, as an absent
+// max_tokens; a string or bool (refused by Ollama) none; one above
+// stats.MaxRequestTokens is dropped and reported (ErrDropped). Top-level
+// max_tokens and n, which Ollama ignores, are not read.
+func TestOllamaNumPredict(t *testing.T) {
+	ollama := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, `{"response":"a","done":false}`+"\n"+
+			`{"response":"","done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":1}`+"\n")
+	})
+	for _, tc := range []struct {
+		body      string
+		maxTokens float64 // the histogram's sum; 0: none recorded
+		dropped   bool
+	}{
+		{`{"model":"m","options":{"num_predict":7}}`, 7, false},
+		{`{"model":"m","options":{"temperature":0,"num_predict":7.9}}`, 7, false},
+		{`{"model":"m","options":{"num_predict":1e2}}`, 100, false},
+		{`{"model":"m","options":{"num_predict":-1}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":-2}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":0}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":0.5}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":"7"}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":true}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":null}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":5,"num_predict":9}}`, 9, false},
+		{`{"model":"m","options":{"num_predict":5},"options":{"top_k":1}}`, 5, false}, // Go merges a repeated map
+		{`{"model":"m","options":{"num_predict":5},"options":null}`, 0, false},
+		{`{"model":"m","options":{"num_predict":1000000000}}`, 0, true},
+		{`{"model":"m","options":{"num_predict":1e300}}`, 0, true},
+		{`{"model":"m","max_tokens":7,"max_completion_tokens":8,"n":2}`, 0, false},
+		{`{"model":"m","options":{"nested":{"num_predict":7}}}`, 0, false},
+	} {
+		for _, path := range []string{"/api/generate", "/api/chat"} {
+			c := newRec(t)
+			var dropped bool
+			serveOnce(t, ollama, http.MethodPost, path, tc.body, openaihttp.WithEngine(c.e),
+				openaihttp.WithErrorHandler(func(err error) {
+					if dropped = errors.Is(err, openaihttp.ErrDropped); !dropped {
+						t.Error(err)
+					}
+				}))
+			switch n := c.count("vllm:request_params_max_tokens"); {
+			case tc.maxTokens == 0 && n != 0:
+				t.Errorf("%s %s: max_tokens recorded %d times, want none", path, tc.body, n)
+			case tc.maxTokens != 0:
+				if mt := c.r.Histogram("vllm:request_params_max_tokens", c.labels()...); mt.Sum != tc.maxTokens || mt.Count != 1 {
+					t.Errorf("%s %s: max_tokens sum %v count %d, want %v", path, tc.body, mt.Sum, mt.Count, tc.maxTokens)
+				}
+			}
+			if dropped != tc.dropped {
+				t.Errorf("%s %s: dropped reported %v, want %v", path, tc.body, dropped, tc.dropped)
+			}
+			if n := c.r.Histogram("vllm:request_params_n", c.labels()...); n.Sum != 1 {
+				t.Errorf("%s %s: n sum %v, want 1", path, tc.body, n.Sum)
+			}
+		}
+	}
+}
+
 // "stream" is coerced as pydantic's lax bool does (vLLM streams
 // "stream":"true"): with WithIncludeUsage a streaming request gets
 // stream_options.include_usage; one that is not streaming is passed on

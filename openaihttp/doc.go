@@ -140,8 +140,12 @@
 // (vLLM's max_completion_tokens or max_tokens); stream and
 // stream_options.include_usage as pydantic's lax bool (true, 1, "true",
 // "1", "yes", "on", "t", "y" and their false counterparts,
-// case-insensitive). A model that is not a string, or is longer than 256
-// bytes, is "" (WithEngineFor). A count or parameter above
+// case-insensitive). Ollama's /api/generate and /api/chat are read as
+// Ollama reads them: model, stream, and options.num_predict as max_tokens
+// (a JSON number, truncated toward zero; 0, -1 for infinite and -2 for
+// filling the context give none, as an absent max_tokens; top-level
+// max_tokens and n, which Ollama ignores, are not read). A model that is
+// not a string, or is longer than 256 bytes, is "" (WithEngineFor). A count or parameter above
 // stats.MaxRequestTokens (2^27), in a request or a response, is dropped
 // for that request alone and reported through the error handler
 // (ErrDropped); the request is recorded without it and nothing a client

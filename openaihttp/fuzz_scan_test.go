@@ -29,7 +29,7 @@ func FuzzRequestScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var s jsonScan
-		scanRequest(&s, body)
+		scanRequest(&s, body, cRequest)
 		v, ok := pyLoads(body)
 		root, isObject := v.(object)
 		if !ok || !isObject {

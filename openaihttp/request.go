@@ -57,6 +57,14 @@ func (e endpoint) rootContext() uint8 {
 	return cRoot
 }
 
+// requestContext is the scanner context of a request body's root.
+func (e endpoint) requestContext() uint8 {
+	if e.dialect == dOllama {
+		return cOllamaRequest
+	}
+	return cRequest
+}
+
 // endpoints are the APIs the package recognises by a path's final
 // segments, wherever a base URL puts them: one definition for the handler
 // and the transport (and the routes' patterns, see bases). A path takes the
@@ -167,7 +175,7 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 	}
 	whole := err == nil && len(head) <= limit
 	var s jsonScan
-	scanRequest(&s, head[:min(len(head), limit)])
+	scanRequest(&s, head[:min(len(head), limit)], ep.requestContext())
 	rq := &s.req
 	if s.modelLen > 0 {
 		info.model = string(s.model[:s.modelLen])
@@ -305,7 +313,7 @@ func AskUsage(body []byte) (out []byte, ok bool) {
 // that is no bool is left for the server to refuse: false.
 func StreamsWithoutUsage(body []byte) bool {
 	var s jsonScan
-	scanRequest(&s, body)
+	scanRequest(&s, body, cRequest)
 	return s.req.unasked()
 }
 

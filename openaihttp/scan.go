@@ -220,13 +220,15 @@ const (
 	cUsage
 	cDetails
 	cStreamOptions
-	cTimings    // llama.cpp
-	cRespRoot   // Responses API: an event, or a response
-	cIncomplete // Responses API: incomplete_details
-	cAnthRoot   // Anthropic: an event, or a message
-	cAnthDelta  // Anthropic: an event's delta
-	cOllamaRoot // Ollama native
-	cOllamaMsg  // Ollama native: message
+	cTimings       // llama.cpp
+	cRespRoot      // Responses API: an event, or a response
+	cIncomplete    // Responses API: incomplete_details
+	cAnthRoot      // Anthropic: an event, or a message
+	cAnthDelta     // Anthropic: an event's delta
+	cOllamaRoot    // Ollama native
+	cOllamaMsg     // Ollama native: message
+	cOllamaRequest // Ollama native: a request
+	cOllamaOptions // Ollama native: a request's options
 )
 
 // Roles: what a value means.
@@ -258,6 +260,7 @@ const (
 	rMaxTokens // max_tokens; rMaxOutput and rMaxCompletion follow it
 	rMaxOutput
 	rMaxCompletion
+	rNumPredict // Ollama's options.num_predict
 	rIncludeUsage
 
 	rIndex
@@ -277,6 +280,7 @@ const (
 	rAnthDelta
 	rOllamaMsg
 	rDone
+	rOllamaOptions
 )
 
 // utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
@@ -289,10 +293,11 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 func trimBOM(p []byte) []byte { return bytes.TrimPrefix(p, utf8BOM) }
 
 // scanRequest reads a request body's first bytes into s: its model,
-// stream, n, max_tokens and stream_options.include_usage, past one leading
-// byte order mark.
-func scanRequest(s *jsonScan, p []byte) {
-	s.root = cRequest
+// stream, n, max_tokens and stream_options.include_usage (root cRequest),
+// or Ollama's model, stream and options.num_predict (cOllamaRequest), past
+// one leading byte order mark.
+func scanRequest(s *jsonScan, p []byte, root uint8) {
+	s.root = root
 	s.feed(trimBOM(p))
 }
 
@@ -647,6 +652,12 @@ func (s *jsonScan) opened(ctx uint8) {
 		d.usageSeen, d.usageBad, d.has = true, false, d.has&^usageFields
 	case rStreamOptions:
 		s.req.includeUsage = false
+	case rOllamaOptions:
+		// Go's encoding/json decodes a repeated "options" into the map the
+		// first made, keeping its entries; an array is refused (400).
+		if ctx != cOllamaOptions {
+			s.req.maxTokens[0] = 0
+		}
 	case rChoice:
 		if ctx == cChoice {
 			d.choice, d.choiceContent, d.choiceFinish = 0, false, reasonSeen{}
@@ -668,6 +679,8 @@ func (s *jsonScan) notScalar() {
 		s.req.askedUsage(false, false)
 	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(nil, false)
+	case rNumPredict:
+		s.req.maxTokens[0] = 0
 	default: // a count
 		d.usageBad = true
 	}
@@ -908,6 +921,8 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		s.req.askedUsage(laxBool(v, over, true))
 	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(v, true)
+	case rNumPredict, rOllamaOptions:
+		s.req.maxTokens[0] = 0 // not a number, not an object: Ollama answers 400
 	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
 		d.usageBad = true // a count must be a number
 	}
@@ -970,6 +985,10 @@ func (s *jsonScan) endScalar() {
 		s.duration(v, 1e-9)
 	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(v, false)
+	case rNumPredict:
+		s.numPredict(v)
+	case rOllamaOptions:
+		s.req.maxTokens[0] = 0 // null: no options (Go sets the map nil), else refused
 	case rStream:
 		s.req.hasStream = true
 		s.req.stream, _ = laxBool(v, s.over, false)
@@ -1023,6 +1042,35 @@ func (s *jsonScan) param(v []byte, str bool) {
 		return
 	}
 	s.req.maxTokens[s.role-rMaxTokens] = n
+	if st == countHuge {
+		s.d.dropped |= dropMaxTokens
+	}
+}
+
+// numPredict takes in Ollama's options.num_predict as Ollama reads it
+// (api.Options.FromMap): a JSON number, truncated toward zero. A positive
+// one is the request's max_tokens; 0 (no limit in Ollama's runners) and the
+// negative ones (-1 infinite, -2 fill the context; Ollama caps both at 10
+// times num_ctx) set none, as an absent max_tokens; null sets none (Ollama
+// keeps its default, -1). One beyond maxCount is dropped and reported, as
+// max_tokens is; a string or a bool (Ollama answers 400) sets none.
+func (s *jsonScan) numPredict(v []byte) {
+	n, st := parseCount(v, s.over)
+	if st == countBad && !s.over {
+		f, err := strconv.ParseFloat(string(v), 64)
+		switch f = math.Trunc(f); {
+		case err != nil || !(f >= 1) || math.IsInf(f, 0): // -1, 0.5, NaN, Infinity (not JSON to Go), true
+			n = 0
+		case f > maxCount:
+			st = countHuge
+		default:
+			n, st = int64(f), countOK
+		}
+	}
+	if st != countOK {
+		n = 0
+	}
+	s.req.maxTokens[0] = n
 	if st == countHuge {
 		s.d.dropped |= dropMaxTokens
 	}
@@ -1136,6 +1184,21 @@ func keyRole(ctx uint8, key []byte) uint8 {
 	case cStreamOptions:
 		if string(key) == "include_usage" {
 			return rIncludeUsage
+		}
+	case cOllamaRequest:
+		// Ollama's GenerateRequest and ChatRequest (api/types.go): no n,
+		// max_tokens or stream_options, which it ignores.
+		switch string(key) {
+		case "model":
+			return rModel
+		case "stream":
+			return rStream
+		case "options":
+			return rOllamaOptions
+		}
+	case cOllamaOptions:
+		if string(key) == "num_predict" {
+			return rNumPredict
 		}
 	case cRespRoot:
 		switch string(key) {
@@ -1251,6 +1314,8 @@ func containerContext(role uint8, array bool, root uint8) uint8 {
 		return cAnthDelta
 	case rOllamaMsg:
 		return cOllamaMsg
+	case rOllamaOptions:
+		return cOllamaOptions
 	}
 	return cOther
 }

@@ -95,9 +95,13 @@
 //   - Ollama's /api/chat (chat) and /api/generate (text_completion): NDJSON
 //     objects (streamed unless the request says "stream": false), a content
 //     chunk per object with content, response or thinking text; the done
-//     object gives done_reason, prompt_eval_count (the prompt tokens; no
-//     cached count is reported, and Ollama's llm/llama_server.go counts the
-//     cached ones in it), eval_count, and prompt_eval_duration
+//     object gives done_reason, prompt_eval_count (the prompt tokens,
+//     cached ones included: no cached count is reported; up to v0.24.0,
+//     v0.17.4 @ cc90a035 among them, runner/llamarunner/runner.go and
+//     runner/ollamarunner/runner.go set it to the prompt's length before
+//     the cache slot is loaded; from v0.30.0, commit 9db4bdb,
+//     llm/llama_server.go sums llama-server's cache_n and prompt_n),
+//     eval_count, and prompt_eval_duration
 //     and eval_duration, in ns, recorded as
 //     vllm:request_prefill_time_seconds and
 //     vllm:request_decode_time_seconds.

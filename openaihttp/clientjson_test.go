@@ -149,6 +149,20 @@ func TestOllamaNumPredict(t *testing.T) {
 	}
 }
 
+// An Ollama embeddings request is read for its model alone: its options
+// (num_predict included) set no output limit, and it has no n or
+// max_tokens; /api/embed's prompt_eval_count is its prompt.
+func TestOllamaEmbedRequest(t *testing.T) {
+	c := newRec(t)
+	serveOnce(t, jsonHandler(200, `{"model":"qwen-7b","embeddings":[[0.5]],"total_duration":3,"load_duration":1,"prompt_eval_count":6}`),
+		http.MethodPost, "/api/embed", `{"model":"qwen-7b","input":["a","b"],"options":{"num_predict":7},"max_tokens":5,"n":2}`,
+		openaihttp.WithEngine(c.e), openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+	c.want("stop", 6, 0, 0)
+	if n := c.count("vllm:request_params_max_tokens"); n != 0 {
+		t.Errorf("max_tokens recorded %d times for an embeddings request", n)
+	}
+}
+
 // "stream" is coerced as pydantic's lax bool does (vLLM streams
 // "stream":"true"): with WithIncludeUsage a streaming request gets
 // stream_options.include_usage; one that is not streaming is passed on

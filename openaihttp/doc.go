@@ -50,9 +50,9 @@
 // of the request's path (RecordedPaths; doubled and trailing slashes
 // aside): /chat/completions is chat, any other /completions text
 // completion, /responses the Responses API, /v1/messages Anthropic's (its
-// /v1 kept: /messages alone ends OpenAI's threads' paths), /embeddings,
-// /pooling, /classify, /score, /rerank, and Ollama's /api/chat and
-// /api/generate. So /v1/chat/completions (OpenAI, vLLM), /chat/completions
+// /v1 kept: /messages alone ends OpenAI's threads' paths), Ollama's
+// /api/embed and /api/embeddings, /embeddings (any other), /pooling,
+// /classify, /score, /rerank, and Ollama's /api/chat and /api/generate. So /v1/chat/completions (OpenAI, vLLM), /chat/completions
 // (DeepSeek, Perplexity, LiteLLM), /openai/deployments/{deployment}/chat/completions
 // (Azure OpenAI, whose deployment is the model when the body names none),
 // /models/chat/completions (Azure AI Foundry), /openai/v1/... (Azure, Groq),
@@ -105,6 +105,17 @@
 //     and eval_duration, in ns, recorded as
 //     vllm:request_prefill_time_seconds and
 //     vllm:request_decode_time_seconds.
+//   - Ollama's /api/embed and its legacy /api/embeddings (embeddings): one
+//     JSON object, no generation, no finish reason (a complete 200 body is
+//     stop). /api/embed's prompt_eval_count, summed over its input (a
+//     string or a list of them), is the prompt tokens; Ollama leaves it out
+//     when 0 (an empty input), which is no usage. total_duration and
+//     load_duration are not recorded: neither is a prefill time
+//     (total_duration spans the whole request, the load included). The legacy endpoint answers the embedding
+//     alone, no token count: its request is recorded with its latency and
+//     finish, no tokens (server/routes.go's EmbedHandler and
+//     EmbeddingsHandler, v0.17.4 @ cc90a035 and main @ fb307609). Their
+//     requests are read for the model alone.
 //
 // Event streams are read as the SSE standard reads them: lines end in
 // "\n", "\r\n" or "\r", and the data lines of one event are joined by a

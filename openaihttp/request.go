@@ -31,10 +31,11 @@ var ErrDropped = fmt.Errorf("openaihttp: value beyond any server's bound dropped
 
 // Dialects: the request and response formats of the APIs observed.
 const (
-	dOpenAI    uint8 = iota // chat and text completions, embeddings, pooling (llama.cpp's timings too)
-	dResponses              // OpenAI Responses API
-	dAnthropic              // Anthropic Messages API
-	dOllama                 // Ollama's native API (NDJSON)
+	dOpenAI      uint8 = iota // chat and text completions, embeddings, pooling (llama.cpp's timings too)
+	dResponses                // OpenAI Responses API
+	dAnthropic                // Anthropic Messages API
+	dOllama                   // Ollama's native API (NDJSON)
+	dOllamaEmbed              // Ollama's native embeddings: one JSON object
 )
 
 // endpoint is what a request's path tells: its GenAI operation and the
@@ -44,26 +45,21 @@ type endpoint struct {
 	dialect uint8
 }
 
-// rootContext is the scanner context of a response document's root.
-func (e endpoint) rootContext() uint8 {
-	switch e.dialect {
-	case dResponses:
-		return cRespRoot
-	case dAnthropic:
-		return cAnthRoot
-	case dOllama:
-		return cOllamaRoot
-	}
-	return cRoot
+// roots are the scanner contexts of the roots of each dialect's documents:
+// a response's and a request's.
+var roots = [...]struct{ response, request uint8 }{
+	dOpenAI:      {cRoot, cRequest},
+	dResponses:   {cRespRoot, cRequest},
+	dAnthropic:   {cAnthRoot, cRequest},
+	dOllama:      {cOllamaRoot, cOllamaRequest},
+	dOllamaEmbed: {cOllamaRoot, cOllamaEmbedRequest},
 }
 
+// rootContext is the scanner context of a response document's root.
+func (e endpoint) rootContext() uint8 { return roots[e.dialect].response }
+
 // requestContext is the scanner context of a request body's root.
-func (e endpoint) requestContext() uint8 {
-	if e.dialect == dOllama {
-		return cOllamaRequest
-	}
-	return cRequest
-}
+func (e endpoint) requestContext() uint8 { return roots[e.dialect].request }
 
 // endpoints are the APIs the package recognises by a path's final
 // segments, wherever a base URL puts them: one definition for the handler
@@ -71,7 +67,8 @@ func (e endpoint) requestContext() uint8 {
 // first whose segments end it: /chat/completions is chat, any other
 // /completions text completion. Anthropic's keeps its /v1 (its clients
 // always send it), as /messages alone ends other APIs' paths (OpenAI's
-// threads). vLLM's pooling paths are those of its api_routers
+// threads); Ollama's /api/embeddings comes before /embeddings (OpenAI's),
+// whose segments end it. vLLM's pooling paths are those of its api_routers
 // (vllm/entrypoints/pooling/*/api_router.py, see testdata/README.md).
 var endpoints = [...]struct {
 	suffix string
@@ -81,6 +78,8 @@ var endpoints = [...]struct {
 	{"/completions", apiCompletions},
 	{"/responses", apiResponses},
 	{"/v1/messages", apiMessages},
+	{"/api/embed", apiOllamaEmbed},
+	{"/api/embeddings", apiOllamaEmbed},
 	{"/embeddings", apiEmbeddings},
 	{"/pooling", apiPooling},
 	{"/classify", apiPooling},

@@ -220,15 +220,16 @@ const (
 	cUsage
 	cDetails
 	cStreamOptions
-	cTimings       // llama.cpp
-	cRespRoot      // Responses API: an event, or a response
-	cIncomplete    // Responses API: incomplete_details
-	cAnthRoot      // Anthropic: an event, or a message
-	cAnthDelta     // Anthropic: an event's delta
-	cOllamaRoot    // Ollama native
-	cOllamaMsg     // Ollama native: message
-	cOllamaRequest // Ollama native: a request
-	cOllamaOptions // Ollama native: a request's options
+	cTimings            // llama.cpp
+	cRespRoot           // Responses API: an event, or a response
+	cIncomplete         // Responses API: incomplete_details
+	cAnthRoot           // Anthropic: an event, or a message
+	cAnthDelta          // Anthropic: an event's delta
+	cOllamaRoot         // Ollama native
+	cOllamaMsg          // Ollama native: message
+	cOllamaRequest      // Ollama native: a request
+	cOllamaOptions      // Ollama native: a request's options
+	cOllamaEmbedRequest // Ollama native: an embeddings request
 )
 
 // Roles: what a value means.
@@ -1199,6 +1200,12 @@ func keyRole(ctx uint8, key []byte) uint8 {
 	case cOllamaOptions:
 		if string(key) == "num_predict" {
 			return rNumPredict
+		}
+	case cOllamaEmbedRequest:
+		// EmbedRequest and EmbeddingRequest: no stream, and options that
+		// set no output limit.
+		if string(key) == "model" {
+			return rModel
 		}
 	case cRespRoot:
 		switch string(key) {

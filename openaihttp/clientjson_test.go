@@ -86,6 +86,83 @@ func TestRequestParamsAsClientsWriteThem(t *testing.T) {
 	}
 }
 
+// Ollama's options.num_predict is the max_tokens of /api/generate and
+// /api/chat, read as Ollama reads it (a JSON number, truncated toward
+// zero): 0, -1 (infinite) and -2 (fill the context) are none, as an absent
+// max_tokens; a string or bool (refused by Ollama) none; one above
+// stats.MaxRequestTokens is dropped and reported (ErrDropped). Top-level
+// max_tokens and n, which Ollama ignores, are not read.
+func TestOllamaNumPredict(t *testing.T) {
+	ollama := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		_, _ = io.WriteString(w, `{"response":"a","done":false}`+"\n"+
+			`{"response":"","done":true,"done_reason":"stop","prompt_eval_count":3,"eval_count":1}`+"\n")
+	})
+	for _, tc := range []struct {
+		body      string
+		maxTokens float64 // the histogram's sum; 0: none recorded
+		dropped   bool
+	}{
+		{`{"model":"m","options":{"num_predict":7}}`, 7, false},
+		{`{"model":"m","options":{"temperature":0,"num_predict":7.9}}`, 7, false},
+		{`{"model":"m","options":{"num_predict":1e2}}`, 100, false},
+		{`{"model":"m","options":{"num_predict":-1}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":-2}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":0}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":0.5}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":"7"}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":true}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":null}}`, 0, false},
+		{`{"model":"m","options":{"num_predict":5,"num_predict":9}}`, 9, false},
+		{`{"model":"m","options":{"num_predict":5},"options":{"top_k":1}}`, 5, false}, // Go merges a repeated map
+		{`{"model":"m","options":{"num_predict":5},"options":null}`, 0, false},
+		{`{"model":"m","options":{"num_predict":1000000000}}`, 0, true},
+		{`{"model":"m","options":{"num_predict":1e300}}`, 0, true},
+		{`{"model":"m","max_tokens":7,"max_completion_tokens":8,"n":2}`, 0, false},
+		{`{"model":"m","options":{"nested":{"num_predict":7}}}`, 0, false},
+	} {
+		for _, path := range []string{"/api/generate", "/api/chat"} {
+			c := newRec(t)
+			var dropped bool
+			serveOnce(t, ollama, http.MethodPost, path, tc.body, openaihttp.WithEngine(c.e),
+				openaihttp.WithErrorHandler(func(err error) {
+					if dropped = errors.Is(err, openaihttp.ErrDropped); !dropped {
+						t.Error(err)
+					}
+				}))
+			switch n := c.count("vllm:request_params_max_tokens"); {
+			case tc.maxTokens == 0 && n != 0:
+				t.Errorf("%s %s: max_tokens recorded %d times, want none", path, tc.body, n)
+			case tc.maxTokens != 0:
+				if mt := c.r.Histogram("vllm:request_params_max_tokens", c.labels()...); mt.Sum != tc.maxTokens || mt.Count != 1 {
+					t.Errorf("%s %s: max_tokens sum %v count %d, want %v", path, tc.body, mt.Sum, mt.Count, tc.maxTokens)
+				}
+			}
+			if dropped != tc.dropped {
+				t.Errorf("%s %s: dropped reported %v, want %v", path, tc.body, dropped, tc.dropped)
+			}
+			if n := c.r.Histogram("vllm:request_params_n", c.labels()...); n.Sum != 1 {
+				t.Errorf("%s %s: n sum %v, want 1", path, tc.body, n.Sum)
+			}
+		}
+	}
+}
+
+// An Ollama embeddings request is read for its model alone: its options
+// (num_predict included) set no output limit, and it has no n or
+// max_tokens; /api/embed's prompt_eval_count is its prompt.
+func TestOllamaEmbedRequest(t *testing.T) {
+	c := newRec(t)
+	serveOnce(t, jsonHandler(200, `{"model":"qwen-7b","embeddings":[[0.5]],"total_duration":3,"load_duration":1,"prompt_eval_count":6}`),
+		http.MethodPost, "/api/embed", `{"model":"qwen-7b","input":["a","b"],"options":{"num_predict":7},"max_tokens":5,"n":2}`,
+		openaihttp.WithEngine(c.e), openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+	c.want("stop", 6, 0, 0)
+	if n := c.count("vllm:request_params_max_tokens"); n != 0 {
+		t.Errorf("max_tokens recorded %d times for an embeddings request", n)
+	}
+}
+
 // "stream" is coerced as pydantic's lax bool does (vLLM streams
 // "stream":"true"): with WithIncludeUsage a streaming request gets
 // stream_options.include_usage; one that is not streaming is passed on
@@ -98,15 +175,7 @@ func TestRequestStreamAsClientsWriteIt(t *testing.T) {
 		`"maybe"`: false, `2`: false, `null`: false,
 	} {
 		body := `{"model":"qwen-7b","stream":` + v + `}`
-		var got string
-		next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			got = string(b)
-			sseHandler(chunk("a"), finishChunk("stop"), done)(w, r)
-		})
-		c := newRec(t)
-		serveOnce(t, next, http.MethodPost, "/v1/chat/completions", body, openaihttp.WithEngine(c.e), openaihttp.WithIncludeUsage(),
-			openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+		got := sentWithIncludeUsage(t, body)
 		var m struct {
 			StreamOptions *struct {
 				IncludeUsage bool `json:"include_usage"`
@@ -117,6 +186,50 @@ func TestRequestStreamAsClientsWriteIt(t *testing.T) {
 		}
 		if asked := m.StreamOptions != nil && m.StreamOptions.IncludeUsage; asked != streams {
 			t.Errorf("stream %s: include_usage asked %v, want %v (the server got %s)", v, asked, streams, got)
+		}
+	}
+}
+
+// sentWithIncludeUsage returns the body a server gets of a chat
+// completions request through a handler WithIncludeUsage.
+func sentWithIncludeUsage(t *testing.T, body string) string {
+	t.Helper()
+	var got string
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = string(b)
+		sseHandler(chunk("a"), finishChunk("stop"), done)(w, r)
+	})
+	c := newRec(t)
+	serveOnce(t, next, http.MethodPost, "/v1/chat/completions", body, openaihttp.WithEngine(c.e), openaihttp.WithIncludeUsage(),
+		openaihttp.WithErrorHandler(func(err error) { t.Error(err) }))
+	return got
+}
+
+// WithIncludeUsage rewrites exactly the requests StreamsWithoutUsage
+// reports (one reading of "stream" and include_usage, which
+// infermetrics-proxy's rewrite uses too): streams, by pydantic's lax bool,
+// whose include_usage is absent, null or false; one whose include_usage is
+// no bool (answered 400 by vLLM) is left for the server to refuse.
+func TestStreamsWithoutUsage(t *testing.T) {
+	for body, want := range map[string]bool{
+		`{"stream":true}`: true, `{"stream":"TRUE"}`: true, `{"stream":1}`: true, `{"stream":"y"}`: true,
+		`{"stream":true,"stream_options":null}`:                      true,
+		`{"stream":true,"stream_options":{"include_usage":null}}`:    true,
+		`{"stream":true,"stream_options":{"include_usage":"off"}}`:   true,
+		`{"stream":true,"stream_options":{"include_usage":0.0}}`:     true,
+		`{"stream":1,"stream_options":{"include_usage":"1"}}`:        false,
+		`{"stream":true,"stream_options":{"include_usage":"maybe"}}`: false,
+		`{"stream":true,"stream_options":{"include_usage":2}}`:       false,
+		`{"stream":true,"stream_options":{"include_usage":{}}}`:      false,
+		`{"stream":"maybe"}`: false, `{"stream":0}`: false, `{"stream":null}`: false, `{}`: false, `not json`: false,
+	} {
+		if got := openaihttp.StreamsWithoutUsage([]byte(body)); got != want {
+			t.Errorf("StreamsWithoutUsage(%s) = %v, want %v", body, got, want)
+		}
+		passed := sentWithIncludeUsage(t, body)
+		if rewritten := passed != body; rewritten != want {
+			t.Errorf("%s: WithIncludeUsage rewrote it %v (the server got %s), want %v", body, rewritten, passed, want)
 		}
 	}
 }

@@ -50,9 +50,9 @@
 // of the request's path (RecordedPaths; doubled and trailing slashes
 // aside): /chat/completions is chat, any other /completions text
 // completion, /responses the Responses API, /v1/messages Anthropic's (its
-// /v1 kept: /messages alone ends OpenAI's threads' paths), /embeddings,
-// /pooling, /classify, /score, /rerank, and Ollama's /api/chat and
-// /api/generate. So /v1/chat/completions (OpenAI, vLLM), /chat/completions
+// /v1 kept: /messages alone ends OpenAI's threads' paths), Ollama's
+// /api/embed and /api/embeddings, /embeddings (any other), /pooling,
+// /classify, /score, /rerank, and Ollama's /api/chat and /api/generate. So /v1/chat/completions (OpenAI, vLLM), /chat/completions
 // (DeepSeek, Perplexity, LiteLLM), /openai/deployments/{deployment}/chat/completions
 // (Azure OpenAI, whose deployment is the model when the body names none),
 // /models/chat/completions (Azure AI Foundry), /openai/v1/... (Azure, Groq),
@@ -95,12 +95,27 @@
 //   - Ollama's /api/chat (chat) and /api/generate (text_completion): NDJSON
 //     objects (streamed unless the request says "stream": false), a content
 //     chunk per object with content, response or thinking text; the done
-//     object gives done_reason, prompt_eval_count (the prompt tokens; no
-//     cached count is reported, and Ollama's llm/llama_server.go counts the
-//     cached ones in it), eval_count, and prompt_eval_duration
+//     object gives done_reason, prompt_eval_count (the prompt tokens,
+//     cached ones included: no cached count is reported; up to v0.24.0,
+//     v0.17.4 @ cc90a035 among them, runner/llamarunner/runner.go and
+//     runner/ollamarunner/runner.go set it to the prompt's length before
+//     the cache slot is loaded; from v0.30.0, commit 9db4bdb,
+//     llm/llama_server.go sums llama-server's cache_n and prompt_n),
+//     eval_count, and prompt_eval_duration
 //     and eval_duration, in ns, recorded as
 //     vllm:request_prefill_time_seconds and
 //     vllm:request_decode_time_seconds.
+//   - Ollama's /api/embed and its legacy /api/embeddings (embeddings): one
+//     JSON object, no generation, no finish reason (a complete 200 body is
+//     stop). /api/embed's prompt_eval_count, summed over its input (a
+//     string or a list of them), is the prompt tokens; Ollama leaves it out
+//     when 0 (an empty input), which is no usage. total_duration and
+//     load_duration are not recorded: neither is a prefill time
+//     (total_duration spans the whole request, the load included). The legacy endpoint answers the embedding
+//     alone, no token count: its request is recorded with its latency and
+//     finish, no tokens (server/routes.go's EmbedHandler and
+//     EmbeddingsHandler, v0.17.4 @ cc90a035 and main @ fb307609). Their
+//     requests are read for the model alone.
 //
 // Event streams are read as the SSE standard reads them: lines end in
 // "\n", "\r\n" or "\r", and the data lines of one event are joined by a
@@ -140,15 +155,21 @@
 // (vLLM's max_completion_tokens or max_tokens); stream and
 // stream_options.include_usage as pydantic's lax bool (true, 1, "true",
 // "1", "yes", "on", "t", "y" and their false counterparts,
-// case-insensitive). A model that is not a string, or is longer than 256
-// bytes, is "" (WithEngineFor). A count or parameter above
+// case-insensitive). Ollama's /api/generate and /api/chat are read as
+// Ollama reads them: model, stream, and options.num_predict as max_tokens
+// (a JSON number, truncated toward zero; 0, -1 for infinite and -2 for
+// filling the context give none, as an absent max_tokens; top-level
+// max_tokens and n, which Ollama ignores, are not read). A model that is
+// not a string, or is longer than 256 bytes, is "" (WithEngineFor). A count or parameter above
 // stats.MaxRequestTokens (2^27), in a request or a response, is dropped
 // for that request alone and reported through the error handler
 // (ErrDropped); the request is recorded without it and nothing a client
 // sends makes later requests unrecordable. WithIncludeUsage's rewrite
 // (AskUsage) reads a body with a byte order mark too, and writes the body
 // anew without it; it rewrites only a request that is recorded: one that
-// WithEngineFor maps to nil passes on as it came.
+// WithEngineFor maps to nil passes on as it came, and so does one whose
+// include_usage is no bool (vLLM refuses it). StreamsWithoutUsage tells a
+// proxy that rewrites requests itself which ones the handler rewrites.
 //
 // # Finish reasons
 //

@@ -133,6 +133,30 @@ func ExampleForwardBody() {
 	// gen_ai.client.operation.duration count 1
 }
 
+// A proxy that rewrites requests itself asks for usage on the ones the
+// handler's WithIncludeUsage would rewrite: streams, "stream" read as vLLM
+// reads it, that did not ask for usage.
+func ExampleStreamsWithoutUsage() {
+	for _, body := range []string{
+		`{"model":"m","stream":true}`,
+		`{"model":"m","stream":"yes"}`,
+		`{"model":"m","stream":1,"stream_options":{"include_usage":true}}`,
+		`{"model":"m","stream":false}`,
+	} {
+		if openaihttp.StreamsWithoutUsage([]byte(body)) {
+			out, _ := openaihttp.AskUsage([]byte(body))
+			fmt.Printf("%s\n", out)
+			continue
+		}
+		fmt.Println("unchanged", body)
+	}
+	// Output:
+	// {"model":"m","stream":true,"stream_options":{"include_usage":true}}
+	// {"model":"m","stream":"yes","stream_options":{"include_usage":true}}
+	// unchanged {"model":"m","stream":1,"stream_options":{"include_usage":true}}
+	// unchanged {"model":"m","stream":false}
+}
+
 // sum returns a counter's value summed over series, those with the reason
 // given only.
 func sum(r *sdkmetric.ManualReader, name, reason string) int64 {

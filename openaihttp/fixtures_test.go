@@ -64,7 +64,7 @@ func (f fixture) operation() string {
 	switch f.Endpoint {
 	case "completions", "apigenerate":
 		return "text_completion"
-	case "embeddings":
+	case "embeddings", "apiembed", "apiembeddings":
 		return "embeddings"
 	case "rerank", "score":
 		return "pooling"

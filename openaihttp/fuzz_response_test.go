@@ -451,7 +451,7 @@ func expect(dialect uint8, streaming bool, docs []object, complete bool) outcome
 			f = openAIFacts(d)
 		case dResponses, dAnthropic:
 			eventFacts(&f, d, dialect == dAnthropic, 0)
-		case dOllama:
+		case dOllama, dOllamaEmbed:
 			f = ollamaFacts(d)
 		}
 		if f.bad {
@@ -501,6 +501,11 @@ func expect(dialect uint8, streaming bool, docs []object, complete bool) outcome
 			if f.done && u.has&(fPrompt|fCompletion) != 0 {
 				usage = u
 				usage.seen, usage.has = true, u.has|fPrompt
+			}
+		case dialect == dOllamaEmbed:
+			if u.has&fPrompt != 0 {
+				usage = u
+				usage.seen, usage.counts[bitIndex(fCompletion)] = true, 0
 			}
 		case u.seen && u.has&fPrompt != 0:
 			usage = u
@@ -623,6 +628,14 @@ func FuzzAnthropicResponse(f *testing.F) {
 		`data: {"type":"message_delta","usage":{"output_tokens":2,"cache_read_input_tokens":null,"input_tokens":null}}`+"\n\n"+
 		`data: {"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":3,"cache_read_input_tokens":1}}`+"\n\n"), true, uint8(4))
 	fuzzResponse(f, endpoint{stats.OperationChat, dAnthropic})
+}
+
+func FuzzOllamaEmbedResponse(f *testing.F) {
+	f.Add([]byte(`{"model":"all-minilm","embeddings":[[0.1,-0.2]],"total_duration":1,"load_duration":1,"prompt_eval_count":8}`), false, uint8(5))
+	f.Add([]byte(`{"model":"all-minilm","embeddings":[]}`), false, uint8(64))
+	f.Add([]byte(`{"embedding":[0.5,0.25]}`), false, uint8(3))
+	f.Add([]byte(`{"prompt_eval_count":"8","done":true,"done_reason":"length","response":"a"}`), true, uint8(2))
+	fuzzResponse(f, endpoint{stats.OperationEmbeddings, dOllamaEmbed})
 }
 
 func FuzzOllamaResponse(f *testing.F) {

@@ -7,7 +7,8 @@ import (
 // FuzzRequestScan reads any request body with the request scanner and
 // requires what Python's json and vLLM's pydantic models read of it, where
 // they read it (a JSON object): the model (a string of at most 256 bytes,
-// else ""), stream and stream_options.include_usage as lax bools, n and
+// else ""), stream and stream_options.include_usage as lax bools (an
+// include_usage that is none counting as asked: left to the server), n and
 // max_tokens as lax ints (max_completion_tokens winning over max_tokens
 // when set, as vLLM reads them; max_output_tokens for the Responses API),
 // the last of duplicate keys winning, past one leading byte order mark.
@@ -20,12 +21,15 @@ func FuzzRequestScan(f *testing.F) {
 		"\xef\xbb\xbf" + `{"model":"m","n":NaN,"max_tokens":Infinity,"stream":-Infinity}`,
 		`{"model":"a","model":"b","stream":true,"stream":false}`,
 		`{"model":"m\u00e9","max_tokens":1e2,"stream_options":null}`,
+		`{"stream":"Y","stream_options":{"include_usage":"maybe"}}`,
+		`{"stream":1.0,"stream_options":{"include_usage":[]}}`,
+		`{"stream":"on","stream_options":{"include_usage":null}}`,
 	} {
 		f.Add([]byte(b))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var s jsonScan
-		scanRequest(&s, body)
+		scanRequest(&s, body, cRequest)
 		v, ok := pyLoads(body)
 		root, isObject := v.(object)
 		if !ok || !isObject {
@@ -55,7 +59,8 @@ func FuzzRequestScan(f *testing.F) {
 		if o, ok := root.get("stream_options"); ok {
 			if o, ok := o.(object); ok {
 				if v, ok := o.get("include_usage"); ok {
-					want.includeUsage = pyTrue(v)
+					b, isBool := pyBool(v)
+					want.includeUsage = b || !isBool // no bool: the server's to refuse, not asked again
 				}
 			}
 		}

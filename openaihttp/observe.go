@@ -464,7 +464,7 @@ func (o *observer) content(timed bool, choices uint32, many bool) {
 // empty completion, as OpenAI's API reports it) it generated none.
 // Anthropic's is merged over the events, each field's
 // last value winning (message_start, then message_delta); Ollama's is its
-// final document's.
+// final document's, its embeddings' the prompt_eval_count of its document.
 func (o *observer) applyUsage(d *doc) {
 	switch o.ep.dialect {
 	case dAnthropic:
@@ -495,6 +495,12 @@ func (o *observer) applyUsage(d *doc) {
 	case dOllama:
 		if d.done && d.has&(fPrompt|fCompletion) != 0 && !d.usageBad {
 			o.usage.known, o.usage.prompt, o.usage.completion = true, d.prompt, d.completion
+		}
+	case dOllamaEmbed:
+		// /api/embed's prompt_eval_count, left out when 0 (an empty input);
+		// the legacy /api/embeddings reports none.
+		if d.has&fPrompt != 0 && !d.usageBad {
+			o.usage.known, o.usage.prompt, o.usage.completion = true, d.prompt, 0
 		}
 	default:
 		if !d.usageSeen || d.usageBad || d.has&fPrompt == 0 {

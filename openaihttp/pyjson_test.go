@@ -179,22 +179,33 @@ func pyParam(v any) int64 {
 	return 0
 }
 
-// pyTrue reads a bool as pydantic's lax bool, true only for a value that
-// is one.
-func pyTrue(v any) bool {
+// pyBool reads a bool as pydantic's lax bool: ok is false for a value it
+// refuses; null is None, which an optional bool takes (false).
+func pyBool(v any) (value, ok bool) {
 	switch v := v.(type) {
+	case nil:
+		return false, true
 	case bool:
-		return v
+		return v, true
 	case json.Number:
 		f, err := strconv.ParseFloat(string(v), 64)
-		return err == nil && f == 1
+		return err == nil && f == 1, err == nil && (f == 0 || f == 1)
 	case string:
 		switch strings.ToLower(v) {
 		case "1", "on", "t", "true", "y", "yes":
-			return true
+			return true, true
+		case "0", "off", "f", "false", "n", "no":
+			return false, true
 		}
 	}
-	return false
+	return false, false
+}
+
+// pyTrue reads a bool as pydantic's lax bool, true only for a value that
+// is one.
+func pyTrue(v any) bool {
+	b, _ := pyBool(v)
+	return b
 }
 
 // TestdataFiles is testdataFiles, for the fuzz seeds of package

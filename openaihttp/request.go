@@ -31,10 +31,11 @@ var ErrDropped = fmt.Errorf("openaihttp: value beyond any server's bound dropped
 
 // Dialects: the request and response formats of the APIs observed.
 const (
-	dOpenAI    uint8 = iota // chat and text completions, embeddings, pooling (llama.cpp's timings too)
-	dResponses              // OpenAI Responses API
-	dAnthropic              // Anthropic Messages API
-	dOllama                 // Ollama's native API (NDJSON)
+	dOpenAI      uint8 = iota // chat and text completions, embeddings, pooling (llama.cpp's timings too)
+	dResponses                // OpenAI Responses API
+	dAnthropic                // Anthropic Messages API
+	dOllama                   // Ollama's native API (NDJSON)
+	dOllamaEmbed              // Ollama's native embeddings: one JSON object
 )
 
 // endpoint is what a request's path tells: its GenAI operation and the
@@ -44,18 +45,21 @@ type endpoint struct {
 	dialect uint8
 }
 
-// rootContext is the scanner context of a response document's root.
-func (e endpoint) rootContext() uint8 {
-	switch e.dialect {
-	case dResponses:
-		return cRespRoot
-	case dAnthropic:
-		return cAnthRoot
-	case dOllama:
-		return cOllamaRoot
-	}
-	return cRoot
+// roots are the scanner contexts of the roots of each dialect's documents:
+// a response's and a request's.
+var roots = [...]struct{ response, request uint8 }{
+	dOpenAI:      {cRoot, cRequest},
+	dResponses:   {cRespRoot, cRequest},
+	dAnthropic:   {cAnthRoot, cRequest},
+	dOllama:      {cOllamaRoot, cOllamaRequest},
+	dOllamaEmbed: {cOllamaRoot, cOllamaEmbedRequest},
 }
+
+// rootContext is the scanner context of a response document's root.
+func (e endpoint) rootContext() uint8 { return roots[e.dialect].response }
+
+// requestContext is the scanner context of a request body's root.
+func (e endpoint) requestContext() uint8 { return roots[e.dialect].request }
 
 // endpoints are the APIs the package recognises by a path's final
 // segments, wherever a base URL puts them: one definition for the handler
@@ -63,7 +67,8 @@ func (e endpoint) rootContext() uint8 {
 // first whose segments end it: /chat/completions is chat, any other
 // /completions text completion. Anthropic's keeps its /v1 (its clients
 // always send it), as /messages alone ends other APIs' paths (OpenAI's
-// threads). vLLM's pooling paths are those of its api_routers
+// threads); Ollama's /api/embeddings comes before /embeddings (OpenAI's),
+// whose segments end it. vLLM's pooling paths are those of its api_routers
 // (vllm/entrypoints/pooling/*/api_router.py, see testdata/README.md).
 var endpoints = [...]struct {
 	suffix string
@@ -73,6 +78,8 @@ var endpoints = [...]struct {
 	{"/completions", apiCompletions},
 	{"/responses", apiResponses},
 	{"/v1/messages", apiMessages},
+	{"/api/embed", apiOllamaEmbed},
+	{"/api/embeddings", apiOllamaEmbed},
 	{"/embeddings", apiEmbeddings},
 	{"/pooling", apiPooling},
 	{"/classify", apiPooling},
@@ -167,7 +174,7 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 	}
 	whole := err == nil && len(head) <= limit
 	var s jsonScan
-	scanRequest(&s, head[:min(len(head), limit)])
+	scanRequest(&s, head[:min(len(head), limit)], ep.requestContext())
 	rq := &s.req
 	if s.modelLen > 0 {
 		info.model = string(s.model[:s.modelLen])
@@ -177,7 +184,7 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 		info.stream = rq.stream
 	}
 	info.err = droppedErr("request", s.d.dropped)
-	askable := whole && info.stream && !rq.includeUsage && ep.takesStreamOptions()
+	askable := whole && rq.unasked() && ep.takesStreamOptions()
 	if includeUsage && askable {
 		rewritten, _ = AskUsage(head)
 	}
@@ -294,6 +301,19 @@ func AskUsage(body []byte) (out []byte, ok bool) {
 		return nil, false
 	}
 	return out, true
+}
+
+// StreamsWithoutUsage reports a request body, a JSON object, that asks to
+// stream and does not ask for usage in stream_options.include_usage: the
+// chat or text completion request WithIncludeUsage rewrites (AskUsage),
+// read as the handler reads it, "stream" and include_usage as pydantic's
+// lax bool (true, 1, "true", "yes", ...), so that a proxy deciding itself
+// which requests to rewrite decides as vLLM reads them. An include_usage
+// that is no bool is left for the server to refuse: false.
+func StreamsWithoutUsage(body []byte) bool {
+	var s jsonScan
+	scanRequest(&s, body, cRequest)
+	return s.req.unasked()
 }
 
 type readCloser struct {

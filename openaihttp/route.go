@@ -23,6 +23,7 @@ const (
 	apiPooling
 	apiOllamaChat
 	apiOllamaGenerate
+	apiOllamaEmbed
 )
 
 // apis are the names of the APIs (NewRoute's) and their endpoints.
@@ -39,13 +40,15 @@ var apis = [...]struct {
 	apiPooling:        {"pooling", endpoint{stats.OperationPooling, dOpenAI}},
 	apiOllamaChat:     {"ollama_chat", endpoint{stats.OperationChat, dOllama}},
 	apiOllamaGenerate: {"ollama_generate", endpoint{stats.OperationTextCompletion, dOllama}},
+	apiOllamaEmbed:    {"ollama_embed", endpoint{stats.OperationEmbeddings, dOllamaEmbed}},
 }
 
 // APIs returns the names of the APIs a Route maps a path to: chat (chat
 // completions), completions, responses (the Responses API), messages
 // (Anthropic Messages), embeddings, pooling (vLLM's pooling endpoints),
-// ollama_chat, ollama_generate (Ollama's native API), and none (passed
-// through unrecorded).
+// ollama_chat, ollama_generate, ollama_embed (Ollama's native API: its
+// /api/embed and legacy /api/embeddings), and none (passed through
+// unrecorded).
 func APIs() []string {
 	names := make([]string, 0, len(apis))
 	for _, a := range apis[1:] {

@@ -317,6 +317,10 @@ func TestRouteLabels(t *testing.T) {
 		{http.MethodPost, "/api/paas/v4/chat/completions", "/api/paas/v4/chat/completions"},
 		{http.MethodPost, "/v1/messages", "/v1/messages"},
 		{http.MethodPost, "/api/chat", "/api/chat"},
+		{http.MethodPost, "/api/embed", "/api/embed"},
+		{http.MethodPost, "/api/embeddings", "/api/embeddings"},
+		{http.MethodPost, "/ollama/api/embeddings", "/{prefix...}/api/embeddings"},
+		{http.MethodPost, "/v1/embeddings", "/v1/embeddings"},
 		{http.MethodPost, "/rerank", "/rerank"},
 		{http.MethodPost, "/v2/rerank", "/{prefix...}/rerank"},
 		{http.MethodPost, "/together/v1/chat/completions", "/{prefix...}/v1/chat/completions"},          // Hugging Face router

@@ -127,12 +127,21 @@ type doc struct {
 	prefill, decode     float64 // server-reported, in seconds
 }
 
-// request is what a request body told, its model aside.
+// request is what a request body told, its model aside. includeUsage is
+// also set by a stream_options.include_usage that is no bool, which the
+// server refuses: a request WithIncludeUsage leaves for it to judge.
 type request struct {
 	hasStream, stream, includeUsage bool
 	n                               int64
 	maxTokens                       [3]int64 // by role: max_tokens, max_output_tokens, max_completion_tokens
 }
+
+// askedUsage takes in stream_options.include_usage read as a lax bool.
+func (r *request) askedUsage(value, ok bool) { r.includeUsage = value || !ok }
+
+// unasked reports a request that streams and did not ask for usage: the
+// chat or text completion request WithIncludeUsage rewrites.
+func (r *request) unasked() bool { return r.stream && !r.includeUsage }
 
 // maxTokensParam is the request's output limit as vLLM reads it:
 // max_completion_tokens when set (not 0), else max_output_tokens (the
@@ -211,13 +220,16 @@ const (
 	cUsage
 	cDetails
 	cStreamOptions
-	cTimings    // llama.cpp
-	cRespRoot   // Responses API: an event, or a response
-	cIncomplete // Responses API: incomplete_details
-	cAnthRoot   // Anthropic: an event, or a message
-	cAnthDelta  // Anthropic: an event's delta
-	cOllamaRoot // Ollama native
-	cOllamaMsg  // Ollama native: message
+	cTimings            // llama.cpp
+	cRespRoot           // Responses API: an event, or a response
+	cIncomplete         // Responses API: incomplete_details
+	cAnthRoot           // Anthropic: an event, or a message
+	cAnthDelta          // Anthropic: an event's delta
+	cOllamaRoot         // Ollama native
+	cOllamaMsg          // Ollama native: message
+	cOllamaRequest      // Ollama native: a request
+	cOllamaOptions      // Ollama native: a request's options
+	cOllamaEmbedRequest // Ollama native: an embeddings request
 )
 
 // Roles: what a value means.
@@ -249,6 +261,7 @@ const (
 	rMaxTokens // max_tokens; rMaxOutput and rMaxCompletion follow it
 	rMaxOutput
 	rMaxCompletion
+	rNumPredict // Ollama's options.num_predict
 	rIncludeUsage
 
 	rIndex
@@ -268,6 +281,7 @@ const (
 	rAnthDelta
 	rOllamaMsg
 	rDone
+	rOllamaOptions
 )
 
 // utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
@@ -280,10 +294,11 @@ var utf8BOM = []byte("\xef\xbb\xbf")
 func trimBOM(p []byte) []byte { return bytes.TrimPrefix(p, utf8BOM) }
 
 // scanRequest reads a request body's first bytes into s: its model,
-// stream, n, max_tokens and stream_options.include_usage, past one leading
-// byte order mark.
-func scanRequest(s *jsonScan, p []byte) {
-	s.root = cRequest
+// stream, n, max_tokens and stream_options.include_usage (root cRequest),
+// or Ollama's model, stream and options.num_predict (cOllamaRequest), past
+// one leading byte order mark.
+func scanRequest(s *jsonScan, p []byte, root uint8) {
+	s.root = root
 	s.feed(trimBOM(p))
 }
 
@@ -638,6 +653,12 @@ func (s *jsonScan) opened(ctx uint8) {
 		d.usageSeen, d.usageBad, d.has = true, false, d.has&^usageFields
 	case rStreamOptions:
 		s.req.includeUsage = false
+	case rOllamaOptions:
+		// Go's encoding/json decodes a repeated "options" into the map the
+		// first made, keeping its entries; an array is refused (400).
+		if ctx != cOllamaOptions {
+			s.req.maxTokens[0] = 0
+		}
 	case rChoice:
 		if ctx == cChoice {
 			d.choice, d.choiceContent, d.choiceFinish = 0, false, reasonSeen{}
@@ -656,9 +677,11 @@ func (s *jsonScan) notScalar() {
 	case rStream:
 		s.req.hasStream, s.req.stream = true, false
 	case rIncludeUsage:
-		s.req.includeUsage = false
+		s.req.askedUsage(false, false)
 	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(nil, false)
+	case rNumPredict:
+		s.req.maxTokens[0] = 0
 	default: // a count
 		d.usageBad = true
 	}
@@ -896,9 +919,11 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		s.req.hasStream = true
 		s.req.stream, _ = laxBool(v, over, true)
 	case rIncludeUsage:
-		s.req.includeUsage, _ = laxBool(v, over, true)
+		s.req.askedUsage(laxBool(v, over, true))
 	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(v, true)
+	case rNumPredict, rOllamaOptions:
+		s.req.maxTokens[0] = 0 // not a number, not an object: Ollama answers 400
 	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
 		d.usageBad = true // a count must be a number
 	}
@@ -961,11 +986,19 @@ func (s *jsonScan) endScalar() {
 		s.duration(v, 1e-9)
 	case rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		s.param(v, false)
+	case rNumPredict:
+		s.numPredict(v)
+	case rOllamaOptions:
+		s.req.maxTokens[0] = 0 // null: no options (Go sets the map nil), else refused
 	case rStream:
 		s.req.hasStream = true
 		s.req.stream, _ = laxBool(v, s.over, false)
 	case rIncludeUsage:
-		s.req.includeUsage, _ = laxBool(v, s.over, false)
+		if null {
+			s.req.includeUsage = false // pydantic's None: not asked
+		} else {
+			s.req.askedUsage(laxBool(v, s.over, false))
+		}
 	case rStreamOptions:
 		s.req.includeUsage = false // null, or not an object
 	case rDone:
@@ -1010,6 +1043,35 @@ func (s *jsonScan) param(v []byte, str bool) {
 		return
 	}
 	s.req.maxTokens[s.role-rMaxTokens] = n
+	if st == countHuge {
+		s.d.dropped |= dropMaxTokens
+	}
+}
+
+// numPredict takes in Ollama's options.num_predict as Ollama reads it
+// (api.Options.FromMap): a JSON number, truncated toward zero. A positive
+// one is the request's max_tokens; 0 (no limit in Ollama's runners) and the
+// negative ones (-1 infinite, -2 fill the context; Ollama caps both at 10
+// times num_ctx) set none, as an absent max_tokens; null sets none (Ollama
+// keeps its default, -1). One beyond maxCount is dropped and reported, as
+// max_tokens is; a string or a bool (Ollama answers 400) sets none.
+func (s *jsonScan) numPredict(v []byte) {
+	n, st := parseCount(v, s.over)
+	if st == countBad && !s.over {
+		f, err := strconv.ParseFloat(string(v), 64)
+		switch f = math.Trunc(f); {
+		case err != nil || !(f >= 1) || math.IsInf(f, 0): // -1, 0.5, NaN, Infinity (not JSON to Go), true
+			n = 0
+		case f > maxCount:
+			st = countHuge
+		default:
+			n, st = int64(f), countOK
+		}
+	}
+	if st != countOK {
+		n = 0
+	}
+	s.req.maxTokens[0] = n
 	if st == countHuge {
 		s.d.dropped |= dropMaxTokens
 	}
@@ -1123,6 +1185,27 @@ func keyRole(ctx uint8, key []byte) uint8 {
 	case cStreamOptions:
 		if string(key) == "include_usage" {
 			return rIncludeUsage
+		}
+	case cOllamaRequest:
+		// Ollama's GenerateRequest and ChatRequest (api/types.go): no n,
+		// max_tokens or stream_options, which it ignores.
+		switch string(key) {
+		case "model":
+			return rModel
+		case "stream":
+			return rStream
+		case "options":
+			return rOllamaOptions
+		}
+	case cOllamaOptions:
+		if string(key) == "num_predict" {
+			return rNumPredict
+		}
+	case cOllamaEmbedRequest:
+		// EmbedRequest and EmbeddingRequest: no stream, and options that
+		// set no output limit.
+		if string(key) == "model" {
+			return rModel
 		}
 	case cRespRoot:
 		switch string(key) {
@@ -1238,6 +1321,8 @@ func containerContext(role uint8, array bool, root uint8) uint8 {
 		return cAnthDelta
 	case rOllamaMsg:
 		return cOllamaMsg
+	case rOllamaOptions:
+		return cOllamaOptions
 	}
 	return cOther
 }

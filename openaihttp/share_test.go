@@ -22,7 +22,7 @@ import (
 // apiPaths are a path of each API, as a leg is sent to it.
 var apiPaths = [...]string{apiChat: "/v1/chat/completions", apiCompletions: "/v1/completions",
 	apiResponses: "/v1/responses", apiMessages: "/v1/messages", apiEmbeddings: "/v1/embeddings",
-	apiPooling: "/pooling", apiOllamaChat: "/api/chat", apiOllamaGenerate: "/api/generate"}
+	apiPooling: "/pooling", apiOllamaChat: "/api/chat", apiOllamaGenerate: "/api/generate", apiOllamaEmbed: "/api/embed"}
 
 // pieces is a body read in pieces: each Read gives the next size's bytes
 // (2s+1 for a size byte s), or all that is left without sizes.
@@ -265,10 +265,10 @@ func FuzzHandlerTakesLegReads(f *testing.F) {
 		if len(plan) == 0 {
 			plan = []byte{passOn}
 		}
-		legAPI := api(a)%apiOllamaGenerate + 1
+		legAPI := api(a)%apiOllamaEmbed + 1
 		handlerAPI := legAPI
 		if flags&1 != 0 {
-			handlerAPI = legAPI%apiOllamaGenerate + 1
+			handlerAPI = legAPI%apiOllamaEmbed + 1
 		}
 		legType, handlerType := types[int(flags>>1)%3], types[int(flags>>3)%3]
 		relay(t, e, body, sizes, plan, flags&0x20 != 0, legAPI, handlerAPI, legType, handlerType).check(t, "")

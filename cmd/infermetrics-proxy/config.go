@@ -122,31 +122,57 @@ func redact(v string) string {
 // routes is the repeatable -route flag: PATTERN=API, openaihttp's routes.
 type routes []openaihttp.Route
 
+// String writes the routes in the environment variable's form (setList):
+// comma-separated, a comma within a pattern as \,.
 func (rs *routes) String() string {
 	s := make([]string, len(*rs))
 	for i, r := range *rs {
-		s[i] = r.Pattern() + "=" + r.API()
+		s[i] = strings.ReplaceAll(r.Pattern(), ",", `\,`) + "=" + r.API()
 	}
 	return strings.Join(s, ",")
 }
 
-// Set parses PATTERN=API; several comma-separated values are allowed (the
-// environment variable's form).
+// Set parses one PATTERN=API: a -route flag is one route, commas included
+// (a path may hold them).
 func (rs *routes) Set(v string) error {
-	for _, one := range strings.Split(v, ",") {
-		one = strings.TrimSpace(one)
-		i := strings.LastIndexByte(one, '=')
-		if i < 0 {
-			return fmt.Errorf("route %q: want PATTERN=API", one)
-		}
-		r, err := openaihttp.NewRoute(one[:i], one[i+1:])
-		if err != nil {
-			return err
-		}
-		*rs = append(*rs, r)
+	v = strings.TrimSpace(v)
+	i := strings.LastIndexByte(v, '=')
+	if i < 0 {
+		return fmt.Errorf("route %q: want PATTERN=API", v)
 	}
+	r, err := openaihttp.NewRoute(v[:i], v[i+1:])
+	if err != nil {
+		return err
+	}
+	*rs = append(*rs, r)
 	return nil
 }
+
+// setList parses INFERMETRICS_PROXY_ROUTE: routes separated by commas, \,
+// standing for a comma within a pattern. A route ends in its API's name,
+// never in a backslash, so \, is never a backslash ending a route.
+func (rs *routes) setList(v string) error {
+	var one strings.Builder
+	for i := 0; i < len(v); i++ {
+		switch {
+		case v[i] == '\\' && i+1 < len(v) && v[i+1] == ',':
+			one.WriteByte(',')
+			i++
+		case v[i] == ',':
+			if err := rs.Set(one.String()); err != nil {
+				return err
+			}
+			one.Reset()
+		default:
+			one.WriteByte(v[i])
+		}
+	}
+	return rs.Set(one.String())
+}
+
+// listValue is a flag whose environment variable is a list (setList),
+// where the flag itself takes one value.
+type listValue interface{ setList(string) error }
 
 // config is everything the flags and their variables set.
 type config struct {
@@ -188,9 +214,11 @@ Usage:
   infermetrics-proxy -upstream http://127.0.0.1:11434 [flags]
 
 Every flag can also be set by the environment variable INFERMETRICS_PROXY_<NAME>
-(upper case, '-' as '_': -metrics-listen is INFERMETRICS_PROXY_METRICS_LISTEN;
-INFERMETRICS_PROXY_UPSTREAM takes a comma-separated list). A flag on the command
-line wins over its variable, which wins over the default.
+(upper case, '-' as '_': -metrics-listen is INFERMETRICS_PROXY_METRICS_LISTEN).
+INFERMETRICS_PROXY_UPSTREAM and INFERMETRICS_PROXY_ROUTE take comma-separated
+lists; a comma within a route's pattern is written \, there (a -route flag is
+one route, commas included). A flag on the command line wins over its
+variable, which wins over the default.
 
 Flags:
 `
@@ -237,7 +265,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
 	fs.Var(&c.upstreamValues, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional), URL\nwithout user info (the clients' credentials pass on); repeat for several: requests go\nto them in turn (round robin). Required")
 	fs.Var(&c.routes, "route", wrap("`PATTERN=API`: record the POSTs to the paths that match PATTERN as API, one of "+
-		strings.Join(openaihttp.APIs(), ", ")+" (not recorded); tried before the built-in paths, repeatable. "+
+		strings.Join(openaihttp.APIs(), ", ")+" (not recorded); tried before the built-in paths; repeatable, one route per flag. "+
 		"A segment {name} matches one segment, {name...} any number; {model} or {deployment} is the model "+
 		"when the body names none. PATTERN is the handler label of the HTTP families. "+
 		"Example: -route '/serving/{model}/generate=chat'", 88))
@@ -272,7 +300,13 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 		}
 		name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v := getenv(name); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
+			var err error
+			if l, ok := f.Value.(listValue); ok {
+				err = l.setList(v)
+			} else {
+				err = fs.Set(f.Name, v)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			}
 		}

@@ -110,3 +110,27 @@ func TestJSONLogs(t *testing.T) {
 		}
 	}
 }
+
+// A -route flag is one route, a comma in its pattern included (a path may
+// hold one); INFERMETRICS_PROXY_ROUTE is a comma-separated list, where \,
+// is a comma within a pattern; the routes are logged in the variable's form.
+func TestRouteCommas(t *testing.T) {
+	none := func(string) string { return "" }
+	var out bytes.Buffer
+	c, err := parseConfig([]string{"-upstream", "http://x", "-route", "/tenants/a,b/{model}/generate=chat", "-route", "/c=none"}, none, &out)
+	if err != nil {
+		t.Fatalf("-route with a comma: %v", err)
+	}
+	if len(c.routes) != 2 || c.routes[0].Pattern() != "/tenants/a,b/{model}/generate" || c.routes[0].API() != "chat" {
+		t.Fatalf("routes %q", c.routes.String())
+	}
+	logged := c.routes.String()
+	if want := `/tenants/a\,b/{model}/generate=chat,/c=none`; logged != want {
+		t.Errorf("routes logged as %s, want %s", logged, want)
+	}
+	env := map[string]string{"INFERMETRICS_PROXY_ROUTE": logged}
+	c, err = parseConfig([]string{"-upstream", "http://x"}, func(k string) string { return env[k] }, &out)
+	if err != nil || c.routes.String() != logged || c.routes[0].Pattern() != "/tenants/a,b/{model}/generate" {
+		t.Errorf("INFERMETRICS_PROXY_ROUTE %s: routes %v, %v", logged, c, err)
+	}
+}

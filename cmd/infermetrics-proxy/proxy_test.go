@@ -79,9 +79,9 @@ func TestPassThrough(t *testing.T) {
 // Every fixture of openaihttp replays through the proxy on its own path
 // (vLLM, SGLang, Ollama and llama.cpp chat and completions; vLLM's
 // Responses, Anthropic Messages, embeddings and pooling; Ollama's native
-// /api/chat and /api/generate NDJSON): the client receives the upstream's
-// bytes exactly, and the proxy records the manifest's finish reason and
-// usage.
+// /api/chat and /api/generate NDJSON, /api/embed and /api/embeddings): the
+// client receives the upstream's bytes exactly, and the proxy records the
+// manifest's finish reason and usage.
 func TestFixturesThroughProxy(t *testing.T) {
 	fs := loadFixtures(t)
 	var mu sync.Mutex

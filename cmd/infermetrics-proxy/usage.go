@@ -80,30 +80,16 @@ func (h *usageHandler) opaque(encoding string) {
 }
 
 // askUsage returns body with stream_options.include_usage set to true
-// (openaihttp.AskUsage), for a streaming request (a JSON object with
-// "stream": true) whose stream_options do not ask for usage already; false
-// leaves it unchanged. A body may start with one UTF-8 byte order mark, as
-// Python's json.loads on bytes (vLLM's server) allows; the rewrite drops
-// it, as openaihttp.AskUsage does.
+// (openaihttp.AskUsage), for a streaming request that does not ask for
+// usage already, read as openaihttp's handler reads it
+// (openaihttp.StreamsWithoutUsage: "stream" as pydantic's lax bool, true,
+// 1, "true", "yes", ..., as vLLM reads it); false leaves it unchanged. A
+// body may start with one UTF-8 byte order mark, as Python's json.loads on
+// bytes (vLLM's server) allows; the rewrite drops it, as
+// openaihttp.AskUsage does.
 func askUsage(body []byte) ([]byte, bool) {
-	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf"))
-	var m map[string]json.RawMessage
-	if json.Unmarshal(body, &m) != nil || m == nil {
+	if !openaihttp.StreamsWithoutUsage(body) {
 		return nil, false
-	}
-	var stream bool
-	if json.Unmarshal(m["stream"], &stream) != nil || !stream {
-		return nil, false
-	}
-	var opts map[string]json.RawMessage
-	if raw, ok := m["stream_options"]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &opts) != nil || opts == nil {
-			return nil, false
-		}
-	}
-	var asked bool
-	if raw, ok := opts["include_usage"]; ok && (json.Unmarshal(raw, &asked) != nil || asked) {
-		return nil, false // asked already, or a value the server must judge
 	}
 	return openaihttp.AskUsage(body)
 }

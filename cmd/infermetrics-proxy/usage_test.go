@@ -204,9 +204,19 @@ func TestAskUsage(t *testing.T) {
 		{`{"stream":true,"stream_options":{"include_usage":false}}`, true, map[string]any{"stream": true, "stream_options": map[string]any{"include_usage": true}}},
 		{`{"stream":true,"stream_options":{"include_usage":true}}`, false, nil},
 		{`{"stream":true,"stream_options":{"include_usage":"yes"}}`, false, nil},
+		{`{"stream":true,"stream_options":{"include_usage":1}}`, false, nil},
+		{`{"stream":true,"stream_options":{"include_usage":"maybe"}}`, false, nil}, // the server's to refuse
+		{`{"stream":true,"stream_options":{"include_usage":null}}`, true, map[string]any{"stream": true, "stream_options": map[string]any{"include_usage": true}}},
+		{`{"stream":true,"stream_options":{"include_usage":"no"}}`, true, map[string]any{"stream": true, "stream_options": map[string]any{"include_usage": true}}},
+		{`{"stream":true,"stream_options":{"include_usage":0}}`, true, map[string]any{"stream": true, "stream_options": map[string]any{"include_usage": true}}},
 		{`{"stream":false}`, false, nil},
 		{`{}`, false, nil},
-		{`{"stream":"true"}`, false, nil},
+		{`{"stream":"true"}`, true, map[string]any{"stream": "true", "stream_options": map[string]any{"include_usage": true}}},
+		{`{"stream":1}`, true, map[string]any{"stream": float64(1), "stream_options": map[string]any{"include_usage": true}}},
+		{`{"stream":"Yes"}`, true, map[string]any{"stream": "Yes", "stream_options": map[string]any{"include_usage": true}}},
+		{`{"stream":"no"}`, false, nil},
+		{`{"stream":0}`, false, nil},
+		{`{"stream":"maybe"}`, false, nil},
 		{`{"stream":true,"stream_options":[]}`, false, nil},
 		{`[1]`, false, nil},
 		{`not json`, false, nil},
@@ -349,4 +359,58 @@ func eventEndByByte(s *stripWriter, p []byte) int {
 		}
 	}
 	return -1
+}
+
+// With -include-usage, a stream declared with any of pydantic's lax true
+// values ("stream": 1, "true", "yes", ...), which vLLM streams and
+// openaihttp records as a stream, is asked for usage as "stream": true is:
+// its tokens are recorded and its client gets no usage chunk. A lax false
+// value is not a stream and passes on as it came.
+func TestIncludeUsageLaxStream(t *testing.T) {
+	var f fixture
+	for _, c := range loadFixtures(t) {
+		if c.File == "vllm_chat_stream_usage_cached.sse" {
+			f = c
+		}
+	}
+	if f.File == "" {
+		t.Fatal("no fixture vllm_chat_stream_usage_cached.sse")
+	}
+	asked := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		asked <- string(b)
+		body := f.body(t)
+		if !strings.Contains(string(b), `"include_usage":true`) {
+			body = withoutUsageEvent(t, f.File, body)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(body)
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL, "-include-usage", "-max-models", "100")
+	want := withoutUsageEvent(t, f.File, f.body(t))
+	streams := []string{`true`, `1`, `1.0`, `"true"`, `"True"`, `"1"`, `"yes"`, `"YES"`, `"on"`, `"t"`, `"y"`}
+	for i, v := range streams {
+		body := fmt.Sprintf(`{"model":"lax%d","messages":[{"role":"user","content":"hi"}],"stream":%s}`, i, v)
+		code, got := post(t, p.url(f.Path), []byte(body))
+		if b := <-asked; !strings.Contains(b, `"include_usage":true`) {
+			t.Errorf("stream %s: the upstream was not asked for usage: %s", v, b)
+		}
+		if code != 200 || !bytes.Equal(got, want) {
+			t.Errorf("stream %s: client got %d\n%s", v, code, got)
+		}
+	}
+	for _, v := range []string{`false`, `0`, `"false"`, `"0"`, `"no"`, `"off"`, `"f"`, `"n"`, `"maybe"`, `2`} {
+		body := fmt.Sprintf(`{"model":"m","stream":%s}`, v)
+		if _, _ = post(t, p.url(f.Path), []byte(body)); <-asked != body {
+			t.Errorf("stream %s: the body was rewritten", v)
+		}
+	}
+	s := p.scrape(t)
+	for i, v := range streams {
+		if got := mustValue(t, s, "vllm:generation_tokens_total", "model_name", fmt.Sprintf("lax%d", i)); got != float64(*f.Completion) {
+			t.Errorf("stream %s: generation tokens %v, want %d", v, got, *f.Completion)
+		}
+	}
 }

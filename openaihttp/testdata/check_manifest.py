@@ -18,7 +18,8 @@ KEYS = {"file", "server", "endpoint", "path", "stream", "status", "request", "co
         "decode_seconds", "outcome", "note"}
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions", "responses": "/v1/responses",
          "messages": "/v1/messages", "embeddings": "/v1/embeddings", "rerank": "/rerank", "score": "/score",
-         "apichat": "/api/chat", "apigenerate": "/api/generate"}
+         "apichat": "/api/chat", "apigenerate": "/api/generate", "apiembed": "/api/embed",
+         "apiembeddings": "/api/embeddings"}
 LENGTH = {"length", "max_tokens", "max_output_tokens"}
 
 
@@ -161,12 +162,21 @@ def observe_ollama(m, body):
     return got
 
 
+def observe_ollama_embed(m, body):
+    """Ollama's /api/embed (prompt_eval_count, left out when 0) and legacy /api/embeddings
+    (no count): one JSON object, no generation, no finish reason."""
+    pt = json.loads(body).get("prompt_eval_count")
+    return dict(content_chunks=0, finish_reasons=[""], prompt_tokens=pt,
+                completion_tokens=None if pt is None else 0, cached_tokens=None, outcome="stop")
+
+
 def observe(m, body):
     got = dict(prefill_seconds=None, decode_seconds=None)
     if m["status"] < 400:
         other = {"responses": observe_responses, "messages": observe_messages, "embeddings": observe_pooling,
                  "rerank": observe_pooling, "score": observe_pooling, "apichat": observe_ollama,
-                 "apigenerate": observe_ollama}.get(m["endpoint"])
+                 "apigenerate": observe_ollama, "apiembed": observe_ollama_embed,
+                 "apiembeddings": observe_ollama_embed}.get(m["endpoint"])
         if other:
             got.update(other(m, body))
             return got
@@ -229,7 +239,8 @@ def main():
             problems.append("unknown outcome")
         if PATHS.get(m["endpoint"]) != m["path"]:
             problems.append("path %r is not the endpoint's" % m["path"])
-        streams = m["request"].get("stream", m["server"] == "ollama")  # Ollama streams by default
+        # Ollama's chat and generate stream by default
+        streams = m["request"].get("stream", m["endpoint"] in ("apichat", "apigenerate"))
         if streams != m["stream"]:
             problems.append("request.stream differs from stream")
         if m["endpoint"] in ("chat", "completions") and m["stream"] and \

@@ -31,6 +31,45 @@ func (u *sdkUsage) add(prompt, completion, cached int64) {
 	u.cached += cached
 }
 
+// sdkRequestID is the X-Request-Id the test gives a request: the example
+// draws each request's stop token from it (a random one without it), and
+// its router sends it on both legs, so every run draws the same outputs.
+func sdkRequestID(kind string, i int) string { return fmt.Sprintf("sdk-%s-%d", kind, i) }
+
+// sdkReasons counts the requests by the finished_reason vLLM's
+// request_success counts for what a client saw.
+type sdkReasons map[string]int64
+
+// finished counts a request that ended with finish reason finish after
+// completion tokens of its limit of max: length (OpenAI's length,
+// Anthropic's max_tokens) at the limit, stop (stop, end_turn) before it
+// with at least one token, as the example ends a request at max_tokens or
+// at its drawn stop token. Whichever the draw gives, a reason that does not
+// agree with the tokens fails.
+func (r sdkReasons) finished(t *testing.T, what, finish string, completion, max int64) {
+	t.Helper()
+	switch {
+	case (finish == "length" || finish == string(anthropic.StopReasonMaxTokens)) && completion == max:
+		r["length"]++
+	case (finish == "stop" || finish == string(anthropic.StopReasonEndTurn)) && completion >= 1 && completion < max:
+		r["stop"]++
+	default:
+		t.Errorf("%s: finish reason %q after %d tokens of max_tokens %d: want length at the limit, stop before it", what, finish, completion, max)
+	}
+}
+
+// check compares the request_success series of sel by finished_reason with r.
+func (r sdkReasons) check(t *testing.T, e *env, sel string, at time.Time) {
+	t.Helper()
+	got := e.prom.byLabel(t, "sum by (finished_reason) (vllm:request_success_total"+sel+")", "finished_reason", at)
+	for _, reason := range []string{"stop", "length", "abort", "error", "repetition"} {
+		if got[reason] != float64(r[reason]) {
+			t.Errorf("vllm:request_success_total%s by finished_reason %v, want the clients' %v", sel, got, map[string]int64(r))
+			return
+		}
+	}
+}
+
 // TestRouterSDKClients drives the example's P/D router with the official
 // OpenAI (github.com/openai/openai-go/v3 v3.98.0) and Anthropic
 // (github.com/anthropics/anthropic-sdk-go/v2 v2.15.0) Go clients, as an
@@ -42,7 +81,10 @@ func (u *sdkUsage) add(prompt, completion, cached int64) {
 // the cancelled stream is one abort at the router and on the decode
 // instance, and the router's external_kv_transfer is the decode instance's
 // external_kv_transfer plus local_cache_hit (vLLM's decode response tells
-// them apart nowhere).
+// them apart nowhere). Every request carries a fixed X-Request-Id, so the
+// example draws the same stop tokens on every run; each finish reason must
+// agree with the tokens the client got, and the router and the decode
+// instance count the requests by the reasons the clients saw.
 func TestRouterSDKClients(t *testing.T) {
 	tl := needTools(t)
 	began := time.Now()
@@ -66,10 +108,11 @@ func TestRouterSDKClients(t *testing.T) {
 		}
 	}
 	var chat sdkUsage
+	reasons := sdkReasons{}
 	for i := range 6 {
 		p := params(i)
 		p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-		stream := oa.Chat.Completions.NewStreaming(ctx, p)
+		stream := oa.Chat.Completions.NewStreaming(ctx, p, option.WithHeader("X-Request-Id", sdkRequestID("chat-stream", i)))
 		var acc openai.ChatCompletionAccumulator
 		for stream.Next() {
 			acc.AddChunk(stream.Current())
@@ -77,16 +120,19 @@ func TestRouterSDKClients(t *testing.T) {
 		if err := stream.Err(); err != nil || len(acc.Choices) != 1 || acc.Usage.PromptTokens == 0 {
 			t.Fatalf("stream %d: %v, %+v: want one choice and usage", i, err, acc.ChatCompletion)
 		}
-		if r := acc.Choices[0].FinishReason; r != "length" && r != "stop" {
-			t.Errorf("stream %d: finish_reason %q, want length or stop", i, r)
-		}
+		reasons.finished(t, fmt.Sprintf("stream %d", i), acc.Choices[0].FinishReason, acc.Usage.CompletionTokens, p.MaxTokens.Value)
 		chat.add(acc.Usage.PromptTokens, acc.Usage.CompletionTokens, acc.Usage.PromptTokensDetails.CachedTokens)
 	}
 	for i := range 3 {
-		c, err := oa.Chat.Completions.New(ctx, params(10+i))
-		if err != nil || len(c.Choices) != 1 || c.Choices[0].Message.Content == "" {
+		p := params(10 + i)
+		c, err := oa.Chat.Completions.New(ctx, p, option.WithHeader("X-Request-Id", sdkRequestID("chat", i)))
+		if err != nil || len(c.Choices) != 1 {
 			t.Fatalf("chat %d: %v, %+v", i, err, c)
 		}
+		if c.Choices[0].Message.Content == "" && c.Usage.CompletionTokens > 1 {
+			t.Errorf("chat %d: no content after %d tokens", i, c.Usage.CompletionTokens) // a stop token's text is empty
+		}
+		reasons.finished(t, fmt.Sprintf("chat %d", i), c.Choices[0].FinishReason, c.Usage.CompletionTokens, p.MaxTokens.Value)
 		chat.add(c.Usage.PromptTokens, c.Usage.CompletionTokens, c.Usage.PromptTokensDetails.CachedTokens)
 	}
 	t.Logf("[%5.1fs] %d chat completions: prompt %d, completion %d, cached %d", time.Since(began).Seconds(),
@@ -109,6 +155,8 @@ func TestRouterSDKClients(t *testing.T) {
 			t.Errorf("%s = %v, want %d (from the clients' usage)", c.expr, got, c.want)
 		}
 	}
+	reasons.check(t, e, router, at)
+	reasons.check(t, e, decode, at)
 	bySource := func(sel string) map[string]float64 {
 		return e.prom.byLabel(t, "sum by (source) (vllm:prompt_tokens_by_source_total"+sel+")", "source", at)
 	}
@@ -130,7 +178,8 @@ func TestRouterSDKClients(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	long := params(20)
 	long.MaxTokens = openai.Int(4000)
-	stream := oa.Chat.Completions.NewStreaming(cctx, long, option.WithJSONSet("ignore_eos", true))
+	stream := oa.Chat.Completions.NewStreaming(cctx, long, option.WithJSONSet("ignore_eos", true),
+		option.WithHeader("X-Request-Id", sdkRequestID("cancelled", 0)))
 	content := false
 	for stream.Next() {
 		if ch := stream.Current(); len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
@@ -142,6 +191,7 @@ func TestRouterSDKClients(t *testing.T) {
 	if !content || !errors.Is(stream.Err(), context.Canceled) {
 		t.Fatalf("cancelled stream: content %v, error %v: want content, then context.Canceled", content, stream.Err())
 	}
+	reasons["abort"]++
 	at = e.settled(t)
 	for _, c := range []struct {
 		expr string
@@ -174,25 +224,30 @@ func TestRouterSDKClients(t *testing.T) {
 		msgs.add(u.InputTokens+u.CacheReadInputTokens+u.CacheCreationInputTokens, u.OutputTokens, u.CacheReadInputTokens)
 	}
 	for i := range 3 {
-		stream := an.Messages.NewStreaming(ctx, msg(i))
+		p := msg(i)
+		stream := an.Messages.NewStreaming(ctx, p, anthropicopt.WithHeader("X-Request-Id", sdkRequestID("anthropic-stream", i)))
 		var m anthropic.Message
 		for stream.Next() {
 			if err := m.Accumulate(stream.Current()); err != nil {
 				t.Fatalf("anthropic stream %d: %v", i, err)
 			}
 		}
-		if err := stream.Err(); err != nil || m.StopReason != anthropic.StopReasonMaxTokens || m.Usage.OutputTokens != int64(6+2*i) {
-			t.Fatalf("anthropic stream %d: %v, stop_reason %q, usage %+v", i, err, m.StopReason, m.Usage)
+		if err := stream.Err(); err != nil {
+			t.Fatalf("anthropic stream %d: %v, %+v", i, err, m)
 		}
+		reasons.finished(t, fmt.Sprintf("anthropic stream %d", i), string(m.StopReason), m.Usage.OutputTokens, p.MaxTokens)
 		addMessage(m)
 	}
 	for i := range 2 {
-		m, err := an.Messages.New(ctx, msg(10+i))
-		if err != nil || len(m.Content) == 0 || m.StopReason != anthropic.StopReasonMaxTokens {
+		p := msg(10 + i)
+		m, err := an.Messages.New(ctx, p, anthropicopt.WithHeader("X-Request-Id", sdkRequestID("anthropic", i)))
+		if err != nil || len(m.Content) == 0 {
 			t.Fatalf("anthropic message %d: %v, %+v", i, err, m)
 		}
+		reasons.finished(t, fmt.Sprintf("anthropic message %d", i), string(m.StopReason), m.Usage.OutputTokens, p.MaxTokens)
 		addMessage(*m)
 	}
+	t.Logf("finish reasons: %v", map[string]int64(reasons))
 	t.Logf("[%5.1fs] %d Anthropic messages: prompt %d, output %d, cache_read %d", time.Since(began).Seconds(),
 		msgs.requests, msgs.prompt, msgs.completion, msgs.cached)
 	at = e.settled(t)
@@ -216,5 +271,7 @@ func TestRouterSDKClients(t *testing.T) {
 			t.Errorf("after the Anthropic messages: %s = %v, want %d (from the clients' usage)", c.expr, got, c.want)
 		}
 	}
+	reasons.check(t, e, router, at)
+	reasons.check(t, e, decode, at)
 	t.Logf("[%5.1fs] done", time.Since(began).Seconds())
 }

@@ -24,7 +24,13 @@ func TestParseFinishReason(t *testing.T) {
 		{"model_context_window_exceeded", stats.FinishLength, true},
 		{"cancelled", stats.FinishAbort, true},
 		{"canceled", stats.FinishAbort, true},
-		{"remote_decode", stats.FinishStop, false},
+		{"compaction", stats.FinishStop, true},
+		// llm-d-inference-sim's (pkg/common/config.go): a P/D prefill
+		// request handed over is length, as vLLM's prefill instance counts
+		// it; a request refused below its cache hit threshold is abort.
+		{"remote_decode", stats.FinishLength, true},
+		{"cache_threshold", stats.FinishAbort, true},
+		{"load", stats.FinishStop, false},
 		{"", stats.FinishStop, false},
 		{"STOP", stats.FinishStop, false},
 	}

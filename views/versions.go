@@ -88,40 +88,110 @@ func (l legacy) family() LegacyFamily {
 	}
 }
 
-// WithVersion also exports the families vLLM v ("0.10", or with a patch
-// number, "0.10.2") exported by default that later versions renamed and
-// removed, as v did: for 0.9 and 0.10 vllm:gpu_cache_usage_perc,
-// vllm:gpu_prefix_cache_queries_total, vllm:gpu_prefix_cache_hits_total and
-// vllm:time_per_output_token_seconds; for 0.11
-// vllm:time_per_output_token_seconds (what vLLM 0.12 gave with
+// WithVersion also exports the families vLLM v exported by default that
+// later versions renamed and removed, as v did: for 0.9 and 0.10
+// vllm:gpu_cache_usage_perc, vllm:gpu_prefix_cache_queries_total,
+// vllm:gpu_prefix_cache_hits_total and vllm:time_per_output_token_seconds;
+// for 0.11 vllm:time_per_output_token_seconds (what vLLM 0.12 gave with
 // --show-hidden-metrics-for-version=0.11); none for 0.12 and later
 // (LegacyFamilies lists them, with the versions). Every current family
-// stays. Versions before 0.9 (the V0 engine's families) are refused with
-// ErrOption. The legacy families take WithBuckets, WithAttributes and
-// WithExponential like the others.
+// stays.
+//
+// v is a version as vLLM reports it (vllm.__version__, PEP 440): a release
+// of two numbers or more ("0.10", "0.10.2", "0.10.1.1"), then optionally a
+// pre-release (a, b or rc and a number: "0.11.0rc2"), a post-release
+// (".post1"), a development release (".dev364") and a local version ("+cu128",
+// "+gb432b7a28.d20250625"), and a leading "v" as in vLLM's git tags
+// ("v0.10.0"). Its minor version decides: "0.10.2rc1+cu128" is 0.10.
+// Anything else (the empty string included: leave the option out for the
+// current families only) and versions before 0.9 (the V0 engine's
+// families) are refused with ErrOption. The legacy families take WithBuckets,
+// WithAttributes and WithExponential like the others.
 func WithVersion(v string) Option {
-	return optionFunc(func(c *config) { c.version = v })
+	return optionFunc(func(c *config) { c.version = &v })
 }
 
 // version is a vLLM minor version: the families changed only between minors.
 type version struct{ major, minor int }
 
-// parseVersion reads "X.Y" or "X.Y.Z" (a leading "v" allowed).
+// maxVersionLen bounds what parseVersion reads: vLLM's longest versions (a
+// development release with a commit, a date and a device) are under 50 bytes.
+const maxVersionLen = 128
+
+// parseVersion reads a PEP 440 version in its canonical form
+// (N.N[.N...][{a|b|rc}N][.postN][.devN][+local]), a leading "v" allowed,
+// and returns its major and minor version.
 func parseVersion(s string) (version, bool) {
-	parts := strings.Split(strings.TrimPrefix(s, "v"), ".")
-	if len(parts) < 2 || len(parts) > 3 {
+	if len(s) > maxVersionLen {
 		return version{}, false
 	}
-	var n [3]int
-	for i, p := range parts {
-		x, err := strconv.Atoi(p)
-		if err != nil || x < 0 || p != strconv.Itoa(x) {
+	s = strings.TrimPrefix(s, "v")
+	var n [2]int
+	var ok bool
+	for i := 0; ; i++ {
+		var num string
+		if num, s, ok = cutNumber(s); !ok {
 			return version{}, false
 		}
-		n[i] = x
+		if i < len(n) {
+			x, err := strconv.Atoi(num)
+			if err != nil {
+				return version{}, false
+			}
+			n[i] = x
+		}
+		rest, more := strings.CutPrefix(s, ".")
+		if !more || !startsWithDigit(rest) {
+			if i == 0 {
+				return version{}, false // no minor version
+			}
+			break
+		}
+		s = rest
 	}
-	return version{n[0], n[1]}, true
+	for _, pre := range []string{"rc", "a", "b"} {
+		if rest, found := strings.CutPrefix(s, pre); found {
+			if _, s, ok = cutNumber(rest); !ok {
+				return version{}, false
+			}
+			break
+		}
+	}
+	for _, tag := range []string{".post", ".dev"} {
+		if rest, found := strings.CutPrefix(s, tag); found {
+			if _, s, ok = cutNumber(rest); !ok {
+				return version{}, false
+			}
+		}
+	}
+	if local, found := strings.CutPrefix(s, "+"); found {
+		for _, part := range strings.Split(local, ".") {
+			if part == "" || strings.ContainsFunc(part, func(r rune) bool {
+				return !('0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
+			}) {
+				return version{}, false
+			}
+		}
+		s = ""
+	}
+	return version{n[0], n[1]}, s == ""
 }
+
+// cutNumber cuts a PEP 440 number (digits, no leading zero) off the front of
+// s and returns it and the rest.
+func cutNumber(s string) (num, rest string, ok bool) {
+	i := 0
+	for i < len(s) && '0' <= s[i] && s[i] <= '9' {
+		i++
+	}
+	if i == 0 || i > 1 && s[0] == '0' {
+		return "", s, false
+	}
+	return s[:i], s[i:], true
+}
+
+// startsWithDigit reports whether s begins with an ASCII digit.
+func startsWithDigit(s string) bool { return s != "" && '0' <= s[0] && s[0] <= '9' }
 
 func (v version) less(w version) bool {
 	return v.major < w.major || v.major == w.major && v.minor < w.minor
@@ -137,16 +207,22 @@ func (l legacy) exportedBy(v version) bool {
 // legacyOf returns the legacy families of the configured version; an error
 // matching ErrOption for a version WithVersion does not take.
 func (c *config) legacyOf() ([]legacy, error) {
-	if c.version == "" {
+	if c.version == nil {
 		return nil, nil
 	}
-	v, ok := parseVersion(c.version)
+	s := *c.version
+	v, ok := parseVersion(s)
 	if !ok {
-		return nil, fmt.Errorf("%w: WithVersion(%q): want a vLLM version such as \"0.10\" or \"0.10.2\"", ErrOption, c.version)
+		shown := fmt.Sprintf("%q", s)
+		if len(s) > maxVersionLen {
+			shown = fmt.Sprintf("%q... (%d bytes)", s[:maxVersionLen], len(s))
+		}
+		return nil, fmt.Errorf("%w: WithVersion(%s): want a vLLM version (PEP 440) such as \"0.10\", \"0.10.2\" or \"0.10.2rc1+cu128\"",
+			ErrOption, shown)
 	}
 	if v.less(oldestVersion) {
 		return nil, fmt.Errorf("%w: WithVersion(%q): vLLM before %d.%d (the V0 engine's families) is not modelled; "+
-			"the oldest version is \"%d.%d\"", ErrOption, c.version, oldestVersion.major, oldestVersion.minor,
+			"the oldest version is \"%d.%d\"", ErrOption, s, oldestVersion.major, oldestVersion.minor,
 			oldestVersion.major, oldestVersion.minor)
 	}
 	var out []legacy

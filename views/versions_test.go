@@ -140,12 +140,9 @@ func TestWithVersionScrape(t *testing.T) {
 // TestWithVersionOptions: a bad or pre-V1 version is refused, and the
 // options name a legacy family only where the version exports it.
 func TestWithVersionOptions(t *testing.T) {
-	for _, v := range []string{"0.8", "0.8.5", "0", "10", "0.x", "0.10.2.1", "0.-1", "0.010", "", " 0.10"} {
-		if v == "" {
-			continue // unset: no legacy family
-		}
-		if _, err := views.VLLM(views.WithVersion(v)); !errors.Is(err, views.ErrOption) {
-			t.Errorf("WithVersion(%q): %v, want ErrOption", v, err)
+	for _, v := range []string{"0.8", "0.8.5", "0.8.5.post1"} {
+		if _, err := views.VLLM(views.WithVersion(v)); !errors.Is(err, views.ErrOption) || !strings.Contains(err.Error(), "V0 engine") {
+			t.Errorf("WithVersion(%q): %v, want ErrOption: before the V1 engine", v, err)
 		}
 	}
 	if _, err := views.VLLM(views.WithVersion("0.11"), views.WithBuckets(timePerOutputToken, 0.1, 1)); err != nil {
@@ -190,6 +187,69 @@ func TestLegacyFamilies(t *testing.T) {
 		}
 		if f.Deprecated == "" || f.Hidden == "" || f.Removed == "" || f.Changes == "" {
 			t.Errorf("%s: a version or change missing: %+v", f.Name, f)
+		}
+	}
+}
+
+// vLLMVersions are version strings vLLM reports (vllm.__version__, PEP 440),
+// each with the minor version whose legacy families it takes: releases of
+// three and four numbers (0.10.1.1), release candidates, post releases,
+// setuptools_scm's development versions (.devN+g<commit>, .d<date> when the
+// tree was dirty), the device suffix setup.py's get_vllm_version appends
+// (+cu128, .cu129 after a local version, +rocm700, +cpu; vllm-project/vllm
+// setup.py @e0e14a82, which also shows 0.11.2.dev278+gdbc3d9991), and a
+// git tag.
+var vLLMVersions = map[string]string{
+	"0.10.1.1":                             "0.10",
+	"0.10.2":                               "0.10",
+	"0.10.2+cu128":                         "0.10",
+	"0.10.2rc1":                            "0.10",
+	"0.11.0rc2":                            "0.11",
+	"0.9.2.dev364+gb432b7a28":              "0.9",
+	"0.11.2.dev278+gdbc3d9991":             "0.11",
+	"0.11.2.dev278+gdbc3d9991.cu129":       "0.11",
+	"0.10.1rc2.dev41+g5e99c1f8a.d20250815": "0.10",
+	"0.12.0+rocm700":                       "0.12",
+	"0.11.1+cpu":                           "0.11",
+	"0.10.1.post1":                         "0.10",
+	"0.9.0a1":                              "0.9",
+	"0.9.0b2.dev1":                         "0.9",
+	"v0.10.0":                              "0.10",
+	"1.0.0":                                "1.0",
+}
+
+// TestWithVersionStrings: every version string vLLM reports is taken, with
+// the legacy families of its minor version; anything else is refused whole
+// with ErrOption and a message that quotes at most a bounded prefix of it.
+func TestWithVersionStrings(t *testing.T) {
+	for v, minor := range vLLMVersions {
+		r := scenarioReader(t, views.WithVersion(v))
+		var legacy []string
+		for _, f := range views.LegacyFamilies() {
+			if slices.Contains(r.Families(), f.Name) {
+				legacy = append(legacy, f.Name)
+			}
+		}
+		slices.Sort(legacy)
+		if want := versionFamilies[minor]; !slices.Equal(legacy, want) {
+			t.Errorf("WithVersion(%q): legacy families %v, want %s's %v", v, legacy, minor, want)
+		}
+	}
+	long := strings.Repeat("1", 1<<20)
+	for _, v := range []string{
+		"", " 0.10", "0.10 ", "v0.10.x", "0.10.x", "0.x", "-1.0", "0.-1", "0", "10", "v", "0.", "0.10.",
+		"0..10", "0.010", "00.10", "0.10rc", "0.10rc1rc2", "0.10.rc1", "0.10.post", "0.10.dev",
+		"0.10.dev1.post1", "0.10+", "0.10+cu128+cpu", "0.10+cu 128", "0.10+cu..128", "0.10+cü128",
+		"1!0.10", "V0.10", "vv0.10", "0.10-rc1", "0.10\x00", "0.99999999999999999999999",
+		"0." + long, "0.10+" + long, long,
+	} {
+		_, err := views.VLLM(views.WithVersion(v))
+		if !errors.Is(err, views.ErrOption) {
+			t.Errorf("WithVersion(%.40q): %v, want ErrOption", v, err)
+			continue
+		}
+		if len(err.Error()) > 400 {
+			t.Errorf("WithVersion of %d bytes: an error of %d bytes, want the version cut short", len(v), len(err.Error()))
 		}
 	}
 }

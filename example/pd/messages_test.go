@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -72,10 +74,17 @@ type anthropicResult struct {
 	done       bool           // data: [DONE] arrived after message_stop
 }
 
-// postMessages sends a Messages API request to url and reads the answer.
-func postMessages(t *testing.T, url, body string) anthropicResult {
+// postMessages sends a Messages API request with X-Request-Id id to url and
+// reads the answer. The id fixes the request's drawn stop token.
+func postMessages(t *testing.T, url, id, body string) anthropicResult {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", id)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +172,7 @@ func TestMessagesAPI(t *testing.T) {
 		{"router", d.router.base(), false},
 		{"router stream", d.router.base(), true},
 	} {
-		res := postMessages(t, c.url+"/v1/messages", body(c.stream))
+		res := postMessages(t, c.url+"/v1/messages", "messages-api-"+c.name, body(c.stream))
 		if res.status != http.StatusOK || res.stopReason != "max_tokens" || res.text == "" || res.usage.OutputTokens != 6 {
 			t.Fatalf("%s: status %d, stop_reason %q, text %q, usage %+v; want 200, max_tokens, 6 tokens of text", c.name,
 				res.status, res.stopReason, res.text, res.usage)
@@ -226,4 +235,73 @@ func eventPattern(events []string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// TestStopDrawFollowsRequestID: a request's stop token is drawn from its
+// X-Request-Id alone (accept), and the answer is what the draw decides: the
+// Messages API's max_tokens after max_tokens tokens when the draw reaches the
+// limit, end_turn after the drawn tokens when it stops before, through the
+// router streamed or not, counted by the decode instance and the router as
+// length and stop. Over many ids both happen at max_tokens 26 (a few in a
+// hundred stop before it): a test that requires max_tokens of a request
+// without a fixed id, as e2e's TestRouterSDKClients did, fails at random.
+func TestStopDrawFollowsRequestID(t *testing.T) {
+	const limit, ids = 26, 10000
+	in := &instance{model: testModel}
+	drawn := func(id string) int64 {
+		max := int64(limit)
+		c, err := in.accept(&apiRequest{MaxTokens: &max, Messages: []chatMessage{{Role: "user", Content: json.RawMessage(`"a question"`)}}},
+			true, id, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return min(c.job.output, limit)
+	}
+	var early, reached []string
+	for i := range ids {
+		id := fmt.Sprintf("draw-%d", i)
+		n := drawn(id)
+		if again := drawn(id); again != n {
+			t.Fatalf("%s: drew %d tokens, then %d", id, n, again)
+		}
+		if n < limit {
+			early = append(early, id)
+		} else {
+			reached = append(reached, id)
+		}
+	}
+	t.Logf("%d of %d ids stop before max_tokens %d", len(early), ids, limit)
+	if len(early) == 0 || len(reached) == 0 {
+		t.Fatalf("%d of %d ids stop before max_tokens %d: want some, not all", len(early), ids, limit)
+	}
+
+	d := startDeployment(t)
+	body := func(stream bool) string {
+		return fmt.Sprintf(`{"model":%q,"max_tokens":%d,"stream":%t,"messages":[{"role":"user","content":"a question"}]}`, testModel, limit, stream)
+	}
+	// Two ids of each kind, one streamed and one not, each id once.
+	want := map[string]float64{}
+	for i, id := range []string{early[0], early[1], reached[0], reached[1]} {
+		stream := i%2 == 1
+		n := drawn(id)
+		reason, label := "max_tokens", "length"
+		if n < limit {
+			reason, label = "end_turn", "stop"
+		}
+		res := postMessages(t, d.router.base()+"/v1/messages", id, body(stream))
+		if res.status != http.StatusOK || res.stopReason != reason || res.usage.OutputTokens != n {
+			t.Errorf("%s (stream %t): status %d, stop_reason %q after %d tokens; want 200, %s after the %d the draw gives",
+				id, stream, res.status, res.stopReason, res.usage.OutputTokens, reason, n)
+		}
+		want[label]++
+	}
+	requests := want["stop"] + want["length"]
+	for name, srv := range map[string]interface{ url() string }{"decode": d.decode, "router": d.router} {
+		fams := scrapeWhen(t, srv, func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == requests })
+		for label, n := range want {
+			if got := finished(fams, label); got != n {
+				t.Errorf("%s: request_success_total{finished_reason=%q} = %v, want %v", name, label, got, n)
+			}
+		}
+	}
 }

@@ -103,12 +103,12 @@ func (l legacy) family() LegacyFamily {
 // (".post1"), a development release (".dev364") and a local version ("+cu128",
 // "+gb432b7a28.d20250625"), and a leading "v" as in vLLM's git tags
 // ("v0.10.0"). Its minor version decides: "0.10.2rc1+cu128" is 0.10.
-// Anything else (the empty string included: leave the option out for the
-// current families only) and versions before 0.9 (the V0 engine's
-// families) are refused with ErrOption. The legacy families take WithBuckets,
+// The empty string asks for no older families, as leaving the option out
+// does (a flag or environment variable left unset). Anything else and
+// versions before 0.9 (the V0 engine's families) are refused with ErrOption. The legacy families take WithBuckets,
 // WithAttributes and WithExponential like the others.
 func WithVersion(v string) Option {
-	return optionFunc(func(c *config) { c.version = &v })
+	return optionFunc(func(c *config) { c.version = v })
 }
 
 // version is a vLLM minor version: the families changed only between minors.
@@ -207,10 +207,10 @@ func (l legacy) exportedBy(v version) bool {
 // legacyOf returns the legacy families of the configured version; an error
 // matching ErrOption for a version WithVersion does not take.
 func (c *config) legacyOf() ([]legacy, error) {
-	if c.version == nil {
+	s := c.version
+	if s == "" {
 		return nil, nil
 	}
-	s := *c.version
 	v, ok := parseVersion(s)
 	if !ok {
 		shown := fmt.Sprintf("%q", s)

@@ -237,7 +237,7 @@ func TestWithVersionStrings(t *testing.T) {
 	}
 	long := strings.Repeat("1", 1<<20)
 	for _, v := range []string{
-		"", " 0.10", "0.10 ", "v0.10.x", "0.10.x", "0.x", "-1.0", "0.-1", "0", "10", "v", "0.", "0.10.",
+		" 0.10", "0.10 ", "v0.10.x", "0.10.x", "0.x", "-1.0", "0.-1", "0", "10", "v", "0.", "0.10.",
 		"0..10", "0.010", "00.10", "0.10rc", "0.10rc1rc2", "0.10.rc1", "0.10.post", "0.10.dev",
 		"0.10.dev1.post1", "0.10+", "0.10+cu128+cpu", "0.10+cu 128", "0.10+cu..128", "0.10+cü128",
 		"1!0.10", "V0.10", "vv0.10", "0.10-rc1", "0.10\x00", "0.99999999999999999999999",
@@ -251,5 +251,21 @@ func TestWithVersionStrings(t *testing.T) {
 		if len(err.Error()) > 400 {
 			t.Errorf("WithVersion of %d bytes: an error of %d bytes, want the version cut short", len(v), len(err.Error()))
 		}
+	}
+}
+
+// WithVersion("") is no older family, as leaving the option out is: a flag
+// or environment variable left unset passes straight through.
+func TestWithVersionEmpty(t *testing.T) {
+	with, err := views.VLLM(views.WithVersion(""))
+	if err != nil {
+		t.Fatalf(`WithVersion(""): %v, want no error`, err)
+	}
+	without, err := views.VLLM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(with) != len(without) {
+		t.Errorf(`WithVersion(""): %d views, want the %d of no version`, len(with), len(without))
 	}
 }

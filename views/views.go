@@ -121,8 +121,8 @@ type config struct {
 	exponential []string // families with the exponential aggregation
 	expLatency  bool     // every latency family too (WithExponentialLatency)
 	resolution  *sdkmetric.AggregationBase2ExponentialHistogram
-	sdkExemplar bool    // the SDK's reservoirs on the latency families too (WithSDKExemplarReservoirs)
-	version     *string // WithVersion's; nil without it
+	sdkExemplar bool   // the SDK's reservoirs on the latency families too (WithSDKExemplarReservoirs)
+	version     string // WithVersion's; empty without it
 }
 
 type bucketsOption struct {

@@ -384,3 +384,20 @@ func FuzzSameEvent(f *testing.F) {
 		}
 	})
 }
+
+// A response's finish reason is read by stats.ParseFinishReason, the one
+// mapping: llm-d-inference-sim's remote_decode (a P/D prefill handed over)
+// is length, its cache_threshold abort, as an engine recording them counts.
+func TestFinishReasonIsParseFinishReason(t *testing.T) {
+	for _, reason := range []string{"stop", "length", "abort", "error", "repetition", "max_tokens",
+		"end_turn", "tool_calls", "remote_decode", "cache_threshold", "compaction", "no such reason"} {
+		want, _ := stats.ParseFinishReason(reason)
+		body := `{"object":"chat.completion","choices":[{"index":0,"message":{"content":"a"},"finish_reason":"` + reason + `"}]}`
+		var o observer
+		o.init(endpoint{stats.OperationChat, dOpenAI}, time.Unix(1000, 0), false)
+		o.write([]byte(body))
+		if r := o.result(time.Unix(1001, 0), end{status: 200}); r.Reason != want {
+			t.Errorf("finish_reason %q: recorded %v, want %v (stats.ParseFinishReason)", reason, r.Reason, want)
+		}
+	}
+}

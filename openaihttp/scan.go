@@ -1338,26 +1338,15 @@ func elementRole(ctx uint8) uint8 {
 	return rNone
 }
 
-// finishReason maps a finish reason to vLLM's: OpenAI's finish_reason,
-// Anthropic's stop_reason and Ollama's done_reason. length, max_tokens and
-// model_context_window_exceeded are length; tool_calls, function_call,
-// content_filter, end_turn, stop_sequence, tool_use and any other value a
-// server invents end a generation normally, as stop.
+// finishReason maps a finish reason (OpenAI's finish_reason, Anthropic's
+// stop_reason, Ollama's done_reason, ...) to vLLM's by
+// stats.ParseFinishReason; a value too long to read is stop.
 func finishReason(v []byte, over bool) stats.FinishReason {
 	if over {
 		return stats.FinishStop
 	}
-	switch string(v) {
-	case "length", "max_tokens", "model_context_window_exceeded":
-		return stats.FinishLength
-	case "abort", "cancelled", "canceled":
-		return stats.FinishAbort
-	case "error":
-		return stats.FinishError
-	case "repetition":
-		return stats.FinishRepetition
-	}
-	return stats.FinishStop
+	r, _ := stats.ParseFinishReason(string(v))
+	return r
 }
 
 // eventType classifies the "type" of a Responses API or Anthropic event.

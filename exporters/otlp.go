@@ -15,6 +15,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+
+	"github.com/infermetrics/infermetrics/exporters/internal/sdksetup"
 )
 
 // Environment variables read by this package. The OpenTelemetry SDK and the
@@ -28,7 +30,7 @@ const (
 	EnvOTLPMetricsEndpoint = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" // Setup: turns OTLP on when set; NewOTLP: checked
 	EnvOTLPProtocol        = "OTEL_EXPORTER_OTLP_PROTOCOL"         // NewOTLP: grpc or http/protobuf
 	EnvOTLPMetricsProtocol = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL" // NewOTLP: wins over OTEL_EXPORTER_OTLP_PROTOCOL
-	EnvExemplarFilter      = "OTEL_METRICS_EXEMPLAR_FILTER"        // Setup: exemplars off unless set (or OpenMetrics)
+	EnvExemplarFilter      = sdksetup.EnvExemplarFilter            // Setup: exemplars off unless set (or OpenMetrics)
 )
 
 // Environment variables of the OTLP reader that the OpenTelemetry SDK and

@@ -14,8 +14,10 @@ var otlpPackages = []string{
 	"google.golang.org/grpc",
 }
 
-// A program that only serves a scrape pays only for it: this package, and
-// example/minimal built on it, link no OTLP exporter and no gRPC.
+// A program that only serves a scrape pays only for it: this package (and
+// so NewProvider, with the resource and provider set-up it shares with
+// exporters.Setup), and example/minimal built on it, link no OTLP exporter
+// and no gRPC.
 func TestNoOTLPDependency(t *testing.T) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
@@ -29,6 +31,9 @@ func TestNoOTLPDependency(t *testing.T) {
 		deps := strings.Fields(string(out))
 		if !hasPrefix(deps, "go.opentelemetry.io/otel/exporters/prometheus") {
 			t.Fatalf("go list -deps %s lists no Prometheus exporter: %q", pkg, deps)
+		}
+		if pkg == "." && !hasPrefix(deps, "github.com/infermetrics/infermetrics/exporters/internal/sdksetup") {
+			t.Fatalf("go list -deps %s lists not the set-up NewProvider shares with exporters.Setup: %q", pkg, deps)
 		}
 		for _, d := range deps {
 			if hasPrefix([]string{d}, otlpPackages...) {

@@ -11,7 +11,6 @@ import (
 	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -318,11 +317,7 @@ func newExporter(c *config) (*Exporter, error) {
 		}
 		return nil, fmt.Errorf("exporters: prometheus: %w", err)
 	}
-	formats := expfmt.DefaultAcceptedFormats()
-	if c.openMetrics {
-		formats = expfmt.DefaultOpenMetricsAcceptedFormats()
-	}
-	h := &scrapeHandler{gatherer: c.registry, series: st.series, formats: formats, goBuckets: c.goBuckets,
+	h := &scrapeHandler{gatherer: c.registry, series: st.series, openMetrics: c.openMetrics, goBuckets: c.goBuckets,
 		views: providerFamilies(c.views), handle: c.handle}
 	return &Exporter{Reader: exp, Handler: h, Registry: c.registry, series: st.series, reserved: c.reservedLabels(),
 		openMetrics: c.openMetrics}, nil

@@ -47,3 +47,36 @@ func TestGoMetrics(t *testing.T) {
 		shutdown(t, p1)
 	}
 }
+
+// A registry that already serves go_* or process_* families keeps its own
+// collector, whatever its options: Setup with WithGoMetrics neither fails
+// ("descriptor ... already exists") nor serves a family twice.
+func TestGoMetricsOnRegistryWithOwnCollectors(t *testing.T) {
+	cleanEnv(t)
+	for name, own := range map[string][]prometheus.Collector{
+		"Go, GC runtime metrics":  {collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC))},
+		"Go, all runtime metrics": {collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsAll))},
+		"Go, no memstats":         {collectors.NewGoCollector(collectors.WithGoCollectorMemStatsMetricsDisabled())},
+		"Go, scheduler metrics and process, reporting errors": {
+			collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
+			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{ReportErrors: true}),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(own...)
+			p, err := Setup(t.Context(), WithGoMetrics(), WithPrometheus(WithRegistry(reg)))
+			if err != nil {
+				t.Fatalf("Setup with WithGoMetrics on a registry with %s: %v", name, err)
+			}
+			defer shutdown(t, p)
+			recordGeneration(t, newRecorder(t, p), 1)
+			fams := familiesOf(t, p) // a duplicate would make the scrape fail
+			for _, f := range []string{"go_goroutines", "process_cpu_seconds_total", "vllm:generation_tokens_total"} {
+				if !fams[f] {
+					t.Errorf("%s missing from the scrape", f)
+				}
+			}
+		})
+	}
+}

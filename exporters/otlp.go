@@ -15,6 +15,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+
+	"github.com/infermetrics/infermetrics/exporters/internal/sdksetup"
 )
 
 // Environment variables read by this package. The OpenTelemetry SDK and the
@@ -28,7 +30,7 @@ const (
 	EnvOTLPMetricsEndpoint = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" // Setup: turns OTLP on when set; NewOTLP: checked
 	EnvOTLPProtocol        = "OTEL_EXPORTER_OTLP_PROTOCOL"         // NewOTLP: grpc or http/protobuf
 	EnvOTLPMetricsProtocol = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL" // NewOTLP: wins over OTEL_EXPORTER_OTLP_PROTOCOL
-	EnvExemplarFilter      = "OTEL_METRICS_EXEMPLAR_FILTER"        // Setup: exemplars off unless set (or OpenMetrics)
+	EnvExemplarFilter      = sdksetup.EnvExemplarFilter            // Setup: exemplars off unless set (or OpenMetrics)
 )
 
 // Environment variables of the OTLP reader that the OpenTelemetry SDK and
@@ -349,11 +351,20 @@ var grpcOptions = exporterOptions[otlpmetricgrpc.Option]{
 	gzip:        func() otlpmetricgrpc.Option { return otlpmetricgrpc.WithCompressor(compressionGzip) },
 	// The gRPC exporter has no option for "none" (WithCompressor reports
 	// any value but gzip as an error); the identity encoding is gRPC's
-	// no-compression, and dial options given here come after the
-	// exporter's own.
+	// no-compression. It is a call option of each export, not a default
+	// call option: before otlpmetricgrpc 1.47 the exporter's own default
+	// (gzip, from OTEL_EXPORTER_OTLP_COMPRESSION) came after the dial
+	// options given here and won.
 	noCompression: func() otlpmetricgrpc.Option {
-		return otlpmetricgrpc.WithDialOption(grpc.WithDefaultCallOptions(grpc.UseCompressor(encoding.Identity)))
+		return otlpmetricgrpc.WithDialOption(grpc.WithChainUnaryInterceptor(identityCompression))
 	},
+}
+
+// identityCompression makes a unary call uncompressed, whatever the
+// connection's default call options say.
+func identityCompression(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+	invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoke(ctx, method, req, reply, cc, append(opts, grpc.UseCompressor(encoding.Identity))...)
 }
 
 var httpOptions = exporterOptions[otlpmetrichttp.Option]{

@@ -2,29 +2,22 @@ package exporters
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
-	promclient "github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 
+	"github.com/infermetrics/infermetrics/exporters/internal/sdksetup"
 	"github.com/infermetrics/infermetrics/exporters/prometheus"
 	"github.com/infermetrics/infermetrics/views"
 )
@@ -177,8 +170,9 @@ func WithoutProcessMetrics() Option {
 // ...: client_golang's Go collector) to the Prometheus registry, as
 // prometheus_client adds Python's python_gc_* to vLLM's scrape: for a
 // program whose only /metrics is Setup's (cmd/infermetrics-proxy). A
-// registry that already has the Go collector keeps it. They are not sent
-// over OTLP.
+// registry that already serves go_* families (its own Go collector, with
+// whatever options, or another Setup's) keeps its collector. They are not
+// sent over OTLP.
 func WithGoMetrics() Option {
 	return setupOptionFunc(func(c *setupConfig) { c.goMetrics = true })
 }
@@ -197,8 +191,11 @@ func WithExemplars() Option {
 // Provider is a MeterProvider with its resource, views and readers, built by
 // Setup.
 type Provider struct {
-	mp        metric.MeterProvider
-	sdk       *sdkmetric.MeterProvider // nil when the SDK is disabled
+	mp  metric.MeterProvider
+	sdk interface { // nil when the SDK is disabled
+		ForceFlush(context.Context) error
+		Shutdown(context.Context) error
+	}
 	res       *resource.Resource
 	handler   http.Handler
 	exporters []string
@@ -208,7 +205,9 @@ type Provider struct {
 	shutdownOnce sync.Once
 }
 
-// Setup builds one MeterProvider with a resource, views and readers:
+// Setup builds one MeterProvider with a resource, views and readers (with
+// the Prometheus exporter, on prometheus.NewProvider, which a program that
+// pushes nothing calls instead):
 //
 //   - Resource: the SDK defaults and OTEL_RESOURCE_ATTRIBUTES and
 //     OTEL_SERVICE_NAME, then WithResourceAttributes, WithServiceName and
@@ -228,7 +227,7 @@ type Provider struct {
 //     process_resident_memory_bytes, process_start_time_seconds,
 //     process_open_fds, ...), as vLLM's scrape does, unless
 //     WithoutProcessMetrics is given or the registry (WithRegistry) already
-//     has one. They are not sent over OTLP.
+//     serves process_* families. They are not sent over OTLP.
 //   - Go metrics: the go_* families of the Go runtime on the same registry,
 //     with WithGoMetrics only.
 //   - Stats log readers of WithStatsLog, whatever the exporters.
@@ -275,76 +274,61 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 			return fail(err, nil)
 		}
 	}
-	if p.res, err = newResource(ctx, &c, p.route); err != nil {
+	if p.res, err = sdksetup.NewResource(ctx, sdksetup.Resource{ServiceName: c.serviceName,
+		ServiceInstanceID: c.serviceInstanceID, Attributes: c.attributes}, p.route.report); err != nil {
 		return fail(err, nil)
 	}
+	// The readers beside Prometheus's, built last (prometheus.NewProvider
+	// calls this just before it builds the provider): a periodic reader
+	// exports from the start, and fails until the provider registers it.
+	withProm := slices.Contains(names, ExporterPrometheus)
 	var readers []sdkmetric.Reader
-	var prom *prometheus.Exporter
-	for _, name := range names {
-		switch name {
-		case ExporterPrometheus:
-			// The reader learns the resource (for ReservedLabels) and the
-			// views (for the zero series of native and legacy histograms), and sends
-			// scrape errors to this Setup's handler.
-			promOpts := append(slices.Clip(c.prometheus), prometheus.WithResource(p.res),
-				prometheus.WithErrorHandler(p.route.report), prometheus.WithProviderViews(vs...))
-			if prom, err = prometheus.New(promOpts...); err != nil {
-				return fail(err, readers)
-			}
-			readers = append(readers, prom.Reader)
-			p.handler = prom.Handler
-			if !c.noProcessMetrics {
-				if err := registerOnce(prom.Registry, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), "process metrics"); err != nil {
-					return fail(err, readers)
-				}
-			}
-			if c.goMetrics {
-				if err := registerOnce(prom.Registry, collectors.NewGoCollector(), "Go metrics"); err != nil {
-					return fail(err, readers)
-				}
-			}
-		case ExporterOTLP:
+	others := func() ([]sdkmetric.Reader, error) {
+		if slices.Contains(names, ExporterOTLP) {
 			r, err := NewOTLP(ctx, append(slices.Clip(c.otlp), withRoute(p.route))...)
 			if err != nil {
-				return fail(err, readers)
+				return readers, err
 			}
 			readers = append(readers, r)
 			p.otlp, _ = r.(interface{ ForceFlush(context.Context) error })
 		}
+		for _, s := range c.statsLogs {
+			readers = append(readers, NewStatsLog(s.logger, s.opts...))
+		}
+		return readers, nil
 	}
-	for _, s := range c.statsLogs {
-		readers = append(readers, NewStatsLog(s.logger, s.opts...))
+	if !withProm {
+		if _, err := others(); err != nil {
+			return fail(err, readers)
+		}
+		sdk := sdksetup.NewMeterProvider(sdksetup.Provider{Resource: p.res, Views: vs, Readers: readers,
+			CardinalityLimit: c.cardinalityLimit, Exemplars: c.exemplars})
+		p.sdk, p.mp = sdk, sdk
+		return p, nil
 	}
-	mpOpts := []sdkmetric.Option{sdkmetric.WithResource(p.res), sdkmetric.WithView(vs...)}
-	for _, r := range readers {
-		mpOpts = append(mpOpts, sdkmetric.WithReader(r))
-	}
+	// The reader learns the resource (for ReservedLabels) and the views (for
+	// the zero series of native and legacy histograms), and sends scrape
+	// errors to this Setup's handler.
+	promOpts := append(slices.Clip(c.prometheus), prometheus.WithResource(p.res),
+		prometheus.WithErrorHandler(p.route.report), prometheus.WithProviderViews(vs...), prometheus.WithReaderFunc(others))
 	if c.cardinalityLimit != nil {
-		mpOpts = append(mpOpts, sdkmetric.WithCardinalityLimit(*c.cardinalityLimit))
+		promOpts = append(promOpts, prometheus.WithCardinalityLimit(*c.cardinalityLimit))
 	}
-	if !c.exemplars && os.Getenv(EnvExemplarFilter) == "" && (prom == nil || !prom.ServesOpenMetrics()) {
-		mpOpts = append(mpOpts, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
+	if c.exemplars {
+		promOpts = append(promOpts, prometheus.WithExemplars())
 	}
-	p.sdk = sdkmetric.NewMeterProvider(mpOpts...)
-	p.mp = p.sdk
-	if prom != nil {
-		p.mp = prom.Wrap(p.sdk)
+	if c.noProcessMetrics {
+		promOpts = append(promOpts, prometheus.WithoutProcessMetrics())
 	}
-	return p, nil
-}
-
-// registerOnce registers c, one of client_golang's collectors (the process
-// or Go collector), on reg. A registry that already has it (the caller's
-// own, or another Setup's) keeps it; what names it in an error.
-func registerOnce(reg *promclient.Registry, c promclient.Collector, what string) error {
-	err := reg.Register(c)
-	if _, ok := errors.AsType[promclient.AlreadyRegisteredError](err); ok {
-		return nil
+	if c.goMetrics {
+		promOpts = append(promOpts, prometheus.WithGoMetrics())
 	}
+	prom, err := prometheus.NewProvider(ctx, promOpts...)
 	if err != nil {
-		return fmt.Errorf("exporters: %s: %w", what, err)
+		return fail(err, nil) // NewProvider shut down the readers
 	}
-	return nil
+	p.sdk, p.mp, p.handler = prom, prom.MeterProvider(), prom.Handler()
+	return p, nil
 }
 
 // selectExporters reads OTEL_METRICS_EXPORTER. An unsupported name
@@ -380,59 +364,6 @@ func selectExporters(withOTLP bool, route *errorRoute) ([]string, error) {
 		return []string{}, nil
 	}
 	return names, nil
-}
-
-// newResource builds the resource in the documented precedence. It reads the
-// environment on every call (resource.Default caches it once per process).
-func newResource(ctx context.Context, c *setupConfig, route *errorRoute) (*resource.Resource, error) {
-	res, err := resource.New(ctx,
-		resource.WithAttributes(semconv.ServiceName(defaultServiceName())),
-		resource.WithTelemetrySDK(),
-		resource.WithFromEnv(),
-		resource.WithAttributes(c.attributes...),
-	)
-	if errors.Is(err, resource.ErrPartialResource) {
-		route.report(fmt.Errorf("exporters: resource: %w", err)) // keep what was understood
-	} else if err != nil {
-		return nil, fmt.Errorf("exporters: resource: %w", err)
-	}
-	var own []attribute.KeyValue
-	if c.serviceName != "" {
-		own = append(own, semconv.ServiceName(c.serviceName))
-	}
-	id := c.serviceInstanceID
-	if _, ok := res.Set().Value(semconv.ServiceInstanceIDKey); !ok && id == "" {
-		if id, err = randomUUID(); err != nil {
-			return nil, fmt.Errorf("exporters: service.instance.id: %w", err)
-		}
-	}
-	if id != "" {
-		own = append(own, semconv.ServiceInstanceID(id))
-	}
-	if res, err = resource.Merge(res, resource.NewSchemaless(own...)); err != nil {
-		return nil, fmt.Errorf("exporters: resource: %w", err)
-	}
-	return res, nil
-}
-
-// defaultServiceName is the specification's default service.name.
-func defaultServiceName() string {
-	if exe, err := os.Executable(); err == nil {
-		return "unknown_service:" + filepath.Base(exe)
-	}
-	return "unknown_service"
-}
-
-// randomUUID returns a random (version 4) UUID in its text form.
-func randomUUID() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
 }
 
 // MeterProvider returns the provider to record on (for example with

@@ -38,6 +38,17 @@ go test -race -count=2 -timeout 20m ./...
 (cd openaihttp/internal/stacktest && go vet ./... && staticcheck ./... && go test -race -count=2 -timeout 10m ./...)
 elapsed "unit tests"
 
+phase "newest dependencies"
+# go.mod requires the oldest versions the library builds and passes its tests
+# with (README, Install), so that an adopter is forced into no upgrade: every
+# other stage runs at them. This one builds, vets and tests the root module
+# at the newest releases, kept in .ci/newest.mod and .ci/newest.sum (refresh:
+# go get -modfile=.ci/newest.mod -u ./... && go mod tidy -modfile=.ci/newest.mod).
+go build -modfile=.ci/newest.mod ./...
+go vet -modfile=.ci/newest.mod ./...
+go test -modfile=.ci/newest.mod -count=1 -timeout 20m ./...
+elapsed "newest dependencies"
+
 phase "fuzz (briefly)"
 # What clients and servers send, against encoding/json with Python's rules
 # (openaihttp/pyjson_test.go), from the seeds of every fixture and the replay

@@ -57,3 +57,38 @@ func ExampleNew() {
 	// vllm:prompt_tokens_cached_total{engine="0",model_name="llama"} 70
 	// vllm:prompt_tokens_total{engine="0",model_name="llama"} 100
 }
+
+// NewProvider sets up a program that only serves a scrape in one call: the
+// MeterProvider with the views (here those of vLLM 0.10, whose retired
+// vllm:time_per_output_token_seconds is kept), the Prometheus reader and
+// its handler, which shows every histogram family of each engine at zero
+// from start-up, the retired ones included.
+func ExampleNewProvider() {
+	ctx := context.Background()
+	p, err := prometheus.NewProvider(ctx, prometheus.WithViewOptions(views.WithVersion("0.10")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Shutdown(ctx)
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()), instrument.WithModelName("llama"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rec.Close()
+
+	// In a server: http.Handle("/metrics", p.Handler()).
+	w := httptest.NewRecorder()
+	p.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	for line := range strings.Lines(w.Body.String()) {
+		for _, family := range []string{"time_to_first_token", "inter_token_latency", "time_per_output_token", "e2e_request_latency"} {
+			if strings.HasPrefix(line, "vllm:"+family+"_seconds_count") {
+				fmt.Print(line)
+			}
+		}
+	}
+	// Output:
+	// vllm:e2e_request_latency_seconds_count{engine="0",model_name="llama"} 0
+	// vllm:inter_token_latency_seconds_count{engine="0",model_name="llama"} 0
+	// vllm:time_per_output_token_seconds_count{engine="0",model_name="llama"} 0
+	// vllm:time_to_first_token_seconds_count{engine="0",model_name="llama"} 0
+}

@@ -30,12 +30,12 @@ import (
 // handler does otherwise (format negotiation, name[] filter, HTTP 500 on a
 // gathering error), which cannot rewrite the text or read q=0.
 type scrapeHandler struct {
-	gatherer  prometheus.Gatherer
-	series    *instrument.SeriesSet // nil: no completion
-	formats   []expfmt.Format
-	goBuckets bool
-	views     viewFamilies // what the completion needs of the provider's views
-	handle    func(error)  // gathering and writing errors
+	gatherer    prometheus.Gatherer
+	series      *instrument.SeriesSet // nil: no completion
+	openMetrics bool                  // negotiate OpenMetrics too (WithOpenMetrics)
+	goBuckets   bool
+	views       viewFamilies // what the completion needs of the provider's views
+	handle      func(error)  // gathering and writing errors
 
 	mu        sync.Mutex
 	unwrapped map[[2]string]bool // engines reported as recorded on an unwrapped provider
@@ -88,7 +88,14 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			mfs = kept
 		}
 	}
-	format := expfmt.NegotiateAccept(r.Header, h.formats...)
+	// Negotiate and NegotiateIncludingOpenMetrics, which prometheus/common
+	// 0.72 deprecates as NegotiateAccept with DefaultAcceptedFormats or
+	// DefaultOpenMetricsAcceptedFormats (0.71 and 0.72): go.mod's minimum
+	// is OpenTelemetry 1.44's, 0.67.5, as client_golang 1.24's is 0.70.
+	format := expfmt.Negotiate(r.Header)
+	if h.openMetrics {
+		format = expfmt.NegotiateIncludingOpenMetrics(r.Header)
+	}
 	header := w.Header()
 	header.Set("Content-Type", string(format))
 	header.Add("Vary", "Accept")

@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -139,7 +139,11 @@ type config struct {
 	goBuckets     bool
 	resource      *resource.Resource // the provider's, when known: WithResource
 	views         []sdkmetric.View   // the provider's, when known: WithProviderViews
+	viewsSet      bool               // WithProviderViews was given
 	handle        func(error)        // scrape errors; otel.Handle by default
+
+	provider     providerConfig // what only NewProvider reads
+	providerOnly []string       // the names of the options of NewProvider only that were given
 }
 
 // Option configures New.
@@ -203,13 +207,18 @@ func WithGoBucketText() Option {
 // at all. Without it such a family shows classic zero series until one
 // engine observes it, native ones after, and a legacy histogram family
 // none until its first observation. Setup passes its views.
+//
+// Given to NewProvider, they are the provider's views, instead of views.VLLM
+// with WithViewOptions. The last one given wins.
 func WithProviderViews(v ...sdkmetric.View) Option {
-	return optionFunc(func(c *config) { c.views = append(c.views, v...) })
+	return optionFunc(func(c *config) { c.views, c.viewsSet = slices.Clone(v), true })
 }
 
 // WithResource tells the reader the resource of the provider it is
 // registered on, so that ReservedLabels knows the labels of
-// WithResourceAsLabels. exporters.Setup passes it.
+// WithResourceAsLabels. exporters.Setup passes it. Given to NewProvider, it
+// is the provider's resource, instead of the one built from the
+// environment.
 func WithResource(res *resource.Resource) Option {
 	return optionFunc(func(c *config) { c.resource = res })
 }
@@ -254,7 +263,22 @@ func (c *config) reservedLabels() []string {
 // Recorders exporting the same series are refused. At most one of them may
 // serve target_info: New returns an error matching ErrConfig for a second
 // one.
+//
+// The options of NewProvider only (WithViewOptions, WithReader, WithReaderFunc,
+// WithCardinalityLimit, WithExemplars, WithoutProcessMetrics, WithGoMetrics)
+// configure a MeterProvider, which New does not build: New refuses them
+// with an error matching ErrConfig.
 func New(opts ...Option) (*Exporter, error) {
+	c := newConfig(opts)
+	if len(c.providerOnly) > 0 {
+		return nil, fmt.Errorf("%w: prometheus.New builds a reader, not a MeterProvider: %s configure NewProvider's provider",
+			ErrConfig, strings.Join(c.providerOnly, ", "))
+	}
+	return newExporter(&c)
+}
+
+// newConfig applies opts to the defaults.
+func newConfig(opts []Option) config {
 	c := config{handle: otel.Handle}
 	for _, o := range opts {
 		o.apply(&c)
@@ -265,6 +289,11 @@ func New(opts ...Option) (*Exporter, error) {
 	if c.handle == nil {
 		c.handle = otel.Handle
 	}
+	return c
+}
+
+// newExporter builds the reader and handler of c.
+func newExporter(c *config) (*Exporter, error) {
 	st, err := joinRegistry(c.registry, c.targetInfo)
 	if err != nil {
 		return nil, err
@@ -288,11 +317,7 @@ func New(opts ...Option) (*Exporter, error) {
 		}
 		return nil, fmt.Errorf("exporters: prometheus: %w", err)
 	}
-	formats := expfmt.DefaultAcceptedFormats()
-	if c.openMetrics {
-		formats = expfmt.DefaultOpenMetricsAcceptedFormats()
-	}
-	h := &scrapeHandler{gatherer: c.registry, series: st.series, formats: formats, goBuckets: c.goBuckets,
+	h := &scrapeHandler{gatherer: c.registry, series: st.series, openMetrics: c.openMetrics, goBuckets: c.goBuckets,
 		views: providerFamilies(c.views), handle: c.handle}
 	return &Exporter{Reader: exp, Handler: h, Registry: c.registry, series: st.series, reserved: c.reservedLabels(),
 		openMetrics: c.openMetrics}, nil

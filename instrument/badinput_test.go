@@ -16,6 +16,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/sdk"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/internal/eventtest"
@@ -660,15 +661,39 @@ func TestRecordAtLimits(t *testing.T) {
 	e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: maxInt})
 	e.RecordScheduler(ctx, &stats.Scheduler{PrefixCache: stats.CacheQueries{Queries: maxInt, Hits: maxInt},
 		SpecDecoding: &stats.SpecDecoding{AcceptedPerPosition: make([]int64, 64)}})
+	// The SDK before 1.47 reads an int64 counter at MaxInt64 as MinInt64
+	// (open-telemetry/opentelemetry-go#8981): the totals are checked on the
+	// SDK that has the fix, which the test command's newest stage runs.
+	readable := sdkAtLeast(t, 1, 47)
 	s := h.collect()
-	checkCounter(t, s, float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
-	checkCounter(t, s, float64(maxInt), "vllm:prefix_cache_hits", engineLabels("0")...)
+	if readable {
+		checkCounter(t, s, float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
+		checkCounter(t, s, float64(maxInt), "vllm:prefix_cache_hits", engineLabels("0")...)
+	}
 	// The next token would wrap the total: refused, and the total stays.
 	e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: 1})
 	if err := h.refused(); !errors.Is(err, stats.ErrOverflow) {
 		t.Errorf("one more token: %v, want ErrOverflow", err)
 	}
-	checkCounter(t, h.collect(), float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
+	if readable {
+		checkCounter(t, h.collect(), float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
+	}
+}
+
+// sdkAtLeast reports whether the OpenTelemetry SDK linked is major.minor or
+// later.
+func sdkAtLeast(t *testing.T, major, minor int) bool {
+	var got [2]int
+	if _, err := fmt.Sscanf(sdk.Version(), "%d.%d", &got[0], &got[1]); err != nil {
+		t.Fatalf("sdk.Version() %q: %v", sdk.Version(), err)
+	}
+	if got[0] != major {
+		return got[0] > major
+	}
+	if got[1] < minor {
+		t.Logf("OpenTelemetry SDK %s, before %d.%d: part of the test does not apply", sdk.Version(), major, minor)
+	}
+	return got[1] >= minor
 }
 
 // More bad inputs: durations above stats.MaxSeconds and the accounting

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -78,6 +79,10 @@ func newTLSUpstream(t *testing.T, ca testCA, h2 bool) *tlsUpstream {
 		chatJSON(w, r)
 	}))
 	u.EnableHTTP2 = h2
+	// The handshakes a test makes fail (a proxy without the CA), and
+	// those Close cuts short, are logged with the test's log, not on
+	// stderr.
+	u.Config.ErrorLog = log.New(testLog{t}, "upstream: ", 0)
 	u.TLS = &tls.Config{Certificates: []tls.Certificate{ca.server}, GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		u.mu.Lock()
 		u.sni = append(u.sni, hello.ServerName)
@@ -87,6 +92,14 @@ func newTLSUpstream(t *testing.T, ca testCA, h2 bool) *tlsUpstream {
 	u.StartTLS()
 	t.Cleanup(u.Close)
 	return u
+}
+
+// testLog writes to a test's log: the ErrorLog of its servers.
+type testLog struct{ t testing.TB }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 // url is the upstream's address by host name, as a user gives a hosted

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/infermetrics/infermetrics/internal/testlog"
 )
 
 // testCA is a certificate authority of the test's own, and a server
@@ -82,7 +84,7 @@ func newTLSUpstream(t *testing.T, ca testCA, h2 bool) *tlsUpstream {
 	// The handshakes a test makes fail (a proxy without the CA), and
 	// those Close cuts short, are logged with the test's log, not on
 	// stderr.
-	u.Config.ErrorLog = log.New(testLog{t}, "upstream: ", 0)
+	u.Config.ErrorLog = log.New(testlog.Writer{T: t}, "upstream: ", 0)
 	u.TLS = &tls.Config{Certificates: []tls.Certificate{ca.server}, GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		u.mu.Lock()
 		u.sni = append(u.sni, hello.ServerName)
@@ -92,14 +94,6 @@ func newTLSUpstream(t *testing.T, ca testCA, h2 bool) *tlsUpstream {
 	u.StartTLS()
 	t.Cleanup(u.Close)
 	return u
-}
-
-// testLog writes to a test's log: the ErrorLog of its servers.
-type testLog struct{ t testing.TB }
-
-func (l testLog) Write(p []byte) (int, error) {
-	l.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // url is the upstream's address by host name, as a user gives a hosted

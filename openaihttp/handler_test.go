@@ -90,7 +90,7 @@ func TestHandlerNonStreamed(t *testing.T) {
 }
 
 func TestHandlerFailures(t *testing.T) {
-	testlog.OTelErrors(t) // what the Recorder refuses goes to otel.Handle: to the test's log
+	testlog.StdLogger(t) // what the Recorder refuses goes to otel.Handle, which logs it: to the test's log
 	for name, tc := range map[string]struct {
 		handler                    http.Handler
 		body                       string

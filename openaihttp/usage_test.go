@@ -51,7 +51,7 @@ func TestUsageWithoutCompletionTokens(t *testing.T) {
 // (infermetrics.invalid_events, kind value_dropped) and reports, on both
 // sides. Before, the whole usage was dropped silently: 0 generation tokens.
 func TestUsageCachedAbovePrompt(t *testing.T) {
-	testlog.OTelErrors(t) // what the Recorder refuses goes to otel.Handle: to the test's log
+	testlog.StdLogger(t) // what the Recorder refuses goes to otel.Handle, which logs it: to the test's log
 	const resp = `{"object":"chat.completion","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":10,"completion_tokens":213,"total_tokens":223,"prompt_tokens_details":{"cached_tokens":161}}}`
 	dropped := func(c *rec) float64 {

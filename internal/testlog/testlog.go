@@ -6,35 +6,48 @@
 package testlog
 
 import (
+	"log"
 	"strings"
 	"sync"
 	"testing"
-
-	"go.opentelemetry.io/otel"
 )
 
-// OTelErrors sends what otel.Handle gets (the refusals a Recorder reports
-// without WithErrorHandler, those of a nil Engine, an exporter's errors)
-// to t.Log until the test ends, then restores the handler before; what
-// arrives after the test ended is dropped.
-func OTelErrors(t testing.TB) {
+// StdLogger sends what the standard logger gets to t.Log until the test
+// ends, then restores its output and flags; what arrives after the test
+// ended is dropped. OpenTelemetry's default error handler writes there
+// (otel.Handle: the refusals a Recorder reports without WithErrorHandler,
+// those of a nil Engine, an exporter's errors). It leaves otel's global
+// handler alone: the first otel.SetErrorHandler of a process makes the
+// default handler delegate to the handler set, for good.
+func StdLogger(t testing.TB) {
 	t.Helper()
-	prev := otel.GetErrorHandler()
-	var mu sync.Mutex
-	ended := false
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !ended {
-			t.Log("otel.Handle: ", err)
-		}
-	}))
+	out, flags := log.Writer(), log.Flags()
+	w := &ending{Writer: Writer{T: t}}
+	log.SetOutput(w)
+	log.SetFlags(0)
 	t.Cleanup(func() {
-		otel.SetErrorHandler(prev)
-		mu.Lock()
-		ended = true
-		mu.Unlock()
+		log.SetOutput(out)
+		log.SetFlags(flags)
+		w.mu.Lock()
+		w.ended = true
+		w.mu.Unlock()
 	})
+}
+
+// ending is a Writer that drops what comes after its test ended.
+type ending struct {
+	Writer
+	mu    sync.Mutex
+	ended bool
+}
+
+func (w *ending) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return len(p), nil
+	}
+	return w.Writer.Write(p)
 }
 
 // Writer is an io.Writer to t.Log, for a test's log.Logger (the ErrorLog

@@ -1,7 +1,9 @@
 package testlog
 
 import (
+	"bytes"
 	"errors"
+	"log"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -15,30 +17,31 @@ type recorder struct {
 
 func (r *recorder) Log(args ...any) {
 	for _, a := range args {
-		if err, ok := a.(error); ok {
-			r.logged = append(r.logged, err.Error())
-		}
+		r.logged = append(r.logged, a.(string))
 	}
 }
 
-// What otel.Handle gets reaches the test's log, and the handler before is
-// back when the test ends.
-func TestOTelErrors(t *testing.T) {
-	var got []error
-	prev := otel.GetErrorHandler()
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { got = append(got, err) }))
-	t.Cleanup(func() { otel.SetErrorHandler(prev) })
-	r := &recorder{TB: t}
+// What otel.Handle's default handler logs during a test reaches the test's
+// log; after it, the standard logger's output and flags are back.
+func TestStdLogger(t *testing.T) {
+	var logged bytes.Buffer
+	out, flags := log.Writer(), log.Flags()
+	log.SetOutput(&logged)
+	log.SetFlags(log.Lmicroseconds)
+	t.Cleanup(func() { log.SetOutput(out); log.SetFlags(flags) })
+	r := &recorder{}
 	t.Run("test", func(t *testing.T) {
 		r.TB = t
-		OTelErrors(r)
+		StdLogger(r)
 		otel.Handle(errors.New("refused"))
 	})
 	if len(r.logged) != 1 || r.logged[0] != "refused" {
-		t.Errorf("logged %q, want the error", r.logged)
+		t.Errorf("the test logged %q, want the error", r.logged)
 	}
-	otel.Handle(errors.New("after"))
-	if len(got) != 1 || got[0].Error() != "after" {
-		t.Errorf("the handler before got %v, want the error after the test", got)
+	if log.Writer() != &logged || log.Flags() != log.Lmicroseconds {
+		t.Error("the standard logger's output or flags are not back")
+	}
+	if logged.Len() != 0 {
+		t.Errorf("the standard logger's output got %q during the test", logged.String())
 	}
 }

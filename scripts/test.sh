@@ -28,7 +28,7 @@ elapsed() { phase "$1 done in $((SECONDS - start)) s"; start=$SECONDS; }
 # test printed a stray line besides go test's and t.Log's: a log line on
 # stderr, a print, which a reader of a green run takes for an error. A test
 # writes through t.Log, and routes what a server or OpenTelemetry logs
-# there too (http.Server.ErrorLog, otel.SetErrorHandler);
+# there too (http.Server.ErrorLog, the standard logger: internal/testlog);
 # internal/testoutput tells the lines apart in go test -json's output.
 testoutput_dir=$(mktemp -d)
 testoutput=$testoutput_dir/testoutput

@@ -3,8 +3,8 @@
 // of a failed test), and fails when a test printed a stray line: one that
 // is neither go test's own (=== RUN, --- PASS, ok...) nor t.Log's (indented,
 // after file:line). A passing test writes through t.Log, and routes what a
-// server or OpenTelemetry logs there too (http.Server.ErrorLog,
-// otel.SetErrorHandler); a stray line is one on stderr or stdout, which a
+// server or OpenTelemetry logs there too (http.Server.ErrorLog, the
+// standard logger: internal/testlog); a stray line is one on stderr or stdout, which a
 // reader of a green run takes for an error. scripts/test.sh pipes its unit
 // tests through it:
 //

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -52,6 +53,7 @@ const mib = 1 << 20
 // A gateway serving more models than the limit: the series beyond it go to
 // one overflow series per family, and no count is lost.
 func TestCardinalityLimitModels(t *testing.T) {
+	testlog.StdLogger(t) // what a scrape reports goes to otel.Handle, which logs it: to the test's log
 	cleanEnv(t)
 	const limit, models = 20, 50
 	p, err := Setup(t.Context(), WithCardinalityLimit(limit))
@@ -153,6 +155,7 @@ func TestCardinalityDefaultLimit(t *testing.T) {
 // (tens of KiB) or of a label per state, well past the heap noise; the
 // full-size figures are BenchmarkCardinalityMemory's.
 func TestCardinalityMemoryBounded(t *testing.T) {
+	testlog.StdLogger(t) // what a scrape reports goes to otel.Handle, which logs it: to the test's log
 	const attempts = 20_000
 	t.Run("LoRA adapters", func(t *testing.T) {
 		cleanEnv(t)

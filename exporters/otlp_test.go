@@ -3,6 +3,7 @@ package exporters
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,6 +170,9 @@ func TestOTLPEndpointURLAndGzip(t *testing.T) {
 
 func TestOTLPIntervalFromEnvExports(t *testing.T) {
 	cleanEnv(t)
+	// A periodic export that Shutdown cuts short is reported to
+	// otel.Handle, whose default handler writes to the standard logger.
+	logged := captureStdLog(t)
 	recv := startReceiver(t)
 	t.Setenv(EnvOTLPProtocol, "grpc")
 	t.Setenv(EnvOTLPMetricsEndpoint, "http://"+recv.addr)
@@ -186,6 +190,12 @@ func TestOTLPIntervalFromEnvExports(t *testing.T) {
 	defer cancel()
 	if err := mp.Shutdown(ctx); err != nil {
 		t.Fatal(err)
+	}
+	for line := range strings.Lines(logged.String()) {
+		if !strings.Contains(line, "context canceled") {
+			t.Errorf("logged %q, want only an export that Shutdown cut short", line)
+		}
+		t.Logf("logged: %s", strings.TrimSpace(line))
 	}
 }
 

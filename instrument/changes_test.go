@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/testutil"
 )
@@ -70,6 +71,7 @@ func TestSetOneGauge(t *testing.T) {
 // nothing changes, and the refusal is counted (kind scheduler) and reported
 // with the method and the field.
 func TestSetOneGaugeRefused(t *testing.T) {
+	testlog.StdLogger(t) // what a nil Engine refuses goes to otel.Handle, which logs it: to the test's log
 	errs := &testutil.Errors{}
 	r, rec := newReaderRecorder(t, errs.Option())
 	e, _ := rec.Engine(0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/testutil"
 )
@@ -366,6 +367,7 @@ func TestEventsConcurrent(t *testing.T) {
 // it, and never panic; a nil Events, or one of a closed Recorder, reports
 // every call.
 func TestEventsBadInput(t *testing.T) {
+	testlog.StdLogger(t) // what a nil Engine refuses goes to otel.Handle, which logs it: to the test's log
 	r, rec, errs := eventsRecorder(t, manualWindows)
 	e, _ := rec.Engine(0)
 	ev := e.Events()

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/testutil"
 )
@@ -17,6 +18,7 @@ import (
 // model_name, engine or constant attributes, as vLLM's API server has
 // them, with vLLM's buckets; bad input is refused and counted.
 func TestServerOperations(t *testing.T) {
+	testlog.StdLogger(t) // what a nil Engine refuses goes to otel.Handle, which logs it: to the test's log
 	r := testutil.New(t)
 	errs := &testutil.Errors{}
 	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(model),

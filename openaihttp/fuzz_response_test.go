@@ -538,7 +538,7 @@ func expect(dialect uint8, streaming bool, docs []object, complete bool) outcome
 // the body frames its documents when it is streamed (sse), else it is one
 // JSON document (Ollama: NDJSON either way).
 func fuzzResponse(f *testing.F, ep endpoint) {
-	for _, b := range testdataFiles(f) {
+	for _, b := range fuzzSeeds(f) {
 		f.Add(b, bytes.HasPrefix(bytes.TrimSpace(b), []byte("data:")) || bytes.Contains(b, []byte("\nevent:")), uint8(len(b)))
 	}
 	f.Fuzz(func(t *testing.T, body []byte, sse bool, step uint8) {

@@ -13,7 +13,7 @@ import (
 // when set, as vLLM reads them; max_output_tokens for the Responses API),
 // the last of duplicate keys winning, past one leading byte order mark.
 func FuzzRequestScan(f *testing.F) {
-	for _, b := range testdataFiles(f) {
+	for _, b := range fuzzSeeds(f) {
 		f.Add(b)
 	}
 	for _, b := range []string{

@@ -23,8 +23,8 @@ var fuzzPaths = []string{"/v1/chat/completions", "/v1/completions", "/v1/respons
 // endpoint of any dialect: the middleware and the transport never panic,
 // pass every byte through and record a valid request (an invalid one would
 // reach the error handler; absurd values are dropped and reported as
-// ErrDropped). The seeds include every fixture, and every file under
-// testdata.
+// ErrDropped). The seeds include every fixture, and the fuzz seeds of the
+// recorded corpus (FuzzSeeds; TestCorpus replays all of it).
 func FuzzObserve(f *testing.F) {
 	f.Add([]byte(streamBody), []byte(chunk("a")+finishChunk("stop")+usageChunk(3, 1, 1)+done), true, 7, uint8(0))
 	f.Add([]byte(chatBody), []byte(nonStreamResponse), false, 13, uint8(1))
@@ -39,7 +39,7 @@ func FuzzObserve(f *testing.F) {
 		ep := uint8(slices.Index(fuzzPaths, fx.Path))
 		f.Add([]byte(fx.Request), body, fx.contentType() == "text/event-stream", i, ep)
 	}
-	for i, body := range openaihttp.TestdataFiles(f) { // every file under testdata, the recorded corpus too
+	for i, body := range openaihttp.FuzzSeeds(f) { // every fixture, and a part of the recorded corpus
 		f.Add([]byte(streamBody), body, bytes.Contains(body, []byte("data:")), i, uint8(i))
 	}
 	c := newRec(f)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/openaihttp"
 )
 
@@ -89,6 +90,7 @@ func TestHandlerNonStreamed(t *testing.T) {
 }
 
 func TestHandlerFailures(t *testing.T) {
+	testlog.StdLogger(t) // what the Recorder refuses goes to otel.Handle, which logs it: to the test's log
 	for name, tc := range map[string]struct {
 		handler                    http.Handler
 		body                       string

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/openaihttp"
 )
 
@@ -50,6 +51,7 @@ func TestUsageWithoutCompletionTokens(t *testing.T) {
 // (infermetrics.invalid_events, kind value_dropped) and reports, on both
 // sides. Before, the whole usage was dropped silently: 0 generation tokens.
 func TestUsageCachedAbovePrompt(t *testing.T) {
+	testlog.StdLogger(t) // what the Recorder refuses goes to otel.Handle, which logs it: to the test's log
 	const resp = `{"object":"chat.completion","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":10,"completion_tokens":213,"total_tokens":223,"prompt_tokens_details":{"cached_tokens":161}}}`
 	dropped := func(c *rec) float64 {

@@ -7,9 +7,10 @@
 # builds when missing or stale.
 #
 # A passing run prints the phases' names and times and go test's own "ok"
-# lines; anything else is a failure's report. Every go test has an explicit
-# -timeout far above its run time on an idle machine (README, Test), so a
-# loaded machine makes the run slower, not red.
+# lines; anything else is a failure's report (gotest below fails a run whose
+# tests print anything else). Every go test has an explicit -timeout far
+# above its run time on an idle machine (README, Test), so a loaded machine
+# makes the run slower, not red.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,55 @@ phase() { printf 'test.sh: %s\n' "$*"; }
 start=$SECONDS
 elapsed() { phase "$1 done in $((SECONDS - start)) s"; start=$SECONDS; }
 
+# gotest is go test with its arguments, printing what go test prints (each
+# package's ok line, a failed test's output), and failing the run when a
+# test printed a stray line besides go test's and t.Log's: a log line on
+# stderr, a print, which a reader of a green run takes for an error. A test
+# writes through t.Log, and routes what a server or OpenTelemetry logs
+# there too (http.Server.ErrorLog, the standard logger: internal/testlog);
+# internal/testoutput tells the lines apart in go test -json's output.
+testoutput_dir=$(mktemp -d)
+testoutput=$testoutput_dir/testoutput
+go build -o "$testoutput" ./internal/testoutput
+gotest() { go test -json "$@" | "$testoutput"; }
+
+# A stage run beside the next ones (bg_start NAME FUNCTION): its output is
+# kept and shown, with its time, when bg_wait NAME waits for it; its failure
+# fails the run. A run that stops early waits for it still, and shows it.
+declare -A bg_pid bg_log
+bg_start() {
+	local name=$1
+	shift
+	bg_log[$name]=$(mktemp)
+	phase "$name (beside the next stages)"
+	(
+		s=$SECONDS
+		rc=0
+		"$@" || rc=$?
+		phase "$name done in $((SECONDS - s)) s"
+		exit "$rc"
+	) >"${bg_log[$name]}" 2>&1 &
+	bg_pid[$name]=$!
+}
+bg_wait() {
+	local name=$1 rc=0
+	wait "${bg_pid[$name]}" || rc=$?
+	cat "${bg_log[$name]}"
+	rm -f "${bg_log[$name]}"
+	unset "bg_pid[$name]"
+	if [ "$rc" != 0 ]; then
+		phase "$name failed"
+		return "$rc"
+	fi
+}
+bg_wait_all() {
+	local name
+	for name in "${!bg_pid[@]}"; do
+		bg_wait "$name" || true
+	done
+}
+trap 'bg_wait_all; rm -rf "$testoutput_dir"' EXIT
+
 phase "vet and staticcheck"
 go vet ./...
 staticcheck ./...
@@ -33,37 +83,53 @@ elapsed "vet and staticcheck"
 phase "unit tests (-race -count=2)"
 # -count=2: a test that leaves global state behind (a claim on the global
 # MeterProvider, an error handler) fails its second run.
-go test -race -count=2 -timeout 20m ./...
+gotest -race -count=2 -timeout 20m ./...
 # A module of its own (gin, echo): net/http, ReverseProxy, gin, echo, HTTP/2.
-(cd openaihttp/internal/stacktest && go vet ./... && staticcheck ./... && go test -race -count=2 -timeout 10m ./...)
+(cd openaihttp/internal/stacktest && go vet ./... && staticcheck ./... && gotest -race -count=2 -timeout 10m ./...)
 elapsed "unit tests"
 
-phase "newest dependencies"
+phase "newest dependencies, whole replays (without -race)"
 # go.mod requires the oldest versions the library builds and passes its tests
 # with (README, Install), so that an adopter is forced into no upgrade: every
 # other stage runs at them. This one builds, vets and tests the root module
 # at the newest releases, kept in .ci/newest.mod and .ci/newest.sum (refresh:
 # go get -modfile=.ci/newest.mod -u ./... && go mod tidy -modfile=.ci/newest.mod).
+# Without -race it is also where the long replays of one goroutine (the
+# corpus, the scanner's documents, the bad inputs), which run a fixed part of
+# their inputs under -race (internal/sample), run every input.
 go build -modfile=.ci/newest.mod ./...
 go vet -modfile=.ci/newest.mod ./...
-go test -modfile=.ci/newest.mod -count=1 -timeout 20m ./...
-elapsed "newest dependencies"
-
-phase "fuzz (briefly)"
-# What clients and servers send, against encoding/json with Python's rules
-# (openaihttp/pyjson_test.go), from the seeds of every fixture and the replay
-# corpus; a finding is written to openaihttp/testdata/fuzz and fails the run.
-# The count of inputs run varies with the machine's load, and the first
-# seconds go to re-running the seeds and the inputs cached from earlier runs;
-# the time does not vary.
-for target in FuzzRequestScan FuzzOpenAIResponse FuzzResponsesAPIResponse FuzzAnthropicResponse FuzzOllamaResponse FuzzRouteOf FuzzHandlerTakesLegReads FuzzSameEvent; do
-	go test -run='^$' -fuzz="^${target}\$" -fuzztime=15s -timeout 10m ./openaihttp/
-done
-elapsed "fuzz"
+gotest -modfile=.ci/newest.mod -count=1 -timeout 20m ./...
+elapsed "newest dependencies, whole replays"
 
 phase "end-to-end dependencies"
 ./scripts/e2e-deps.sh
 elapsed "end-to-end dependencies"
+
+# What clients and servers send, against encoding/json with Python's rules
+# (openaihttp/pyjson_test.go), from the seeds of every fixture and a part of
+# the replay corpus (fuzzSeeds); a finding is written to
+# openaihttp/testdata/fuzz and fails the run. The count of inputs run varies
+# with the machine's load; the time does not vary. The first seconds go to
+# running the seeds (the baseline coverage); the inputs found are cached in
+# a directory of this run's, not in Go's cache, where they would pile up
+# from run to run until the baseline took the whole time (seeded with the
+# whole corpus, a target's 15 s went to its baseline). It runs beside the
+# rules and the end-to-end suite, which mostly wait on their processes
+# (the suite took 188 s beside stress-ng --cpu 4, 181 s idle: README).
+fuzz() {
+	local target cache rc=0
+	cache=$(mktemp -d)
+	for target in FuzzRequestScan FuzzOpenAIResponse FuzzResponsesAPIResponse FuzzAnthropicResponse FuzzOllamaResponse FuzzRouteOf FuzzHandlerTakesLegReads FuzzSameEvent FuzzOllamaEmbedResponse; do
+		go test -run='^$' -fuzz="^${target}\$" -fuzztime=15s -timeout 10m ./openaihttp/ -args -test.fuzzcachedir="$cache/$target" || {
+			rc=$?
+			break
+		}
+	done
+	rm -rf "$cache"
+	return "$rc"
+}
+bg_start "fuzz (briefly)" fuzz
 
 phase "rules and dashboards"
 # The committed rule files, dashboards and runbook are what the generator
@@ -74,3 +140,5 @@ elapsed "rules and dashboards"
 phase "end-to-end suite"
 (cd e2e && E2E_REQUIRED=1 go test -count=1 -timeout 40m ./...)
 elapsed "end-to-end suite"
+
+bg_wait "fuzz (briefly)"

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -19,6 +20,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/infermetrics/infermetrics/internal/testlog"
 )
 
 // testCA is a certificate authority of the test's own, and a server
@@ -78,6 +81,10 @@ func newTLSUpstream(t *testing.T, ca testCA, h2 bool) *tlsUpstream {
 		chatJSON(w, r)
 	}))
 	u.EnableHTTP2 = h2
+	// The handshakes a test makes fail (a proxy without the CA), and
+	// those Close cuts short, are logged with the test's log, not on
+	// stderr.
+	u.Config.ErrorLog = log.New(testlog.Writer{T: t}, "upstream: ", 0)
 	u.TLS = &tls.Config{Certificates: []tls.Certificate{ca.server}, GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 		u.mu.Lock()
 		u.sni = append(u.sni, hello.ServerName)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
@@ -56,6 +57,7 @@ func promScrape(t *testing.T, ctx context.Context, accept string, opts ...Option
 }
 
 func TestPrometheusDefaultIsVLLMIdentical(t *testing.T) {
+	testlog.StdLogger(t) // what a scrape reports goes to otel.Handle, which logs it: to the test's log
 	body, ctype := promScrape(t, context.Background(), "")
 	for _, bad := range []string{"otel_scope_", "target_info", "service_name"} {
 		if strings.Contains(body, bad) {
@@ -71,6 +73,7 @@ func TestPrometheusDefaultIsVLLMIdentical(t *testing.T) {
 }
 
 func TestPrometheusOptions(t *testing.T) {
+	testlog.StdLogger(t) // what a scrape reports goes to otel.Handle, which logs it: to the test's log
 	body, _ := promScrape(t, context.Background(), "", WithScopeInfo())
 	if !strings.Contains(body, `otel_scope_name="`+instrument.ScopeName+`"`) {
 		t.Errorf("WithScopeInfo: no scope label:\n%s", body)
@@ -117,6 +120,7 @@ func TestPrometheusRegistry(t *testing.T) {
 }
 
 func TestPrometheusOpenMetricsExemplars(t *testing.T) {
+	testlog.StdLogger(t) // what a scrape reports goes to otel.Handle, which logs it: to the test's log
 	traceID, _ := trace.TraceIDFromHex("0102030405060708090a0b0c0d0e0f10")
 	spanID, _ := trace.SpanIDFromHex("0102030405060708")
 	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
@@ -327,6 +331,7 @@ func TestPrometheusOneTargetInfoPerRegistry(t *testing.T) {
 // does, unless WithGoBucketText; OpenMetrics writes 1.0 anyway; protobuf
 // carries floats. Over gzip too.
 func TestPrometheusBucketText(t *testing.T) {
+	testlog.StdLogger(t) // what a scrape reports goes to otel.Handle, which logs it: to the test's log
 	const ttft = `vllm:time_to_first_token_seconds_bucket{engine="0",model_name="m",le=`
 	body, _ := promScrape(t, context.Background(), "")
 	for _, le := range []string{`"0.001"`, `"1.0"`, `"10.0"`, `"2560.0"`, `"+Inf"`} {
@@ -379,6 +384,7 @@ func TestPrometheusBucketTextGzip(t *testing.T) {
 // exemplars stay in one protobuf family message, while the vLLM families
 // get Python's bounds.
 func TestPrometheusUserFamiliesUntouched(t *testing.T) {
+	testlog.StdLogger(t) // what a scrape reports goes to otel.Handle, which logs it: to the test's log
 	userRegistry := func() *prometheus.Registry {
 		reg := prometheus.NewRegistry()
 		user := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "user_latency_seconds", Help: "A user histogram.",

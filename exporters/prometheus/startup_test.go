@@ -14,6 +14,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/internal/benchvariants"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
@@ -256,6 +257,7 @@ func TestStartupHistogramsFollowViews(t *testing.T) {
 // Without vLLM's views (families under OpenTelemetry names) or without Wrap
 // the handler adds nothing.
 func TestStartupHistogramsOnlyUnderVLLMViews(t *testing.T) {
+	testlog.StdLogger(t) // what a scrape reports goes to otel.Handle, which logs it: to the test's log
 	prom, err := New()
 	if err != nil {
 		t.Fatal(err)

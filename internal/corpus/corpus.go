@@ -121,6 +121,13 @@ func (e *Entry) Operation() string {
 	return "chat"
 }
 
+// Kind is an entry's provider, API, framing, encoding and status class:
+// the replay tests write the first entry of each kind byte by byte, and
+// replay it when they replay a part of the corpus (package sample).
+func (e *Entry) Kind() string {
+	return fmt.Sprint(e.Provider, " ", e.API, " streamed=", e.Streamed, " ", e.Encoding, " ", e.Status/100, "xx")
+}
+
 // Header is the response header a replaying server sends: the recorded
 // Content-Type and Content-Encoding.
 func (e *Entry) Header() http.Header {

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const events = `{"Action":"start","Package":"p"}
+{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:9: a t.Log line\n"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"--- PASS: TestA (0.00s)\n"}
+{"Action":"pass","Package":"p","Test":"TestA"}
+{"Action":"run","Package":"p","Test":"TestB"}
+{"Action":"output","Package":"p","Test":"TestB","Output":"=== RUN   TestB\n"}
+{"Action":"output","Package":"p","Test":"TestB","Output":"    b_test.go:3: got 1, want 2\n"}
+{"Action":"output","Package":"p","Test":"TestB","Output":"--- FAIL: TestB (0.00s)\n"}
+{"Action":"fail","Package":"p","Test":"TestB"}
+{"Action":"output","Package":"p","Output":"FAIL\n"}
+{"Action":"output","Package":"p","Output":"FAIL\tp\t0.01s\n"}
+{"Action":"fail","Package":"p"}
+{"Action":"output","Package":"q","Output":"ok  \tq\t0.01s\n"}
+{"Action":"pass","Package":"q"}
+`
+
+// A run without stray lines prints go test's lines and the output of the
+// failed test, not the passing one's t.Log.
+func TestFilter(t *testing.T) {
+	var out strings.Builder
+	n, err := filter(strings.NewReader(events), &out)
+	if err != nil || n != 0 {
+		t.Fatalf("%d stray lines, %v", n, err)
+	}
+	want := "=== RUN   TestB\n    b_test.go:3: got 1, want 2\n--- FAIL: TestB (0.00s)\nFAIL\nFAIL\tp\t0.01s\nok  \tq\t0.01s\n"
+	if out.String() != want {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// A log line on stderr during a passing test, or after the tests, is
+// stray, and said with its test.
+func TestFilterStray(t *testing.T) {
+	in := events + `{"Action":"output","Package":"q","Test":"TestC","Output":"2026/12/02 00:54:01 http: TLS handshake error\n"}
+{"Action":"output","Package":"q","Output":"exporters: an error\n"}
+`
+	var out strings.Builder
+	n, err := filter(strings.NewReader(in), &out)
+	if err != nil || n != 2 {
+		t.Fatalf("%d stray lines, %v, want 2", n, err)
+	}
+	for _, want := range []string{"stray output of q TestC: 2026/12/02 00:54:01 http: TLS handshake error\n", "stray output of q: exporters: an error\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printed\n%s\nwant it to contain %q", out.String(), want)
+		}
+	}
+}

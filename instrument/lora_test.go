@@ -16,6 +16,7 @@ import (
 	prommodel "github.com/prometheus/common/model"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/sample"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/testutil"
 )
@@ -442,7 +443,7 @@ func loraFromLabels(t *testing.T, m *dto.Metric) stats.LoRA {
 func TestLoRAHistoryBounded(t *testing.T) {
 	const k = 8
 	states := 1_000_000
-	if raceEnabled {
+	if sample.Race {
 		states = 100_000
 	}
 	h := newHarness(t, instrument.WithLoRAHistory(k))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/sample"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -265,7 +266,7 @@ func TestSyntheticManyLabelValues(t *testing.T) {
 	syn := h.engine(0).Synthetic()
 	before := h.collect().String()
 	n := 1_000_000
-	if testing.Short() || raceEnabled {
+	if testing.Short() || sample.Race {
 		n = 100_000
 	}
 	many := make([]instrument.Label, n)

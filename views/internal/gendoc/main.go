@@ -358,7 +358,7 @@ labels below (the Recorder's ` + "`model_name` and `engine`" + ` dropped); witho
 A series appears with its backend's first leg. ` + "`gen_ai.operation.name`" + ` is each leg's operation
 (` + "`openaihttp`" + `: from the endpoint, listed in its package doc: ` + "`chat`" + ` for ` + "`/v1/chat/completions`" + `,
 ` + "`/v1/responses`" + `, ` + "`/v1/messages`" + ` and Ollama's ` + "`/api/chat`" + `, ` + "`text_completion`" + ` for ` + "`/v1/completions`" + ` and
-` + "`/api/generate`" + `, ` + "`embeddings`" + ` for ` + "`/v1/embeddings`" + `, ` + "`pooling`" + ` for vLLM's ` + "`/pooling`" + `, ` + "`/classify`" + `,
+` + "`/api/generate`" + `, ` + "`embeddings`" + ` for ` + "`/v1/embeddings`" + ` and Ollama's ` + "`/api/embed`" + ` and ` + "`/api/embeddings`" + `, ` + "`pooling`" + ` for vLLM's ` + "`/pooling`" + `, ` + "`/classify`" + `,
 ` + "`/score`" + ` and ` + "`/rerank`" + `; ` + "`pooling`" + ` is not a conventions value, they define none for these). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
 ` + "`backend`" + ` is the backend's name or host:port and ` + "`backend.role`" + ` its role (` + "`prefill`, `decode`" + `,
 or empty).

@@ -148,7 +148,9 @@ func (h *scrapeHandler) reportUnwrapped(mfs []*dto.MetricFamily, engines []instr
 	}
 	for _, m := range anchor.Metric {
 		k := modelEngine(m.Label, func(l *dto.LabelPair) (string, string) { return l.GetName(), l.GetValue() })
-		if known[k] {
+		if known[k] || k[1] == "" {
+			// A series without an engine is no Recorder's: the SDK's
+			// overflow series, whose attributes are dropped.
 			continue
 		}
 		h.mu.Lock()

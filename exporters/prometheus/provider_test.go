@@ -1,8 +1,10 @@
 package prometheus
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log"
 	"strings"
 	"testing"
 
@@ -91,7 +93,14 @@ func TestNewProviderOptions(t *testing.T) {
 		defer rec.Close()
 		rec.RecordIteration(t.Context(), 0, &stats.Iteration{GenerationTokens: 1})
 	}
+	var logged bytes.Buffer
+	out := log.Writer()
+	log.SetOutput(&logged)
 	_, body, _ := scrape(t, p.Handler(), "")
+	log.SetOutput(out)
+	if strings.Contains(logged.String(), "did not wrap") {
+		t.Errorf("the SDK's overflow series was taken for an engine of an unwrapped provider: %s", logged.String())
+	}
 	got := parseScrape(t, body)
 	if _, ok := got[benchvariants.Key("vllm:generation_tokens_total", map[string]string{"otel_metric_overflow": "true"})]; !ok {
 		t.Errorf("WithCardinalityLimit(2) with three models: no overflow series in\n%s", grepLines(body, "vllm:generation_tokens_total"))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/internal/sample"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/testutil"
 )
@@ -145,6 +146,7 @@ func TestSetLoRA(t *testing.T) {
 // stays, and the refusal is counted (kind scheduler) and reported with the
 // method.
 func TestSetLoRARefused(t *testing.T) {
+	testlog.StdLogger(t) // what a nil Engine refuses goes to otel.Handle, which logs it: to the test's log
 	errs := &testutil.Errors{}
 	r, rec := newReaderRecorder(t, errs.Option())
 	e, _ := rec.Engine(0)

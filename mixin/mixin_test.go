@@ -307,6 +307,12 @@ func TestValidate(t *testing.T) {
 		}, "not shorter"},
 		{"braces", func(c *Config) { c.Selector = `{job="a"}` }, "Selector"},
 		{"label", func(c *Config) { c.JobLabels = []string{"job-name"} }, "not a label name"},
+		{"no instance labels", func(c *Config) { c.InstanceLabels = nil }, "InstanceLabels: empty"},
+		{"reserved label", func(c *Config) { c.ExtraGroupLabels = []string{"model_name"} }, "keep or sum it themselves"},
+		{"label twice", func(c *Config) { c.ExtraGroupLabels = []string{"job"} }, "twice"},
+		{"instance label kept", func(c *Config) { c.ExtraGroupLabels = []string{"pod"} }, "in InstanceLabels"},
+		{"traffic windows", func(c *Config) { c.TrafficStoppedWindow, c.TrafficStoppedLookback = "1h", "1h" }, "could never fire"},
+		{"http ratio", func(c *Config) { c.HTTPErrorRatio.Value = 0 }, "HTTPErrorRatio.Value"},
 	} {
 		cfg := Default()
 		c.change(&cfg)

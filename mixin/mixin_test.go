@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -542,6 +543,21 @@ func TestRunbookEntries(t *testing.T) {
 	for name, bin := range anyPromtool(t) {
 		if out, ok := promtool(t, bin, dir, "check", "rules", "confirm.yaml"); !ok {
 			t.Errorf("%s check rules of the runbook's queries:\n%s", name, out)
+		}
+	}
+}
+
+// Every parameter has its doc comment, which the runbook's parameter
+// table shows.
+func TestEveryParameterDocumented(t *testing.T) {
+	docs, err := fieldDocs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		if name := ct.Field(i).Name; docs[name] == "" {
+			t.Errorf("Config.%s has no doc comment", name)
 		}
 	}
 }

@@ -214,7 +214,36 @@ func runbook(r rules, alerts []alert, recording []ruleGroup, bs []board) ([]byte
 	p("")
 	p("Import each JSON file in Grafana (Dashboards, New, Import) and pick a Prometheus data source,")
 	p("or provision them from a directory. Every panel's query is run against a real Prometheus by")
-	p("the end-to-end suite; `$__rate_interval` is Grafana's rate window.")
+	p("the end-to-end suite; `$__rate_interval` is Grafana's rate window, `$__range` the dashboard's")
+	p("time range.")
+	p("")
+	p("Every dashboard is scoped as the Kubernetes monitoring mixins scope theirs: a data source")
+	p("variable, then one variable per label of `JobLabels` (%s) and the instance (`%s`, the first of", "`"+strings.Join(r.JobLabels, "`, `")+"`", r.InstanceLabels[0])
+	p("`InstanceLabels`), each listing the values of the deployments selected before it, then the model")
+	p("and the engine (the gateway dashboard: the backend). Each takes several values and has an All")
+	p("that is the values listed (no custom all value). A label a setup lacks (plain Prometheus has")
+	p("no cluster or namespace) has no value to list: Grafana's All is then an empty alternative,")
+	p("which matches a series without the label. Every series selector of")
+	p("every query, the variables' included, carries the `Selector` parameter, as the rules do.")
+	p("")
+	p("The engine dashboards (engine, token accounting, features) list their deployments and instances")
+	p("from `%s`, which vLLM exports once per engine from start-up and which no gateway", engineFamily.ScrapeName())
+	p("or P/D router exports: an `openaihttp` front end's Engine exports vLLM's other counters, gauges")
+	p("and histograms at zero (the router's `vllm:num_requests_running` carries `engine=\"0\"` and the")
+	p("engines' `model_name`), so a variable of any of those would list the router as an engine. All")
+	p("being the values listed, the engine panels never read a router's or a gateway's series, even")
+	p("one scraped in an engine's job. An engine instrumented with infermetrics is listed when its")
+	p("Recorder has `instrument.WithCacheConfig`. Routers and gateways are scraped in a job of their")
+	p("own and shown by the gateway dashboard, which lists the deployments whose transport records")
+	p("`%s`.", gatewayFamily.ScrapeName()+"_count")
+	p("")
+	p("The SLO panels (engine and gateway dashboards) take the latency bound of the TTFT and ITL")
+	p("objectives as a variable (`$ttft_seconds`, `$itl_seconds`: the histogram's bucket boundaries,")
+	p("default the `TTFT` and `ITL` parameters' seconds) and show the share within it over time and")
+	p("over the dashboard's range, and the error budget left over the range: 1 - misses / (1 -")
+	p("objective), 100%% untouched, below 0 overspent. vLLM's overview dashboard")
+	p("(`examples/observability/dashboards/grafana/vllm_overview.json` @ 0b9faa41) shows the share")
+	p("within its `$ttft_slo` and `$tpot_slo` the same way, over `$__rate_interval`.")
 	for _, bd := range bs {
 		p("")
 		p("### %s", bd.title)
@@ -223,6 +252,10 @@ func runbook(r rules, alerts []alert, recording []ruleGroup, bs []board) ([]byte
 		p("")
 		var vars []string
 		for _, v := range bd.variables {
+			if v.options != nil {
+				vars = append(vars, fmt.Sprintf("`$%s` (one of `%s`, default `%s`)", v.name, v.definition(), number(v.current)))
+				continue
+			}
 			vars = append(vars, fmt.Sprintf("`$%s` (`%s`)", v.name, v.definition()))
 		}
 		p("Variables: `$datasource`, %s.", strings.Join(vars, ", "))

@@ -111,20 +111,22 @@ func featuresBoard(c Config) board {
 			description: "Engines of the selected instances that report their cache configuration (vllm:cache_config_info): the series the dashboard's deployments and instances are listed from.",
 			targets:     []target{{s.gauge("count", engineFamily, all), "engines"}}},
 	}}
+	sleeps := by(operation).aggregate("sum", s.sel(sleepOperations, sleepOperations.ScrapeName()+"_count"))
+	sleptSeconds := by(operation).aggregate("sum", s.sel(sleepOperations, sleepOperations.ScrapeName()+"_sum"))
 	health := boardRow{title: "Health, sleep and weight updates", panels: []panel{
 		{title: "Corrupted requests and refused events (per s)", unit: "short", width: 8,
-			description: "Requests finished with NaN logits (vllm:corrupted_requests_total), and the events the Recorder refused or bounded by kind (infermetrics_invalid_events_total).",
+			description: "Requests finished with NaN logits (vllm:corrupted_requests_total), and the events the Recorder refused or bounded by kind (infermetrics_invalid_events_total, which has no series before the first: 0 then).",
 			targets: []target{{s.sumRate(corrupted, all), "corrupted requests"},
-				{s.sumRate(invalidEvents, by(label(instrument.KeyKind))), "invalid: " + legendOf(label(instrument.KeyKind))}}},
+				{s.sumRate(invalidEvents, by(label(instrument.KeyKind))) + " or on() vector(0)", "invalid: " + legendOf(label(instrument.KeyKind))}}},
 		{title: "Estimated compute per GPU (FLOP/s)", unit: "short", width: 8, description: "The engines' estimate of the floating-point operations each GPU performs.",
 			targets: s.rates(flops)},
 		{title: "Estimated memory traffic per GPU (bytes/s)", unit: "Bps", width: 8, description: "The engines' estimate of the bytes each GPU reads and writes.",
 			targets: s.rates(readBytes, writeBytes)},
 		{title: "Sleep state", unit: "short", width: 8, description: "Engines in each sleep state (vllm:engine_sleep_state is 1 for the current one).",
 			targets: []target{{s.gauge("sum", sleepState, by(label(instrument.KeySleepState))), legendOf(label(instrument.KeySleepState))}}},
-		{title: "Sleep and wake operations", unit: "s", width: 8, description: "Operations of sleep mode (sleep, wake up) per second by operation, and the slowest quantile of their duration.",
-			targets: append([]target{{s.sumRateOf(sleepOperations, "_count", by(operation)), legendOf(operation) + " (per s)"}},
-				s.quantiles(sleepOperations, by(operation), " "+legendOf(operation), slowest)...)},
+		{title: "Sleep and wake operations (since start)", unit: "short", width: 8,
+			description: "Operations of sleep mode (sleep, wake up) since each server started, by operation, and their mean duration in seconds: rare events, whose series starts with the first, so a rate over a window would miss it.",
+			targets:     []target{{sleeps, legendOf(operation)}, {sleptSeconds + " / " + sleeps, legendOf(operation) + " mean (s)"}}},
 		{title: "Weight updates", unit: "s", width: 8, description: "Operations of RL weight updates per second by operation, and the slowest quantile of their duration.",
 			targets: append([]target{{s.sumRateOf(weightUpdates, "_count", by(operation)), legendOf(operation) + " (per s)"}},
 				s.quantiles(weightUpdates, by(operation), " "+legendOf(operation), slowest)...)},

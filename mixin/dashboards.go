@@ -505,7 +505,7 @@ func (v variable) builder() cog.Builder[dashboard.VariableModel] {
 		}
 		cur := number(v.current)
 		return dashboard.NewCustomVariableBuilder(v.name).Label(v.title).Values(dashboard.StringOrMap{String: cog.ToPtr(v.definition())}).
-			Options(opts).Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: &cur},
+			Options(opts).AllowCustomValue(false).Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: &cur},
 			Value: dashboard.StringOrArrayOfString{String: &cur}, Selected: cog.ToPtr(true)})
 	}
 	return dashboard.NewQueryVariableBuilder(v.name).Label(v.title).Datasource(datasource).

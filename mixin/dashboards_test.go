@@ -43,13 +43,14 @@ type builtBoard struct {
 
 // boardVariable is a generated dashboard variable.
 type boardVariable struct {
-	Name       string  `json:"name"`
-	Type       string  `json:"type"`
-	Definition string  `json:"definition"`
-	IncludeAll bool    `json:"includeAll"`
-	Multi      bool    `json:"multi"`
-	AllValue   *string `json:"allValue"`
-	Current    struct {
+	Name             string  `json:"name"`
+	Type             string  `json:"type"`
+	Definition       string  `json:"definition"`
+	IncludeAll       bool    `json:"includeAll"`
+	Multi            bool    `json:"multi"`
+	AllValue         *string `json:"allValue"`
+	AllowCustomValue *bool   `json:"allowCustomValue"`
+	Current          struct {
 		Value string `json:"value"`
 	} `json:"current"`
 }
@@ -425,6 +426,9 @@ func TestSLOPanels(t *testing.T) {
 			}
 			if v := d.Templating.List[i]; v.Type != "custom" || v.Current.Value != s.current {
 				t.Errorf("%s: variable %s: %s, current %q, want a custom variable at %s", file, s.variable, v.Type, v.Current.Value, s.current)
+			}
+			if v := d.Templating.List[i]; v.AllowCustomValue == nil || *v.AllowCustomValue {
+				t.Errorf("%s: variable %s takes a custom value: a bound that is no bucket boundary selects no bucket", file, s.variable)
 			}
 			var within, budget int
 			for _, p := range d.Panels {

@@ -250,8 +250,10 @@ func legendOf(label string) string { return "{{" + label + "}}" }
 // deployments and instances: vllm:cache_config_info, which vLLM exports
 // once per engine from start-up (and an infermetrics engine with
 // instrument.WithCacheConfig), and which no gateway or P/D router exports,
-// since every Engine of a front end exports vLLM's other counters, gauges
-// and histograms at zero (TestEngineFamilyNotOnGateways). The All of
+// while every Engine of a front end exports vLLM's always-on counters,
+// gauges and histograms at zero (TestEngineFamilyNotOnGateways), and the
+// remaining families are those of optional features, which not every
+// engine has. The All of
 // those variables is the list of these values, so the engine dashboards
 // never read a router's or a gateway's series, even in an engine's job.
 var engineFamily = family(instrument.NameCacheConfigInfo)

@@ -243,8 +243,8 @@ func TestEngineDashboardsListEnginesOnly(t *testing.T) {
 }
 
 // The engine family is one no gateway exports: an openaihttp gateway (its
-// handler, its transport, the HTTP families) exports every other vLLM
-// counter, gauge and histogram at zero beside what it records, but not
+// handler, its transport, the HTTP families) exports vLLM's always-on
+// counters, gauges and histograms at zero beside what it records, but not
 // vllm:cache_config_info, which only instrument.WithCacheConfig makes; and
 // neither the example's P/D router nor infermetrics-proxy, both built on
 // openaihttp, gives their Recorders that option. If one ever did, the

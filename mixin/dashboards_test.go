@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -22,6 +26,7 @@ import (
 	"github.com/infermetrics/infermetrics/exporters"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/openaihttp"
+	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -477,5 +482,134 @@ func TestDashboards(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// labelValuesOf are the values the synthetic series of TestDashboardQueriesReturnData
+// give a label: every source (the token panels read one or another), a
+// stopped and an errored request (the error ratio), one value otherwise.
+func labelValuesOf(l string) []string {
+	switch l {
+	case source:
+		var out []string
+		for _, s := range stats.Sources() {
+			out = append(out, s.String())
+		}
+		return out
+	case finishedReason:
+		return []string{stats.FinishStop.String(), errorReason}
+	}
+	return []string{"x"}
+}
+
+// syntheticSeries writes promtool input series for every exported family,
+// as a plain Prometheus scrapes them: job and instance, no cluster or
+// namespace; counters and histogram buckets rising, gauges at 1.
+func syntheticSeries() string {
+	var b strings.Builder
+	for _, f := range exported {
+		combos := [][]string{{`job="vllm"`, `instance="a:8000"`}} // syntheticValue's
+		for _, k := range f.Labels {
+			l := label(k)
+			if !labelName.MatchString(l) {
+				continue // vllm:cache_config_info's "<every cache config key>"
+			}
+			var next [][]string
+			for _, c := range combos {
+				for _, v := range labelValuesOf(l) {
+					next = append(next, append(slices.Clone(c), l+"="+strconv.Quote(v)))
+				}
+			}
+			combos = next
+		}
+		for _, c := range combos {
+			write := func(name, values string, extra ...string) {
+				fmt.Fprintf(&b, "      - series: %s\n        values: %s\n",
+					strconv.Quote(name+"{"+strings.Join(append(slices.Clone(c), extra...), ", ")+"}"), strconv.Quote(values))
+			}
+			switch f.Type {
+			case "histogram":
+				bounds := append(slices.Clone(f.Buckets), math.Inf(1))
+				for i, le := range bounds {
+					write(f.ScrapeName()+"_bucket", fmt.Sprintf("0+%dx60", i+1), "le="+strconv.Quote(strconv.FormatFloat(le, 'g', -1, 64)))
+				}
+				write(f.ScrapeName()+"_count", fmt.Sprintf("0+%dx60", len(bounds)))
+				write(f.ScrapeName()+"_sum", "0+3x60")
+			case "gauge":
+				write(f.ScrapeName(), "1x60")
+			default:
+				write(f.ScrapeName(), "0+2x60")
+			}
+		}
+	}
+	return b.String()
+}
+
+// syntheticValue is what Grafana writes for variable v at All over the
+// synthetic series: the one value they give its label, or for a label
+// they lack (cluster, namespace) no value, which matches only its absence.
+func syntheticValue(c Config, v string) string {
+	switch {
+	case v == "job":
+		return "vllm"
+	case v == c.InstanceLabels[0]:
+		return "a:8000"
+	case slices.Contains(c.JobLabels, v):
+		return ""
+	}
+	return labelValuesOf(v)[0]
+}
+
+// Every query of every dashboard, its variables' included, returns a
+// number (a series not NaN) on series as a plain Prometheus scrapes them,
+// without cluster or namespace, with every variable at All (the values
+// listed, so a matcher on a label a family lacks finds nothing) and the
+// SLO bounds at their defaults: promtool evaluates count(q >= -Inf) > bool 0
+// (1 when q has a number, 0 when it is empty or NaN only) for each.
+func TestDashboardQueriesReturnData(t *testing.T) {
+	t.Parallel()
+	c := contractConfig()
+	subst := []string{"$__rate_interval", "5m", "$__range", "30m"}
+	for _, v := range sloVariables(c) {
+		subst = append(subst, "$"+v.name, number(v.current))
+	}
+	queries := map[string]string{}
+	for file, d := range builtBoards(t, c) {
+		for _, v := range d.Templating.List {
+			if v.Type == "query" {
+				subst = append(subst, "$"+v.Name, syntheticValue(c, v.Name))
+			}
+		}
+		for expr, where := range d.exprs(t) {
+			queries[expr] = file + ": " + where
+		}
+	}
+	replace := strings.NewReplacer(subst...)
+	var b strings.Builder
+	b.WriteString("rule_files: [empty.yaml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n")
+	b.WriteString(syntheticSeries())
+	b.WriteString("    promql_expr_test:\n")
+	exprs := slices.Sorted(maps.Keys(queries))
+	for _, e := range exprs {
+		fmt.Fprintf(&b, "      - expr: %s\n        eval_time: 40m\n        exp_samples: [{labels: '{}', value: 1}]\n",
+			strconv.Quote("(count("+replace.Replace(e)+" >= -Inf) > bool 0) or vector(0)"))
+	}
+	dir := t.TempDir()
+	for name, data := range map[string]string{"empty.yaml": "groups: []\n", "dashboards.yaml": b.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, bin := range anyPromtool(t) {
+		out, ok := promtool(t, bin, dir, "test", "rules", "dashboards.yaml")
+		if !ok {
+			for _, e := range exprs {
+				if strings.Contains(out, replace.Replace(e)) {
+					t.Errorf("%s: %s: no number from %s", name, queries[e], e)
+				}
+			}
+			t.Errorf("%s test rules of the dashboards' queries:\n%.3000s", name, out)
+		}
+		t.Logf("%s: %d dashboard queries", name, len(exprs))
 	}
 }

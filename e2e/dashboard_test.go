@@ -69,8 +69,10 @@ func dashboardVars(windowSeconds int) *strings.Replacer {
 		"$ttft_slo", "1.0",
 		"$tpot_slo", "0.1",
 	}
-	for _, l := range slices.Concat(def.JobLabels, def.InstanceLabels,
-		[]string{"cluster", "namespace", "job", "instance", "model_name", "engine", "backend"}) {
+	labels := slices.Concat(def.JobLabels, def.InstanceLabels,
+		[]string{"cluster", "namespace", "job", "instance", "model_name", "engine", "backend"})
+	slices.Sort(labels)
+	for _, l := range slices.Compact(labels) {
 		pairs = append(pairs, "$"+l, ".*")
 	}
 	return strings.NewReplacer(pairs...)

@@ -4,4 +4,5 @@
   'infermetrics.json': import '../docs/grafana/infermetrics.json',
   'infermetrics-gateway.json': import '../docs/grafana/infermetrics-gateway.json',
   'infermetrics-tokens.json': import '../docs/grafana/infermetrics-tokens.json',
+  'infermetrics-features.json': import '../docs/grafana/infermetrics-features.json',
 }

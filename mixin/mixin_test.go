@@ -2,7 +2,6 @@ package mixin
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -387,54 +386,6 @@ func testsOf(t *testing.T, c Config, keep func(alert, scenario) bool) []File {
 		t.Fatal(err)
 	}
 	return []File{{UnitTestsFile, data}}
-}
-
-// Every panel has queries, ids are unique, and the queries use only the
-// dashboard's variables and Grafana's rate window.
-func TestDashboards(t *testing.T) {
-	fs := files(t, Default())
-	variable := regexp.MustCompile(`\$\{?(\w+)`)
-	for _, b := range boards(Default()) {
-		var d struct {
-			Panels []struct {
-				ID      int    `json:"id"`
-				Type    string `json:"type"`
-				Title   string `json:"title"`
-				Targets []struct {
-					Expr string `json:"expr"`
-				} `json:"targets"`
-			} `json:"panels"`
-			Templating struct {
-				List []struct {
-					Name string `json:"name"`
-				} `json:"list"`
-			} `json:"templating"`
-		}
-		if err := json.Unmarshal(fileOf(t, fs, b.file), &d); err != nil {
-			t.Fatalf("%s: %v", b.file, err)
-		}
-		vars := map[string]bool{"__rate_interval": true}
-		for _, v := range d.Templating.List {
-			vars[v.Name] = true
-		}
-		ids := map[int]bool{}
-		for _, p := range d.Panels {
-			if ids[p.ID] || p.ID == 0 {
-				t.Errorf("%s: panel %q: id %d not unique", b.file, p.Title, p.ID)
-			}
-			ids[p.ID] = true
-			if p.Type != "row" && len(p.Targets) == 0 {
-				t.Errorf("%s: panel %q has no query", b.file, p.Title)
-			}
-			for _, q := range p.Targets {
-				for _, m := range variable.FindAllStringSubmatch(q.Expr, -1) {
-					if !vars[m[1]] {
-						t.Errorf("%s: panel %q: unknown variable $%s in %s", b.file, p.Title, m[1], q.Expr)
-					}
-				}
-			}
-		}
-	}
 }
 
 // Every alert has its derived unit tests: one with the priority label on

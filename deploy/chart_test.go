@@ -17,6 +17,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -51,22 +52,10 @@ type objects struct {
 	prometheusRules []*monitoringv1.PrometheusRule
 }
 
-// render installs the chart with Helm's own install action, client only and
-// as a dry run (what helm template runs), with the values of vals, and
-// decodes each object it renders.
+// render installs the chart (install) and decodes each object it renders.
 func render(t *testing.T, vals map[string]any) objects {
 	t.Helper()
-	chrt, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst := action.NewInstall(&action.Configuration{Log: t.Logf})
-	inst.DryRun = true
-	inst.ClientOnly = true
-	inst.ReleaseName = releaseName
-	inst.Namespace = namespace
-	inst.KubeVersion = kubeVersion(t)
-	rel, err := inst.Run(chrt, vals)
+	rel, err := install(t, vals)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +72,23 @@ func render(t *testing.T, vals map[string]any) objects {
 		}
 	}
 	return o
+}
+
+// install runs Helm's install action on the chart, client only and as a
+// dry run (what helm template runs), with the values of vals.
+func install(t *testing.T, vals map[string]any) (*release.Release, error) {
+	t.Helper()
+	chrt, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := action.NewInstall(&action.Configuration{Log: t.Logf})
+	inst.DryRun = true
+	inst.ClientOnly = true
+	inst.ReleaseName = releaseName
+	inst.Namespace = namespace
+	inst.KubeVersion = kubeVersion(t)
+	return inst.Run(chrt, vals)
 }
 
 // kubeVersion is the Kubernetes version the chart is rendered and linted
@@ -209,6 +215,9 @@ func TestStrictDecodeRefuses(t *testing.T) {
 		"wrong type": func(s string) string {
 			return strings.Replace(s, "replicas: 1", "replicas: one", 1)
 		},
+		"key given twice": func(s string) string {
+			return strings.Replace(s, "replicas: 1", "replicas: 1\n  replicas: 2", 1)
+		},
 		"field at the wrong level": func(s string) string {
 			return strings.Replace(s, "\nspec:\n", "\nspec:\n  containers: []\n", 1)
 		},
@@ -226,6 +235,26 @@ func TestStrictDecodeRefuses(t *testing.T) {
 	var pm monitoringv1.PodMonitor
 	if err := decodeStrict([]byte("apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nspec:\n  podMetricsEndpoint:\n    - port: metrics\n"), &pm); err == nil {
 		t.Error("a PodMonitor with podMetricsEndpoint (for podMetricsEndpoints) decoded without error")
+	}
+}
+
+// TestValuesRefused checks that values.schema.json refuses what a user
+// may get wrong: a misspelt key, an engine the chart does not know, a
+// value of the wrong type; Helm's install fails on it with the key named.
+func TestValuesRefused(t *testing.T) {
+	for name, vals := range map[string]map[string]any{
+		"misspelt key":  {"engine": map[string]any{"knd": "sglang"}},
+		"unknown kind":  {"engine": map[string]any{"kind": "tgi"}},
+		"port a string": {"proxy": map[string]any{"port": "8787"}},
+		"top-level key": {"gateways": map[string]any{"enabled": true}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := install(t, vals); err == nil {
+				t.Errorf("values %v: installed without error", vals)
+			} else {
+				t.Log(err)
+			}
+		})
 	}
 }
 

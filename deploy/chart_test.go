@@ -163,7 +163,7 @@ func TestRender(t *testing.T) {
 		"sidecar-vllm":   {1, 1, 0, 1, 1},
 		"sidecar-sglang": {1, 1, 0, 1, 1},
 		"sidecar-ollama": {1, 1, 0, 1, 1},
-		"gateway":        {1, 1, 1, 1, 1},
+		"gateway":        {1, 1, 1, 0, 1}, // pushed, not scraped
 	}
 	for _, shape := range shapes {
 		t.Run(shape, func(t *testing.T) {
@@ -461,9 +461,8 @@ func TestSidecarUpstream(t *testing.T) {
 // job too); and that engines and gateways are in different jobs.
 func TestPodMonitor(t *testing.T) {
 	pf := readProxy(t)
-	both := readValues(t, valuesFile("gateway"))
-	both["sidecar"] = map[string]any{"enabled": true}
-	jobs := map[string]string{} // job -> component
+	both := map[string]any{"gateway": map[string]any{"enabled": true}} // in front of the sidecars
+	jobs := map[string]string{}                                        // job -> component
 	for _, shape := range append(slices.Clone(shapes), "sidecar and gateway") {
 		t.Run(shape, func(t *testing.T) {
 			var o objects
@@ -472,8 +471,14 @@ func TestPodMonitor(t *testing.T) {
 			} else {
 				o = renderShape(t, shape)
 			}
-			if len(o.podMonitors) != len(o.deployments) {
-				t.Fatalf("%d PodMonitors for %d Deployments", len(o.podMonitors), len(o.deployments))
+			scraped := 0
+			for _, d := range o.deployments {
+				if !pushes(t, d) {
+					scraped++
+				}
+			}
+			if len(o.podMonitors) != scraped {
+				t.Fatalf("%d PodMonitors for %d Deployments that do not push", len(o.podMonitors), scraped)
 			}
 			for _, pm := range o.podMonitors {
 				sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
@@ -522,6 +527,35 @@ func TestPodMonitor(t *testing.T) {
 				jobs[job] = component
 			}
 		})
+	}
+}
+
+// pushes reports whether a Deployment's proxy pushes OTLP.
+func pushes(t *testing.T, d *appsv1.Deployment) bool {
+	t.Helper()
+	return slices.ContainsFunc(container(t, d, "proxy").Env, func(e corev1.EnvVar) bool { return e.Name == "OTEL_EXPORTER_OTLP_ENDPOINT" })
+}
+
+// TestScrapeOrPush checks that no shape both scrapes a proxy (PodMonitor)
+// and has it push OTLP: into one Prometheus, each series would come twice
+// (under two instances) and every sum would double.
+func TestScrapeOrPush(t *testing.T) {
+	for _, shape := range shapes {
+		o := renderShape(t, shape)
+		for _, d := range o.deployments {
+			if !pushes(t, d) {
+				continue
+			}
+			for _, pm := range o.podMonitors {
+				sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+					t.Errorf("%s: Deployment %s pushes OTLP and PodMonitor %s scrapes it", shape, d.Name, pm.Name)
+				}
+			}
+		}
 	}
 }
 

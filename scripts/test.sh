@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: staticcheck and vet, race-enabled tests of the
 # library, a brief run of openaihttp's fuzz targets, the rules and
-# dashboards of mixin/ (its own module) against promtool 2 and 3, then the
+# dashboards of mixin/ (its own module) against promtool 2 and 3, the Helm
+# chart of deploy/ (its own module) rendered, linted and decoded, then the
 # end-to-end suite (e2e/, its own module) against a real Prometheus and a
 # real OpenTelemetry Collector, which scripts/e2e-deps.sh installs and
 # builds when missing or stale.
@@ -78,6 +79,7 @@ staticcheck ./...
 (cd e2e && go vet ./... && staticcheck ./...)
 (cd openaihttp/internal/benchcmp && go vet ./... && staticcheck ./...) # benchmarks only: compiled, not run
 (cd mixin && go vet ./... && staticcheck ./...)
+(cd deploy && go vet ./... && staticcheck ./...) # the Helm chart's tests: a module of its own (Helm, k8s.io/api)
 elapsed "vet and staticcheck"
 
 # The end-to-end stages mostly wait on their processes (Prometheus, the
@@ -86,7 +88,7 @@ elapsed "vet and staticcheck"
 # scripts/e2e-deps.sh installs or builds the binaries when missing or stale;
 # the committed rule files, dashboards and runbook are what the generator
 # writes and promtool 2 and 3 check the rules and pass their unit tests;
-# then the end-to-end suite.
+# the Helm chart; then the end-to-end suite.
 e2e_stages() {
 	local s=$SECONDS
 	./scripts/e2e-deps.sh
@@ -94,6 +96,16 @@ e2e_stages() {
 	s=$SECONDS
 	(cd mixin && E2E_REQUIRED=1 gotest -count=1 -timeout 10m ./...)
 	phase "rules and dashboards done in $((SECONDS - s)) s"
+	# The Helm chart (deploy/, its own module): rendered by Helm's install
+	# action for each shape, linted by Helm's linter, every object decoded
+	# strictly into its Kubernetes or Prometheus Operator type, checked
+	# against the proxy's source and the generated rules, and the collector
+	# configuration validated by the suite's collector (docs/kubernetes.md).
+	# No -race: its tests start no goroutines of their own. Its first build
+	# (Helm's and Kubernetes's packages) is the heavy part (README, Test).
+	s=$SECONDS
+	(cd deploy && E2E_REQUIRED=1 gotest -count=1 -timeout 15m ./...)
+	phase "Kubernetes manifests done in $((SECONDS - s)) s"
 	s=$SECONDS
 	(cd e2e && E2E_REQUIRED=1 gotest -count=1 -timeout 40m ./...)
 	phase "end-to-end suite done in $((SECONDS - s)) s"

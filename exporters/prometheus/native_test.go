@@ -2,18 +2,16 @@ package prometheus
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/infermetrics/infermetrics/exporters/internal/exportertest"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
@@ -21,8 +19,7 @@ import (
 
 // protobufAccept is the Accept header of Prometheus 2.42 started with
 // --enable-feature=native-histograms.
-const protobufAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.8," +
-	"application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"
+const protobufAccept = exportertest.ProtobufAccept
 
 const ttftFamily = "vllm:time_to_first_token_seconds"
 
@@ -74,25 +71,7 @@ func protobufFamilies(t *testing.T, prom *Exporter) map[string]*dto.MetricFamily
 // and decodes its family messages in order.
 func protobufMessages(t *testing.T, prom *Exporter) []*dto.MetricFamily {
 	t.Helper()
-	code, body, header := scrape(t, prom.Handler, protobufAccept)
-	if code != 200 {
-		t.Fatalf("scrape: HTTP %d\n%s", code, body)
-	}
-	ct := header.Get("Content-Type")
-	if expfmt.ResponseFormat(header).FormatType() != expfmt.TypeProtoDelim {
-		t.Fatalf("Content-Type %q, want delimited protobuf", ct)
-	}
-	dec := expfmt.NewDecoder(strings.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
-	var out []*dto.MetricFamily
-	for {
-		mf := new(dto.MetricFamily)
-		if err := dec.Decode(mf); errors.Is(err, io.EOF) {
-			return out
-		} else if err != nil {
-			t.Fatalf("decoding the protobuf scrape: %v", err)
-		}
-		out = append(out, mf)
-	}
+	return exportertest.ScrapeProtobuf(t, prom.Handler)
 }
 
 // engineHistogram returns the histogram of engine's series in mf.

@@ -4,6 +4,7 @@
 package exportertest
 
 import (
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -31,6 +32,35 @@ func Scrape(t *testing.T, h http.Handler, accept string) (int, string, http.Head
 	h.ServeHTTP(w, req)
 	body, _ := io.ReadAll(w.Result().Body)
 	return w.Code, string(body), w.Result().Header
+}
+
+// ProtobufAccept is the Accept header of Prometheus 2.42 started with
+// --enable-feature=native-histograms.
+const ProtobufAccept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.8," +
+	"application/openmetrics-text;version=1.0.0;q=0.6,text/plain;version=0.0.4;q=0.4,*/*;q=0.1"
+
+// ScrapeProtobuf GETs h with ProtobufAccept and decodes its family messages
+// in order, failing the test unless it answers 200 in delimited protobuf.
+func ScrapeProtobuf(t *testing.T, h http.Handler) []*dto.MetricFamily {
+	t.Helper()
+	code, body, header := Scrape(t, h, ProtobufAccept)
+	if code != 200 {
+		t.Fatalf("scrape: HTTP %d\n%s", code, body)
+	}
+	if expfmt.ResponseFormat(header).FormatType() != expfmt.TypeProtoDelim {
+		t.Fatalf("Content-Type %q, want delimited protobuf", header.Get("Content-Type"))
+	}
+	dec := expfmt.NewDecoder(strings.NewReader(body), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	var out []*dto.MetricFamily
+	for {
+		mf := new(dto.MetricFamily)
+		if err := dec.Decode(mf); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("decoding the protobuf scrape: %v", err)
+		}
+		out = append(out, mf)
+	}
 }
 
 // Sample is one series' value in a form both a scrape and OTLP map to.

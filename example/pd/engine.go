@@ -72,6 +72,10 @@ type engine struct {
 	sleep                               *sleeper       // sleep mode when idle, or nil (see sleep.go)
 	lora                                bool           // requests name LoRA adapters (see lora.go)
 	corruptRate                         float64        // share of requests found corrupted (see corrupt.go)
+	invalidEvents                       float64        // share of requests reported after their finish (see faults.go)
+	stuck                               bool           // holds its requests waiting and runs none (-stuck-engine)
+	stepDelay                           time.Duration  // extra time of every step (-slow-prefill, -slow-decode)
+	maxNumSeqs                          int            // most requests running at once
 	priority                            bool           // priority scheduling: TTFT observed at the finish
 	observed                            *observations  // latencies recorded, for -observations, or nil
 
@@ -83,9 +87,10 @@ type engine struct {
 func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, handoff func(request)) *engine {
 	return &engine{
 		role: r, rec: rec, kvCapacity: kvCapacity, handoff: handoff,
-		rng:   rand.New(rand.NewPCG(seed, uint64(rec.Rank())+1)),
-		inbox: make(chan *job, 4096),
-		cache: newPrefixCache(prefixCacheSlots),
+		rng:        rand.New(rand.NewPCG(seed, uint64(rec.Rank())+1)),
+		inbox:      make(chan *job, 4096),
+		maxNumSeqs: maxRunning,
+		cache:      newPrefixCache(prefixCacheSlots),
 	}
 }
 
@@ -136,7 +141,7 @@ func (e *engine) step(ctx context.Context) bool {
 	}
 
 	// The step's cost: a fixed part, the prefill tokens and the batch size.
-	cost := stepBase + time.Duration(computed)*4*time.Microsecond + time.Duration(len(e.running))*150*time.Microsecond
+	cost := stepBase + e.stepDelay + time.Duration(computed)*4*time.Microsecond + time.Duration(len(e.running))*150*time.Microsecond
 	select {
 	case <-ctx.Done():
 		return false
@@ -248,7 +253,7 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 			computed += c
 		}
 	}
-	for len(e.waiting) > 0 && len(e.running) < maxRunning && budget > 0 {
+	for !e.stuck && len(e.waiting) > 0 && len(e.running) < e.maxNumSeqs && budget > 0 {
 		j := e.waiting[0]
 		need := j.prompt + j.tl.Generated()
 		if e.kvUsed+need > e.kvCapacity {
@@ -390,6 +395,7 @@ func (e *engine) finishReason(j *job) (stats.FinishReason, bool) {
 
 func (e *engine) finish(now time.Time, j *job, reason stats.FinishReason, it *stats.Iteration) {
 	it.Finish(j.tl, now, reason)
+	e.reportAfterFinish(now, j, it)
 	e.simpleStore(j, reason)
 	e.drop(j)
 	j.stream.finish(reason, j.tl.Generated())

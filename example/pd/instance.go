@@ -50,6 +50,9 @@ type instanceConfig struct {
 	// weightUpdates is the interval of RL weight updates on engine 0
 	// while it generates (0: none).
 	weightUpdates time.Duration
+	// faults are the faults injected (see faults.go); the instance takes
+	// its role's.
+	faults faults
 	// observed keeps the recorded latencies for -observations, or is nil.
 	observed *observations
 	// recorder are more Recorder options (tests: an error collector).
@@ -118,6 +121,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 			eng.weights = newWeightUpdater(c.weightUpdates, c.seed)
 		}
 		eng.lora, eng.corruptRate = c.lora, c.corruptRate
+		c.faults.apply(c.role, rank, eng)
 		eng.priority, eng.observed = c.priority, c.observed
 		in.engines = append(in.engines, eng)
 	}
@@ -131,7 +135,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	// as requests (no openaihttp.WithEngine): they run on the engines,
 	// whose steps record them already (a front-end recording would count
 	// each twice). The router records what its clients see.
-	handler := withHTTPMetrics(provider.Handler(), in.apiHandler(), in.engines[0].rec)
+	handler := withHTTPMetrics(provider.Handler(), failing(c.faults.http5xx, in.apiHandler()), in.engines[0].rec)
 	// A slow client must not hold a connection open before sending its
 	// headers.
 	in.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
@@ -194,13 +198,21 @@ func (in *instance) route(r request, maxTokens int64, transfer bool) error {
 	return in.leastLoaded().submit(r, maxTokens, transfer)
 }
 
-// leastLoaded is the engine holding the fewest requests.
+// leastLoaded is the engine holding the fewest requests, of those that
+// may take one: a stuck engine (-stuck-engine) that holds a request gets
+// no more, as a load balancer's health check would take it out.
 func (in *instance) leastLoaded() *engine {
-	best := in.engines[0]
-	for _, e := range in.engines[1:] {
-		if e.load.Load() < best.load.Load() {
+	var best *engine
+	for _, e := range in.engines {
+		if e.stuck && e.load.Load() > 0 {
+			continue
+		}
+		if best == nil || e.load.Load() < best.load.Load() {
 			best = e
 		}
+	}
+	if best == nil {
+		return in.engines[0]
 	}
 	return best
 }

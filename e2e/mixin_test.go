@@ -56,15 +56,7 @@ func TestMixin(t *testing.T) {
 	checkOnlyForDiffers(t, files, shipped)
 
 	work := t.TempDir()
-	var ruleFiles []string
-	for _, p := range []string{mixin.RecordingRulesFile, mixin.AlertsFile} {
-		f := filepath.Join(work, path.Base(p))
-		if err := os.WriteFile(f, fileData(t, files, p), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		ruleFiles = append(ruleFiles, fmt.Sprintf("%q", f))
-	}
-	ruleConfig := "rule_files: [" + strings.Join(ruleFiles, ", ") + "]\n"
+	ruleConfig := writeRuleFiles(t, work, files)
 
 	ports := distinctPorts(t, 5)
 	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
@@ -115,6 +107,21 @@ func TestMixin(t *testing.T) {
 		})
 	}
 	t.Logf("[%5.1fs] done", time.Since(began).Seconds())
+}
+
+// writeRuleFiles writes the generated rule files into dir and returns the
+// Prometheus configuration line that loads them.
+func writeRuleFiles(t *testing.T, dir string, files []mixin.File) string {
+	t.Helper()
+	var ruleFiles []string
+	for _, p := range []string{mixin.RecordingRulesFile, mixin.AlertsFile} {
+		f := filepath.Join(dir, path.Base(p))
+		if err := os.WriteFile(f, fileData(t, files, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ruleFiles = append(ruleFiles, fmt.Sprintf("%q", f))
+	}
+	return "rule_files: [" + strings.Join(ruleFiles, ", ") + "]\n"
 }
 
 // fileData returns the data of the generated file at p.

@@ -35,13 +35,6 @@ const (
 	quietScrapes = 4
 )
 
-func TestMain(m *testing.M) {
-	start := time.Now()
-	code := m.Run()
-	fmt.Printf("e2e: suite wall time %s\n", time.Since(start).Round(time.Millisecond))
-	os.Exit(code)
-}
-
 // env is one started deployment: Prometheus, the collector and the example.
 type env struct {
 	tools   tools

@@ -213,12 +213,20 @@ func startRouterDeployment(t *testing.T, tl tools) (*env, string) {
 // routerAddr (its -router-listen), to e.urls.
 func (e *env) addRouter(t *testing.T, routerAddr string) {
 	t.Helper()
+	// The example prints the router's line after the instances' lines,
+	// which startExample waited for: poll for it too.
+	want := "http://" + routerAddr + "/metrics"
+	poll(t, 30*time.Second, "the example printing its router's /metrics URL", func() (bool, string) {
+		e.example.alive(t)
+		b, _ := os.ReadFile(e.example.stdout)
+		m := routerLine.FindSubmatch(b)
+		return m != nil, fmt.Sprintf("stdout so far: %q", b)
+	})
 	b, _ := os.ReadFile(e.example.stdout)
-	m := routerLine.FindSubmatch(b)
-	if m == nil || string(m[1]) != "http://"+routerAddr+"/metrics" {
-		t.Fatalf("want the line %q in the example's stdout: %q", "router metrics: http://"+routerAddr+"/metrics", b)
+	if got := string(routerLine.FindSubmatch(b)[1]); got != want {
+		t.Fatalf("router metrics URL %q, want %q", got, want)
 	}
-	e.urls["router"] = string(m[1])
+	e.urls["router"] = want
 }
 
 // settled waits until every server is idle with its counters still (see

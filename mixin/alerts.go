@@ -97,12 +97,15 @@ const (
 	testModel    = "m"
 )
 
-// deployment are the labels of a test target: the job labels, the
-// selector's equality matchers and the instance labels.
+// deployment are the labels of a test target: the job labels (a
+// selector's matcher of the same label overrides its value), the
+// selector's other equality matchers and the instance labels.
 func (r rules) deployment(selector labelSet) labelSet {
 	var s labelSet
 	for _, l := range r.JobLabels {
-		s = append(s, labelPair{l, testJob})
+		if !slices.ContainsFunc(selector, func(m labelPair) bool { return m.name == l }) {
+			s = append(s, labelPair{l, testJob})
+		}
 	}
 	s = append(s, selector...)
 	for _, l := range r.InstanceLabels {
@@ -111,23 +114,17 @@ func (r rules) deployment(selector labelSet) labelSet {
 	return s
 }
 
-// aggregated are the labels the recording rules keep of deployment's.
-func (r rules) aggregated(s labelSet) labelSet {
-	return slices.DeleteFunc(slices.Clone(s), func(l labelPair) bool {
-		return slices.Contains(r.InstanceLabels, l.name) || l.name == instrument.KeyEngine
-	})
+// keep returns the labels of s named in names, in s's order.
+func (s labelSet) keep(names []string) labelSet {
+	return slices.DeleteFunc(slices.Clone(s), func(l labelPair) bool { return !slices.Contains(names, l.name) })
 }
 
-// jobOf returns the job labels of a test target's.
-func (r rules) jobOf(target labelSet) labelSet {
-	var job labelSet
-	for _, l := range target {
-		if slices.Contains(r.JobLabels, l.name) {
-			job = append(job, l)
-		}
-	}
-	return job
-}
+// aggregated are the labels the recording rules keep of a series's: the
+// deployment's and model_name.
+func (r rules) aggregated(s labelSet) labelSet { return s.keep(r.agg.labels) }
+
+// jobOf returns the labels that name the deployment of a test target's.
+func (r rules) jobOf(target labelSet) labelSet { return target.keep(r.deploy.labels) }
 
 // where is the template of the labels that name a deployment.
 func (r rules) where() string {
@@ -148,22 +145,31 @@ func (r rules) alerts(sel labelSet) []alert {
 	engine0 := target.with(labelPair{instrument.KeyModelName, testModel}, labelPair{instrument.KeyEngine, "0"})
 	perModel := r.aggregated(engine0)
 	w := minutes(r.RateWindow)
-	out := []alert{r.errorsAlert(engine0, perModel, w)}
+	out := []alert{r.errorsAlert(engine0, perModel, w), r.httpErrorsAlert(target, engine0, w)}
 	for _, s := range r.slos() {
 		out = append(out, r.burnAlert(s, engine0, perModel))
 	}
-	return append(out,
+	out = append(out,
 		r.kvCacheAlert(engine0, perModel),
 		r.preemptionsAlert(engine0, perModel, w),
 		r.queueAlert(engine0, perModel),
 		r.stuckAlert(engine0),
 		r.targetDownAlert(target, engine0),
 		r.metricsAbsentAlert(target, engine0),
+		r.trafficStoppedAlert(target, engine0),
+		r.restartAlert(target, engine0),
 		r.handoffAlert(engine0, perModel, w),
 		r.invalidEventsAlert(engine0, perModel, w),
+		r.valueDroppedAlert(engine0, perModel, w),
 		r.overflowAlert(target, perModel, w),
 		r.cardinalityAlert(target, engine0),
 	)
+	if varied := r.variedLabel(sel); varied != "" {
+		for i := range out {
+			out[i] = r.withDerived(out[i], engine0, varied)
+		}
+	}
+	return out
 }
 
 func (r rules) errorsAlert(engine0, perModel labelSet, w int) alert {
@@ -321,7 +327,7 @@ func (r rules) preemptionsAlert(engine0, perModel labelSet, w int) alert {
 		action: "The KV cache is too small for the batch: see VLLMKVCacheSaturated's remedies. " +
 			"`vllm:request_num_preemptions` shows how often each request was preempted.",
 		conditions: []condition{{
-			expr: r.preemptionRate() + "\n/\n" + without(finishedReason).aggregate("sum", r.successRate()) +
+			expr: r.preemptionRate() + "\n/\n" + r.agg.aggregate("sum", r.successRate()) +
 				"\n> " + number(r.PreemptionRatio.Value),
 			forDuration: r.PreemptionRatio.For, labels: severity("warning")}},
 		scenarios: []scenario{
@@ -379,7 +385,8 @@ func (r rules) stuckAlert(engine0 labelSet) alert {
 			"and the KV transfer failures (`vllm:nixl_num_failed_transfers_total`). Restarting the engine clears a hang; " +
 			"find its cause in the log first.",
 		conditions: []condition{{
-			expr:        "(" + r.q.sel(waiting.ScrapeName()) + " > 0)\nand\n(" + r.q.sel(running.ScrapeName()) + " == 0)",
+			expr: "(" + r.perEngine().aggregate("max", r.q.sel(waiting.ScrapeName())) + " > 0)\nand\n(" +
+				r.perEngine().aggregate("max", r.q.sel(running.ScrapeName())) + " == 0)",
 			forDuration: r.StuckFor, labels: severity("critical")}},
 		scenarios: []scenario{
 			{name: "waiting, none running", series: series(0), at: minute(at), firing: fires(engine0)},
@@ -391,9 +398,34 @@ func (r rules) stuckAlert(engine0 labelSet) alert {
 // targetLabels are the labels that name a scrape target.
 func (r rules) targetLabels() []string { return slices.Concat(r.JobLabels, r.InstanceLabels) }
 
+// perTarget groups by a deployment's labels and the instance labels: one
+// series per server.
+func (r rules) perTarget() grouping { return r.deploy.also(r.InstanceLabels...) }
+
+// perEngine groups by a deployment's labels, model_name, the instance
+// labels and engine: one series per engine.
+func (r rules) perEngine() grouping {
+	return r.agg.also(slices.Concat(r.InstanceLabels, []string{instrument.KeyEngine})...)
+}
+
+// onTargets keeps the series of expr (grouped by perTarget) whose target
+// served engine metrics within lookback: a target of infermetrics or vLLM,
+// not any other the Prometheus scrapes.
+func (r rules) onTargets(expr string, lookback Duration) string {
+	return expr + "\nand on (" + strings.Join(r.targetLabels(), ", ") + ")\n" +
+		by(r.targetLabels()...).aggregate("group", "last_over_time("+r.q.sel(running.ScrapeName())+"["+string(lookback)+"])")
+}
+
+// onDeployments keeps the series of expr (grouped by JobLabels at least)
+// of deployments that serve engine metrics: vLLM's and infermetrics'
+// HTTP families, not another server's of the same name.
+func (r rules) onDeployments(expr string) string {
+	return expr + "\nand on (" + strings.Join(r.JobLabels, ", ") + ")\n" +
+		by(r.JobLabels...).aggregate("group", r.q.sel(running.ScrapeName()))
+}
+
 func (r rules) targetDownAlert(target, engine0 labelSet) alert {
 	at := 6 + minutes(r.AbsentFor) + 5
-	lookback := "[" + string(r.AbsentLookback) + "]"
 	return alert{
 		name:    "VLLMTargetDown",
 		summary: "A server of " + r.where() + " is down.",
@@ -404,8 +436,7 @@ func (r rules) targetDownAlert(target, engine0 labelSet) alert {
 		action: "Check the process or pod (crash loop, out of memory, GPU errors) and the scrape's error on Prometheus's " +
 			"targets page. A server removed on purpose stops the alert once its last engine series is older than the lookback.",
 		conditions: []condition{{
-			expr: selector("up", r.Selector) + " == 0\nand on (" + strings.Join(r.targetLabels(), ", ") + ")\n" +
-				by(r.targetLabels()...).aggregate("group", "last_over_time("+r.q.sel(running.ScrapeName())+lookback+")"),
+			expr:        r.onTargets(r.perTarget().aggregate("max", selector("up", r.Selector))+" == 0", r.AbsentLookback),
 			forDuration: r.AbsentFor, labels: severity("critical")}},
 		scenarios: []scenario{
 			{name: "target down", at: minute(at), firing: fires(target), series: []inputSeries{
@@ -422,7 +453,7 @@ func (r rules) targetDownAlert(target, engine0 labelSet) alert {
 
 func (r rules) metricsAbsentAlert(target, engine0 labelSet) alert {
 	at := 10 + 5 + minutes(r.AbsentFor) + 5
-	jobs := by(r.JobLabels...)
+	jobs := r.deploy
 	job := r.jobOf(target)
 	return alert{
 		name:    "VLLMMetricsAbsent",
@@ -496,28 +527,225 @@ func (r rules) handoffAlert(engine0, perModel labelSet, w int) alert {
 	}
 }
 
+// The HTTP families' labels and values the availability alerts read.
+var (
+	httpStatus   = label(instrument.KeyHTTPStatus)
+	httpHandler  = label(instrument.KeyHTTPHandler)
+	httpMethod   = label(instrument.KeyHTTPMethod)
+	serverErrors = "5xx" // the status class of instrument.RecordHTTPRequest (status / 100, then "xx")
+)
+
+// processStart is client_golang's (and prometheus_client's) gauge of the
+// process's start time, in Unix seconds, which exporters.Setup and
+// prometheus.NewProvider serve by default beside the engine families.
+const processStart = "process_start_time_seconds"
+
+// httpSeries is a test series of http_requests_total of a target: the
+// chat route's POST requests of a status class.
+func httpSeries(target labelSet, status, values string) inputSeries {
+	return inputSeries{target.with(labelPair{httpHandler, "/v1/chat/completions"}, labelPair{httpMethod, "POST"},
+		labelPair{httpStatus, status}).series(httpRequests.ScrapeName()), values}
+}
+
+func (r rules) httpErrorsAlert(target, engine0 labelSet, w int) alert {
+	at := w + minutes(r.HTTPErrorRatio.For) + 5
+	requests := func(errShare float64) []inputSeries {
+		return []inputSeries{
+			httpSeries(target, "2xx", ramp(0, 60*(1-errShare), at+5)),
+			httpSeries(target, serverErrors, ramp(0, 60*errShare, at+5)),
+			{engine0.series(running.ScrapeName()), steady(0, at+5)},
+		}
+	}
+	status := r.q.with(eq(httpStatus, serverErrors))
+	return alert{
+		name:    "VLLMHTTPServerErrors",
+		summary: "A deployment answers HTTP requests with server errors.",
+		description: fmt.Sprintf("More than %s of the HTTP requests %s served over the last %s got a 5xx status.",
+			percent(r.HTTPErrorRatio.Value), r.where(), r.RateWindow),
+		means: fmt.Sprintf("`%s{%s=%q}` is more than %s of `%s` (every handler, summed over the deployment's servers) "+
+			"for %s. It counts what a client saw, requests refused before an engine took them included (an engine that "+
+			"refuses every request finishes none, so VLLMRequestErrors has no data then); behind a gateway "+
+			"(infermetrics-proxy, a P/D router), its 502 and 504 answers for an upstream that failed.",
+			httpRequests.ScrapeName(), httpStatus, serverErrors, percent(r.HTTPErrorRatio.Value), httpRequests.ScrapeName(),
+			r.HTTPErrorRatio.For),
+		action: "Which handler fails, and on which server: the query below by `" + httpHandler + "` and the instance " +
+			"labels. Then the server's log for the failing requests; behind a gateway, the gateway dashboard's *Backends* " +
+			"row for which upstream fails and how (`error_type`), and `up` of the upstreams.",
+		conditions: []condition{{
+			expr: r.onDeployments(status.sumRate(httpRequests, r.agg) + "\n/\n" + r.q.sumRate(httpRequests, r.agg) +
+				"\n> " + number(r.HTTPErrorRatio.Value)),
+			forDuration: r.HTTPErrorRatio.For, labels: severity("critical")}},
+		scenarios: []scenario{
+			{name: "server errors above the threshold", series: requests(min(0.99, 2*r.HTTPErrorRatio.Value)), at: minute(at),
+				firing: fires(r.jobOf(target))},
+			{name: "server errors below the threshold", series: requests(r.HTTPErrorRatio.Value / 2), at: minute(at)},
+		},
+	}
+}
+
+func (r rules) trafficStoppedAlert(target, engine0 labelSet) alert {
+	win, look, forMin := minutes(r.TrafficStoppedWindow), minutes(r.TrafficStoppedLookback), minutes(r.TrafficStoppedFor)
+	const flowed = 10 // minutes of traffic before it stops
+	at := flowed + win + forMin + min(2, max(0, look-win-forMin-1))
+	traffic := func(name string, values string, firing []firing) scenario {
+		return scenario{name: name, at: minute(at), firing: firing, series: []inputSeries{
+			httpSeries(target, "2xx", values), {engine0.series(running.ScrapeName()), steady(0, at+5)}}}
+	}
+	increase := func(w Duration) string {
+		return r.agg.aggregate("sum", "increase("+r.q.sel(httpRequests.ScrapeName())+"["+string(w)+"])")
+	}
+	return alert{
+		name:    "VLLMTrafficStopped",
+		summary: "A deployment stopped receiving requests.",
+		description: fmt.Sprintf("%s served HTTP requests within the last %s and none over the last %s.",
+			r.where(), r.TrafficStoppedLookback, r.TrafficStoppedWindow),
+		means: fmt.Sprintf("`%s` of the deployment (every handler and status, summed over its servers) grew within the "+
+			"last %s and not over the last %s, for %s, while its servers are scraped: clients no longer reach it (a "+
+			"gateway, load balancer, Service or DNS in front of it that lost it, an ingress rule, a client fleet "+
+			"down), or nobody sends any. A deployment whose targets are down is VLLMTargetDown's, not this one's.",
+			httpRequests.ScrapeName(), r.TrafficStoppedLookback, r.TrafficStoppedWindow, r.TrafficStoppedFor),
+		action: "Send one request to a server directly (`curl -s http://<instance>/v1/models`) and through the front door " +
+			"clients use; if the direct one answers, the path in front is at fault (the gateway's or load balancer's logs, " +
+			"the Service's endpoints: `kubectl get endpoints -n <namespace>`). A deployment idle on purpose (a test, a " +
+			"drained region) stops the alert once its last request is older than the lookback; silence it meanwhile.",
+		conditions: []condition{{
+			expr: r.onDeployments(increase(r.TrafficStoppedWindow) + " == 0\nand\n" +
+				increase(r.TrafficStoppedLookback) + " > 0"),
+			forDuration: r.TrafficStoppedFor, labels: severity("warning")}},
+		scenarios: []scenario{
+			traffic("traffic stopped", fmt.Sprintf("%s %sx%d", ramp(0, 60, flowed), number(60*flowed), at+5-flowed),
+				fires(r.jobOf(target))),
+			traffic("traffic flows", ramp(0, 60, at+5), nil),
+			traffic("no traffic ever", steady(0, at+5), nil),
+		},
+	}
+}
+
+func (r rules) restartAlert(target, engine0 labelSet) alert {
+	const restartedAt = 10
+	at := restartedAt + min(5, minutes(r.RestartWindow)-1)
+	series := func(start string) []inputSeries {
+		return []inputSeries{{target.series(processStart), start}, {engine0.series(running.ScrapeName()), steady(0, at+5)}}
+	}
+	other := target.with()
+	for i := range other {
+		if slices.Contains(r.JobLabels, other[i].name) {
+			other[i].value = "node-exporter"
+		}
+	}
+	restarted := fmt.Sprintf("%sx%d %sx%d", number(1e9), restartedAt, number(1e9+60*restartedAt), at+5-restartedAt)
+	return alert{
+		name:    "VLLMServerRestarted",
+		summary: "A server of a deployment restarted.",
+		description: fmt.Sprintf("A server of %s (an engine, a router or infermetrics-proxy) restarted within the last %s.",
+			r.where(), r.RestartWindow),
+		means: fmt.Sprintf("`%s` of a target that served `%s` changed within the last %s: the process restarted where "+
+			"it ran (same instance: a crashed or killed process started again, a container restarted in its pod), "+
+			"and lost its requests in flight and its counters. Every infermetrics process serves the gauge on its "+
+			"Prometheus endpoint by default (exporters.Setup and prometheus.NewProvider, unless "+
+			"WithoutProcessMetrics), as vLLM's does; over OTLP it is not sent and the alert stays quiet. A rollout that "+
+			"replaces pods starts new instances and does not fire it. It resolves %s after the last restart.",
+			processStart, running.ScrapeName(), r.RestartWindow, r.RestartWindow),
+		action: "Which server, how often: the query below without the count. Then why: `kubectl get pod -n <namespace> " +
+			"<pod>` (RESTARTS, and `kubectl describe pod` for OOMKilled or a failed liveness probe), " +
+			"`kubectl logs --previous`, or the service manager's log (`journalctl -u <unit>`); an engine's GPU " +
+			"errors in `dmesg` or `nvidia-smi`. Restarts again and again: a crash loop, VLLMTargetDown follows.",
+		conditions: []condition{{
+			expr: r.deploy.aggregate("count", r.onTargets("changes("+r.q.sel(processStart)+"["+string(r.RestartWindow)+"]) > 0",
+				r.RestartWindow)),
+			forDuration: "0m", labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "a server restarted", series: series(restarted), at: minute(at), firing: fires(r.jobOf(target))},
+			{name: "no restart", series: series(steady(1e9, at+5)), at: minute(at)},
+			{name: "a target without engine metrics restarted", at: minute(at), series: []inputSeries{
+				{other.series(processStart), restarted}, {engine0.series(running.ScrapeName()), steady(0, at+5)}}},
+		},
+	}
+}
+
+// valueDropped is the kind of infermetrics_invalid_events_total that
+// counts a request recorded without a value the server reported out of
+// bounds (cached tokens above the prompt, a count beyond
+// stats.MaxRequestTokens): the upstream server's reporting, not a refusal
+// of the recording program's input. TestValueDroppedIsAKind checks it
+// against the catalog.
+const valueDropped = "value_dropped"
+
+// invalidEvents are the scenarios' series of invalid events of a kind:
+// growing, or steady after some.
+func invalidEventsSeries(engine0 labelSet, kind string, growing bool, n int) inputSeries {
+	values := steady(3, n)
+	if growing {
+		values = ramp(0, 1, n)
+	}
+	return inputSeries{engine0.with(labelPair{instrument.KeyKind, kind}).series(invalidEvents.ScrapeName()), values}
+}
+
+// increases is the condition of the invalid-events alerts: the events of
+// the kinds matcher selects grew over the rate window, per group g.
+func (r rules) increases(g grouping, matcher string) string {
+	return g.aggregate("sum", "increase("+r.q.with(matcher).sel(invalidEvents.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0"
+}
+
 func (r rules) invalidEventsAlert(engine0, perModel labelSet, w int) alert {
 	at := w + minutes(r.InvalidEventsFor) + 5
 	kind := labelPair{instrument.KeyKind, stats.KindOutput.String()}
 	return alert{
 		name:    "InfermetricsInvalidEvents",
-		summary: "The instrumentation of " + model + " refuses what it is given.",
+		summary: "The instrumentation refuses what it is given.",
 		description: fmt.Sprintf("infermetrics refused input of kind {{ $labels.%s }} for model %s (%s) in every %s for %s.",
 			instrument.KeyKind, model, r.where(), r.RateWindow, r.InvalidEventsFor),
-		means: fmt.Sprintf("`%s` (the Recorder's count of input it refused, by `kind`) keeps growing: the program "+
-			"reports impossible values (a negative count, times out of order, an event of an unknown request) and "+
-			"the metrics miss what it refused.", invalidEvents.ScrapeName()),
+		means: fmt.Sprintf("`%s` (the Recorder's count of input it refused, by `kind`) keeps growing for a kind other "+
+			"than `%s`: the program reports impossible values (a negative count, times out of order, an event of an "+
+			"unknown request) and the metrics miss what it refused. `%s` (a server's odd usage) is "+
+			"InfermetricsUpstreamValuesDropped's.", invalidEvents.ScrapeName(), valueDropped, valueDropped),
 		action: "A bug of the program that records, not of the server: the first refusal of each kind is reported " +
 			"to its error handler (`otel.Handle` by default), which says what was refused and why. " +
 			"[docs/metrics.md](metrics.md) lists the kinds.",
 		conditions: []condition{{
-			expr:        r.agg.aggregate("sum", "increase("+r.q.sel(invalidEvents.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0",
+			expr:        r.increases(r.agg.also(instrument.KeyKind), instrument.KeyKind+"!="+strconv.Quote(valueDropped)),
 			forDuration: r.InvalidEventsFor, labels: severity("warning")}},
 		scenarios: []scenario{
 			{name: "refusals keep coming", at: minute(at), firing: fires(perModel.with(kind)),
-				series: []inputSeries{{engine0.with(kind).series(invalidEvents.ScrapeName()), ramp(0, 1, at+5)}}},
+				series: []inputSeries{invalidEventsSeries(engine0, kind.value, true, at+5)}},
 			{name: "refusals stopped", at: minute(at),
-				series: []inputSeries{{engine0.with(kind).series(invalidEvents.ScrapeName()), steady(3, at+5)}}},
+				series: []inputSeries{invalidEventsSeries(engine0, kind.value, false, at+5)}},
+			{name: "values dropped only", at: minute(at),
+				series: []inputSeries{invalidEventsSeries(engine0, valueDropped, true, at+5)}},
+		},
+	}
+}
+
+// The upstream alert is info: the metrics stay right but for the one
+// value dropped per request, and the fix is the server's (or its
+// provider's), which the operator of the recording program may not own; a
+// page would be one nobody can act on.
+func (r rules) valueDroppedAlert(engine0, perModel labelSet, w int) alert {
+	at := w + minutes(r.ValueDroppedFor) + 5
+	return alert{
+		name:    "InfermetricsUpstreamValuesDropped",
+		summary: "The upstream server reports values infermetrics cannot record.",
+		description: fmt.Sprintf("Requests of model %s (%s) are recorded without a value their server reported out "+
+			"of bounds (kind %s), in every %s for %s.", model, r.where(), valueDropped, r.RateWindow, r.ValueDroppedFor),
+		means: fmt.Sprintf("`%s{%s=%q}` keeps growing: responses of the upstream server carry a value that cannot be "+
+			"true, and each such request is recorded without it (its other values kept): cached prompt tokens above the "+
+			"prompt (a provider whose `prompt_tokens` leaves the cached ones out: openaihttp's package doc names "+
+			"them), or a token count beyond `stats.MaxRequestTokens`. This is the upstream server's reporting, not a "+
+			"bug of the program that records.", invalidEvents.ScrapeName(), instrument.KeyKind, valueDropped),
+		action: "Find the server or provider behind the model (the gateway dashboard's *Backends* row) and compare a " +
+			"response's `usage` with what the provider documents. Nothing in the recording program needs fixing; the " +
+			"prompt-token and cache figures of those requests lack the dropped value (cached tokens count as computed). " +
+			"If the provider's reporting is known and accepted, silence the alert for that model.",
+		conditions: []condition{{
+			expr:        r.increases(r.agg, eq(instrument.KeyKind, valueDropped)),
+			forDuration: r.ValueDroppedFor, labels: severity("info")}},
+		scenarios: []scenario{
+			{name: "values keep being dropped", at: minute(at), firing: fires(perModel),
+				series: []inputSeries{invalidEventsSeries(engine0, valueDropped, true, at+5)}},
+			{name: "drops stopped", at: minute(at),
+				series: []inputSeries{invalidEventsSeries(engine0, valueDropped, false, at+5)}},
+			{name: "other refusals only", at: minute(at),
+				series: []inputSeries{invalidEventsSeries(engine0, stats.KindOutput.String(), true, at+5)}},
 		},
 	}
 }
@@ -549,7 +777,7 @@ func (r rules) overflowAlert(target, perModel labelSet, w int) alert {
 		action: "If the models are real, raise `-max-models`; if clients send made-up or per-request model names, " +
 			"set `-default-model` and fix the clients. The gateway dashboard's *Per model* row shows the overflow's requests beside the others'.",
 		conditions: []condition{{
-			expr: r.agg.also(finishedReason).aggregate("sum",
+			expr: r.agg.aggregate("sum",
 				r.q.with(eq(instrument.KeyModelName, r.OverflowModel)).rate(requestSuccess.ScrapeName())) + " > 0",
 			forDuration: r.OverflowFor, labels: severity("warning")}},
 		scenarios: []scenario{
@@ -569,15 +797,12 @@ var overflowLabel = label("otel.metric.overflow")
 func (r rules) cardinalityAlert(target, engine0 labelSet) alert {
 	at := 5 + minutes(r.CardinalityOverflowFor) + 5
 	const familyLabel = "family"
-	families := by(append(slices.Clone(r.JobLabels), familyLabel)...)
+	families := r.deploy.also(familyLabel)
 	job := r.jobOf(target)
 	// Scraped series only (a recording rule's output keeps the label but
 	// not the instance), each named by its family: a histogram's parts are
 	// one.
-	matchers := append(slices.Clone(r.q.matchers), eq(overflowLabel, "true"))
-	if len(r.InstanceLabels) > 0 {
-		matchers = append(matchers, r.InstanceLabels[0]+`!=""`)
-	}
+	matchers := append(slices.Clone(r.q.matchers), eq(overflowLabel, "true"), r.InstanceLabels[0]+`!=""`)
 	named := `label_replace(` + selector("", matchers...) + `, "` + familyLabel + `", "$1", "__name__", "(.+?)(_bucket|_count|_sum)?")`
 	overflowed := target.with(labelPair{overflowLabel, "true"}).series(promptTokens.ScrapeName())
 	return alert{

@@ -19,10 +19,18 @@ type Config struct {
 	// rules, for example job="vllm" or namespace="llm"; empty selects every
 	// series. The unit tests' series carry them: equality matchers only.
 	Selector string
-	// JobLabels name a deployment: the absent alert fires per value.
+	// JobLabels name a deployment: every recording rule and alert
+	// aggregates by them and model_name (PromQL's by, so that no other
+	// label, priority or a lora_name, splits a page or breaks a ratio); a
+	// label a setup lacks (cluster, namespace on plain Prometheus) is empty.
 	JobLabels []string
-	// InstanceLabels name one server of a deployment. The recording rules
-	// sum them and engine away: one series per model and deployment.
+	// ExtraGroupLabels are labels the rules and alerts keep beside
+	// JobLabels and model_name, for a label that tells deployments apart
+	// within one job (a P/D role label of your own, say); empty by default.
+	ExtraGroupLabels []string
+	// InstanceLabels name one server of a deployment: the recording rules
+	// sum them and engine away (one series per model and deployment); the
+	// per-server alerts (target down, stuck engine) keep them.
 	InstanceLabels []string
 	// RateWindow is the window of the recording rules' rates and
 	// quantiles, and of the alerts that read them.
@@ -39,6 +47,24 @@ type Config struct {
 	// for models beyond its -max-models under.
 	OverflowModel string
 
+	// HTTPErrorRatio: the share of a deployment's HTTP requests
+	// (http_requests_total, every handler) answered with a 5xx status above
+	// which VLLMHTTPServerErrors fires.
+	HTTPErrorRatio Threshold
+	// TrafficStoppedWindow is how long a deployment that served HTTP
+	// requests within TrafficStoppedLookback must have served none before
+	// VLLMTrafficStopped's condition holds.
+	TrafficStoppedWindow Duration
+	// TrafficStoppedLookback is how far back VLLMTrafficStopped looks for
+	// the requests that show traffic flowed; longer than
+	// TrafficStoppedWindow.
+	TrafficStoppedLookback Duration
+	// TrafficStoppedFor is VLLMTrafficStopped's for:.
+	TrafficStoppedFor Duration
+	// RestartWindow is how long VLLMServerRestarted fires after a server
+	// (an engine, a router, infermetrics-proxy) restarted in place: its
+	// process_start_time_seconds changed within it.
+	RestartWindow Duration
 	// ErrorRatio: the share of finished requests that ended in error
 	// (finished_reason="error") above which VLLMRequestErrors fires.
 	ErrorRatio Threshold
@@ -79,9 +105,14 @@ type Config struct {
 	// Quantiles.
 	HandoffQuantile float64
 	// InvalidEventsFor is how long the Recorder's refusals
-	// (infermetrics_invalid_events_total) keep coming before
-	// InfermetricsInvalidEvents fires.
+	// (infermetrics_invalid_events_total of every kind but value_dropped)
+	// keep coming before InfermetricsInvalidEvents fires.
 	InvalidEventsFor Duration
+	// ValueDroppedFor is how long requests keep being recorded without a
+	// value the server reported out of bounds
+	// (infermetrics_invalid_events_total{kind="value_dropped"}) before
+	// InfermetricsUpstreamValuesDropped fires.
+	ValueDroppedFor Duration
 	// OverflowFor is how long requests are recorded under OverflowModel
 	// before InfermetricsModelOverflow fires.
 	OverflowFor Duration
@@ -121,12 +152,18 @@ type Duration string
 // Default returns the shipped parameters.
 func Default() Config {
 	return Config{
-		JobLabels:      []string{"job"},
+		JobLabels:      []string{"cluster", "namespace", "job"},
 		InstanceLabels: []string{"instance", "pod"},
 		RateWindow:     "5m",
 		Quantiles:      []float64{0.5, 0.9, 0.99},
 		RunbookURL:     "https://github.com/infermetrics/infermetrics/blob/main/docs/monitoring.md",
 		OverflowModel:  "_overflow",
+
+		HTTPErrorRatio:         Threshold{Value: 0.05, For: "10m"},
+		TrafficStoppedWindow:   "10m",
+		TrafficStoppedLookback: "1h",
+		TrafficStoppedFor:      "5m",
+		RestartWindow:          "15m",
 
 		ErrorRatio: Threshold{Value: 0.05, For: "10m"},
 		TTFT:       SLO{Seconds: 2.5, Objective: 0.99},
@@ -150,6 +187,7 @@ func Default() Config {
 		Handoff:          Threshold{Value: 0.5, For: "10m"},
 		HandoffQuantile:  0.99,
 		InvalidEventsFor: "15m",
+		ValueDroppedFor:  "30m",
 		OverflowFor:      "5m",
 
 		CardinalityOverflowFor: "5m",
@@ -163,10 +201,11 @@ func (c Config) WithFor(d Duration) Config {
 	for i := range c.BurnRates {
 		c.BurnRates[i].For = d
 	}
-	for _, t := range []*Threshold{&c.ErrorRatio, &c.KVCacheUsage, &c.PreemptionRatio, &c.QueueWaiting, &c.Handoff} {
+	for _, t := range []*Threshold{&c.ErrorRatio, &c.KVCacheUsage, &c.PreemptionRatio, &c.QueueWaiting, &c.Handoff, &c.HTTPErrorRatio} {
 		t.For = d
 	}
-	for _, f := range []*Duration{&c.StuckFor, &c.AbsentFor, &c.InvalidEventsFor, &c.OverflowFor, &c.CardinalityOverflowFor} {
+	for _, f := range []*Duration{&c.StuckFor, &c.AbsentFor, &c.InvalidEventsFor, &c.OverflowFor, &c.CardinalityOverflowFor,
+		&c.TrafficStoppedFor, &c.ValueDroppedFor} {
 		*f = d
 	}
 	return c
@@ -204,6 +243,10 @@ func duration(t time.Duration) Duration {
 	return Duration(strconv.FormatInt(t.Milliseconds(), 10) + "ms")
 }
 
+// reservedLabels are labels the rules keep or sum by themselves: a
+// grouping label of the Config may not be one.
+var reservedLabels = []string{instrument.KeyModelName, instrument.KeyEngine, instrument.KeyFinishedReason, "le", "quantile", instrument.KeyKind}
+
 // labelName is a Prometheus label name.
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
@@ -228,6 +271,9 @@ func (c Config) Validate() error {
 		{"Handoff.For", c.Handoff.For, true}, {"StuckFor", c.StuckFor, true}, {"AbsentFor", c.AbsentFor, true},
 		{"InvalidEventsFor", c.InvalidEventsFor, true}, {"OverflowFor", c.OverflowFor, true},
 		{"CardinalityOverflowFor", c.CardinalityOverflowFor, true},
+		{"HTTPErrorRatio.For", c.HTTPErrorRatio.For, true}, {"TrafficStoppedWindow", c.TrafficStoppedWindow, false},
+		{"TrafficStoppedLookback", c.TrafficStoppedLookback, false}, {"TrafficStoppedFor", c.TrafficStoppedFor, true},
+		{"RestartWindow", c.RestartWindow, false}, {"ValueDroppedFor", c.ValueDroppedFor, true},
 	}
 	if c.Interval != "" {
 		durations = append(durations, namedDuration{"Interval", c.Interval, false})
@@ -247,12 +293,23 @@ func (c Config) Validate() error {
 		}
 	}
 	check(len(c.JobLabels) > 0, "JobLabels: empty, want the labels that name a deployment (job)")
-	for _, l := range slices.Concat(c.JobLabels, c.InstanceLabels) {
-		check(labelName.MatchString(l), "label %q in JobLabels or InstanceLabels: not a label name", l)
+	for _, l := range slices.Concat(c.JobLabels, c.ExtraGroupLabels, c.InstanceLabels) {
+		check(labelName.MatchString(l), "label %q in JobLabels, ExtraGroupLabels or InstanceLabels: not a label name", l)
 	}
-	for _, l := range c.JobLabels {
-		check(!slices.Contains(c.InstanceLabels, l), "label %q is in JobLabels and InstanceLabels", l)
+	for _, l := range slices.Concat(c.JobLabels, c.ExtraGroupLabels) {
+		check(!slices.Contains(c.InstanceLabels, l), "label %q is in JobLabels or ExtraGroupLabels and in InstanceLabels", l)
+		check(!slices.Contains(reservedLabels, l), "label %q in JobLabels or ExtraGroupLabels: the rules keep or sum it themselves", l)
 	}
+	for i, l := range slices.Concat(c.JobLabels, c.ExtraGroupLabels) {
+		check(!slices.Contains(slices.Concat(c.JobLabels, c.ExtraGroupLabels)[:i], l), "label %q twice in JobLabels and ExtraGroupLabels", l)
+	}
+	check(len(c.InstanceLabels) > 0, "InstanceLabels: empty, want the labels that name a server (instance)")
+	tw, _ := c.TrafficStoppedWindow.parse()
+	tl, _ := c.TrafficStoppedLookback.parse()
+	tf, _ := c.TrafficStoppedFor.parse()
+	check(tw+tf < tl, "TrafficStoppedWindow %s and TrafficStoppedFor %s: not shorter than TrafficStoppedLookback %s together, the alert could never fire",
+		c.TrafficStoppedWindow, c.TrafficStoppedFor, c.TrafficStoppedLookback)
+	check(c.HTTPErrorRatio.Value > 0 && c.HTTPErrorRatio.Value < 1, "HTTPErrorRatio.Value %g, want a share between 0 and 1", c.HTTPErrorRatio.Value)
 	check(len(c.Quantiles) > 0, "Quantiles: empty")
 	for _, q := range c.Quantiles {
 		check(q > 0 && q < 1, "Quantiles: %g, want a quantile between 0 and 1", q)

@@ -54,6 +54,9 @@ func value(v reflect.Value) string {
 	case float64:
 		return "`" + number(x) + "`"
 	case []string:
+		if len(x) == 0 {
+			return "(none)"
+		}
 		return "`" + strings.Join(x, "`, `") + "`"
 	case []float64:
 		parts := make([]string, len(x))
@@ -155,9 +158,15 @@ func runbook(r rules, alerts []alert, recording []ruleGroup, bs []board) ([]byte
 	p("")
 	p("## Recording rules")
 	p("")
-	p("Named `level:metric:operations`: the level `%s` is one series per model and deployment (every", level)
-	p("label but %s and engine kept: `job`, `namespace`, a P/D role, ...), the metric the family read.", "`"+strings.Join(r.InstanceLabels, "`, `")+"`")
-	p("The quantile rules carry a `quantile` label.")
+	p("Named `level:metric:operations`: the level `%s` is one series per model and deployment, the", level)
+	p("metric the family read. Every rule and alert aggregates with `by (%s)` (`JobLabels`,", strings.Join(r.agg.labels, ", "))
+	p("`ExtraGroupLabels` and `model_name`), plus the labels it needs (`finished_reason` for the error")
+	p("ratio, `source` for prompt tokens by source, `le` inside a quantile, `kind` for invalid events, the")
+	p("instance labels and `engine` for the per-engine and per-server alerts): any other label, `priority`")
+	p("under priority scheduling, a LoRA adapter, one a relabeling adds, is summed away, so it neither splits")
+	p("a page nor breaks a ratio of two families of which one carries it. A label a setup lacks (`cluster`")
+	p("and `namespace` on a plain Prometheus) is empty, and `by` keeps working. The quantile rules carry a")
+	p("`quantile` label.")
 	p("")
 	for _, g := range recording {
 		p("Group `%s`:", g.name)

@@ -164,7 +164,10 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	deaf.PreemptionRatio.Value = 1000
 	deaf.QueueWaiting.Value = 1e6
 	deaf.StuckFor, deaf.AbsentFor, deaf.InvalidEventsFor, deaf.OverflowFor = "1d", "1d", "1d", "1d"
-	deaf.CardinalityOverflowFor = "1d"
+	deaf.CardinalityOverflowFor, deaf.ValueDroppedFor = "1d", "1d"
+	deaf.HTTPErrorRatio.Value = 0.999
+	deaf.TrafficStoppedFor, deaf.TrafficStoppedLookback = "1d", "3d"
+	deaf.RestartWindow = "1m" // the restart is older
 	deaf.Handoff.Value = 2000
 	eager := def
 	eager.ErrorRatio.Value = 0.0001
@@ -172,18 +175,43 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	eager.KVCacheUsage.Value = 0.0001
 	eager.PreemptionRatio.Value = 0.0001
 	eager.Handoff.Value = 0.0001
+	eager.HTTPErrorRatio.Value = 0.0001
 	tests := files(t, def)
 	threshold := []string{"VLLMRequestErrors", "VLLMTimeToFirstTokenBudgetBurn", "VLLMInterTokenLatencyBudgetBurn",
-		"VLLMKVCacheSaturated", "VLLMPreemptionsHigh", "InfermetricsPDHandoffSlow"}
+		"VLLMKVCacheSaturated", "VLLMPreemptionsHigh", "InfermetricsPDHandoffSlow", "VLLMHTTPServerErrors"}
 	var every []string
 	for _, a := range newRules(def).alerts(nil) {
 		every = append(every, a.name)
 	}
+	// Rules that keep priority (eager's too) page once per priority, and
+	// divide preemptions (no priority) by finished requests (priority) to
+	// nothing.
+	eager.ExtraGroupLabels = []string{"priority"}
+	var readPriority []string
+	for _, a := range []string{"VLLMRequestErrors", "VLLMTimeToFirstTokenBudgetBurn", "VLLMPreemptionsHigh", "InfermetricsModelOverflow"} {
+		readPriority = append(readPriority, "name: "+a+": "+priorityScenario)
+	}
+	// Rules that sum the job away add the two deployments together.
+	merges := def
+	merges.JobLabels = []string{"cluster", "namespace"}
+	var mixed []string
+	for _, a := range every {
+		mixed = append(mixed, "name: "+a+": "+twoDeployments)
+	}
+	var fired []string
+	for _, a := range every {
+		fired = append(fired, "alertname: "+a+",")
+	}
+	exceeded := readPriority
+	for _, a := range threshold {
+		exceeded = append(exceeded, "alertname: "+a+",")
+	}
 	for _, c := range []struct {
 		name    string
 		config  Config
-		failing []string
-	}{{"thresholds never reached", deaf, every}, {"thresholds always exceeded", eager, threshold}} {
+		failing []string // in promtool's output
+	}{{"thresholds never reached", deaf, fired}, {"thresholds always exceeded, the priority label kept", eager, exceeded},
+		{"the job summed away", merges, mixed}} {
 		dir := writeRules(t, files(t, c.config), tests)
 		for name, bin := range anyPromtool(t) {
 			out, ok := promtool(t, bin, dir, "test", "rules", "tests.yaml")
@@ -191,9 +219,9 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 				t.Errorf("%s: %s test rules passed against rules with %s", c.name, name, c.name)
 				continue
 			}
-			for _, a := range c.failing {
-				if !strings.Contains(out, "alertname: "+a+",") {
-					t.Errorf("%s: %s: no failing test of %s", c.name, name, a)
+			for _, f := range c.failing {
+				if !strings.Contains(out, f) {
+					t.Errorf("%s: %s: no failing test with %q", c.name, name, f)
 				}
 			}
 		}
@@ -291,7 +319,7 @@ func TestValidate(t *testing.T) {
 
 // family matches a series selector of a family in a rule's expression (a
 // recording rule's name, after a colon, is not one).
-var seriesSelector = regexp.MustCompile(`(^|[( ])(vllm:[a-z0-9_]+|infermetrics_[a-z0-9_]+|router_[a-z0-9_]+|up)(\{[^}]*\})?`)
+var seriesSelector = regexp.MustCompile(`(^|[( ])(vllm:[a-z0-9_]+|infermetrics_[a-z0-9_]+|router_[a-z0-9_]+|http_[a-z0-9_]+|process_[a-z0-9_]+|up)\b(\{[^}]*\})?`)
 
 // A selector of equality matchers reaches every series selector of the
 // rules and the unit tests' series, which then pass.
@@ -361,6 +389,66 @@ func TestDashboards(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// Every alert has its derived unit tests: one with the priority label on
+// the series of the finished-request families, one with two deployments of
+// which one fires; both expect it to fire.
+func TestEveryAlertHasDerivedScenarios(t *testing.T) {
+	r := newRules(Default())
+	varied := r.variedLabel(nil)
+	for _, a := range r.alerts(nil) {
+		var prio, two bool
+		for _, sc := range a.scenarios {
+			if len(sc.firing) == 0 {
+				continue
+			}
+			deployments := map[string]bool{}
+			for _, s := range sc.series {
+				prio = prio || (strings.HasPrefix(sc.name, priorityScenario) && strings.Contains(s.series, `priority="`))
+				for _, d := range []string{testJob, otherDeployment} {
+					if strings.Contains(s.series, eq(varied, d)) {
+						deployments[d] = true
+					}
+				}
+			}
+			two = two || (strings.HasPrefix(sc.name, twoDeployments) && len(deployments) == 2)
+		}
+		if !prio {
+			t.Errorf("%s: no firing scenario with the priority label", a.name)
+		}
+		if !two {
+			t.Errorf("%s: no firing scenario with two deployments", a.name)
+		}
+	}
+}
+
+// No rule aggregates with without: another label (priority, a LoRA, one a
+// user adds) would split its result.
+func TestRulesAggregateBy(t *testing.T) {
+	fs := files(t, Default())
+	for _, p := range []string{RecordingRulesFile, AlertsFile} {
+		if strings.Contains(string(fileOf(t, fs, p)), " without (") {
+			t.Errorf("%s aggregates with without (...)", p)
+		}
+	}
+}
+
+// The value_dropped kind the alerts tell apart is one of the Recorder's.
+func TestValueDroppedIsAKind(t *testing.T) {
+	if !strings.Contains(invalidEvents.Instrument.Description, valueDropped) {
+		t.Errorf("%s's kinds (%s) lack %q", invalidEvents.ScrapeName(), invalidEvents.Instrument.Description, valueDropped)
+	}
+}
+
+// The scaling of the priority scenarios halves every number of promtool's
+// notation and leaves the rest.
+func TestScaleValues(t *testing.T) {
+	for in, want := range map[string]string{"0+60x25": "0+30x25", "10-4x3 stale": "5-2x3 stale", "1e+09x5 _x3 8": "5e+08x5 _x3 4"} {
+		if got := scaleValues(in, 0.5); got != want {
+			t.Errorf("scaleValues(%q, 0.5) = %q, want %q", in, got, want)
 		}
 	}
 }

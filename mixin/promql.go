@@ -60,41 +60,31 @@ func selector(name string, matchers ...string) string {
 // eq is the matcher label="value".
 func eq(label, value string) string { return label + "=" + strconv.Quote(value) }
 
-// grouping is the clause of an aggregation: by or without some labels, or
-// neither (over every series).
+// grouping is the clause of an aggregation: by some labels, or over
+// every series. There is no without: a label it does not name (priority,
+// a LoRA adapter, one a user adds) would split the result.
 type grouping struct {
-	without bool
-	labels  []string
+	labels []string
 }
 
-func by(labels ...string) grouping      { return grouping{labels: labels} }
-func without(labels ...string) grouping { return grouping{without: true, labels: labels} }
+func by(labels ...string) grouping { return grouping{labels: labels} }
 
 // aggregate applies op (sum, max, ...) to expr with the grouping.
 func (g grouping) aggregate(op, expr string) string {
-	switch {
-	case g.without:
-		return fmt.Sprintf("%s without (%s) (%s)", op, strings.Join(g.labels, ", "), expr)
-	case len(g.labels) > 0:
+	if len(g.labels) > 0 {
 		return fmt.Sprintf("%s by (%s) (%s)", op, strings.Join(g.labels, ", "), expr)
 	}
 	return op + "(" + expr + ")"
 }
 
-// also returns g with more labels: kept by a "by", summed away by a
-// "without".
+// also returns g with more labels kept.
 func (g grouping) also(labels ...string) grouping {
-	return grouping{without: g.without, labels: slices.Concat(g.labels, labels)}
+	return grouping{labels: slices.Concat(g.labels, labels)}
 }
 
-// buckets returns g as the grouping of a histogram's buckets: a "by"
-// keeps le too.
-func (g grouping) buckets() grouping {
-	if g.without {
-		return g
-	}
-	return by(slices.Concat([]string{"le"}, g.labels)...)
-}
+// buckets returns g as the grouping of a histogram's buckets: it keeps le
+// too.
+func (g grouping) buckets() grouping { return by(slices.Concat([]string{"le"}, g.labels)...) }
 
 // query is where an expression reads its series: the extra matchers and
 // the rate window.

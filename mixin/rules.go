@@ -28,7 +28,8 @@ type labelPair struct{ name, value string }
 
 // level is the aggregation level of every recording rule, the first part
 // of its name (level:metric:operations): one series per model and
-// deployment, every label but the instance labels and engine kept.
+// deployment (the Config's JobLabels and ExtraGroupLabels), every other
+// label summed away.
 const level = instrument.KeyModelName
 
 // recordName names a recording rule by the Prometheus convention
@@ -44,13 +45,15 @@ func recordName(lvl string, f views.Family, ops string) string {
 // grouping of its recording rules and their window.
 type rules struct {
 	Config
-	q   query    // the selector and the rate window
-	agg grouping // without the instance labels and engine
+	q      query    // the selector and the rate window
+	agg    grouping // by a deployment's labels and model_name
+	deploy grouping // by a deployment's labels: JobLabels and ExtraGroupLabels
 }
 
 func newRules(c Config) rules {
+	deploy := slices.Concat(c.JobLabels, c.ExtraGroupLabels)
 	return rules{Config: c, q: query{matchers: []string{c.Selector}, window: string(c.RateWindow)},
-		agg: without(slices.Concat(c.InstanceLabels, []string{instrument.KeyEngine})...)}
+		agg: by(append(deploy, instrument.KeyModelName)...), deploy: by(deploy...)}
 }
 
 // The families the rules read.
@@ -104,13 +107,12 @@ func (r rules) sloMissRatio(f views.Family, w Duration) string {
 // over every window of the burn-rate alerts.
 func (r rules) recordingGroups() []ruleGroup {
 	success := r.successRate()
-	byReason := without(finishedReason)
 	requests := ruleGroup{name: "infermetrics-requests", rules: []rule{
-		{record: success, expr: r.q.sumRate(requestSuccess, r.agg)},
-		{record: r.errorRatio(), expr: byReason.aggregate("sum", selector(success, eq(finishedReason, errorReason))) +
-			"\n/\n" + byReason.aggregate("sum", success)},
+		{record: success, expr: r.q.sumRate(requestSuccess, r.agg.also(finishedReason))},
+		{record: r.errorRatio(), expr: r.agg.aggregate("sum", selector(success, eq(finishedReason, errorReason))) +
+			"\n/\n" + r.agg.aggregate("sum", success)},
 		{record: recordName(level, promptTokens, window(r.RateWindow)), expr: r.q.sumRate(promptTokens, r.agg)},
-		{record: recordName(level, promptBySource, window(r.RateWindow)), expr: r.q.sumRate(promptBySource, r.agg)},
+		{record: recordName(level, promptBySource, window(r.RateWindow)), expr: r.q.sumRate(promptBySource, r.agg.also(label(instrument.KeySource)))},
 		{record: recordName(level, generation, window(r.RateWindow)), expr: r.q.sumRate(generation, r.agg)},
 		{record: recordName(level, prefixHits, "ratio_"+window(r.RateWindow)),
 			expr: r.q.sumRate(prefixHits, r.agg) + "\n/\n" + r.q.sumRate(prefixQueries, r.agg)},
@@ -130,7 +132,7 @@ func (r rules) recordingGroups() []ruleGroup {
 	for _, s := range r.slos() {
 		for _, w := range r.burnWindows() {
 			q := query{matchers: r.q.matchers, window: string(w)}
-			good := q.with(leMatcher(s.Seconds)).sumRateOf(s.family.ScrapeName()+"_bucket", r.agg.also("le"))
+			good := q.with(leMatcher(s.Seconds)).sumRateOf(s.family.ScrapeName()+"_bucket", r.agg)
 			total := q.sumRateOf(s.family.ScrapeName()+"_count", r.agg)
 			slo.rules = append(slo.rules, rule{record: r.sloMissRatio(s.family, w), expr: "1 - (\n  " + good + "\n/\n  " + total + "\n)"})
 		}

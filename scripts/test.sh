@@ -80,6 +80,26 @@ staticcheck ./...
 (cd mixin && go vet ./... && staticcheck ./...)
 elapsed "vet and staticcheck"
 
+# The end-to-end stages mostly wait on their processes (Prometheus, the
+# collector, the examples, which the tests drive at fixed rates and poll with
+# generous deadlines), so they run beside the library's CPU-bound stages:
+# scripts/e2e-deps.sh installs or builds the binaries when missing or stale;
+# the committed rule files, dashboards and runbook are what the generator
+# writes and promtool 2 and 3 check the rules and pass their unit tests;
+# then the end-to-end suite.
+e2e_stages() {
+	local s=$SECONDS
+	./scripts/e2e-deps.sh
+	phase "end-to-end dependencies done in $((SECONDS - s)) s"
+	s=$SECONDS
+	(cd mixin && E2E_REQUIRED=1 gotest -count=1 -timeout 10m ./...)
+	phase "rules and dashboards done in $((SECONDS - s)) s"
+	s=$SECONDS
+	(cd e2e && E2E_REQUIRED=1 gotest -count=1 -timeout 40m ./...)
+	phase "end-to-end suite done in $((SECONDS - s)) s"
+}
+bg_start "end-to-end" e2e_stages
+
 phase "unit tests (-race -count=2)"
 # -count=2: a test that leaves global state behind (a claim on the global
 # MeterProvider, an error handler) fails its second run.
@@ -102,10 +122,6 @@ go vet -modfile=.ci/newest.mod ./...
 gotest -modfile=.ci/newest.mod -count=1 -timeout 20m ./...
 elapsed "newest dependencies, whole replays"
 
-phase "end-to-end dependencies"
-./scripts/e2e-deps.sh
-elapsed "end-to-end dependencies"
-
 # What clients and servers send, against encoding/json with Python's rules
 # (openaihttp/pyjson_test.go), from the seeds of every fixture and a part of
 # the replay corpus (fuzzSeeds); a finding is written to
@@ -114,9 +130,9 @@ elapsed "end-to-end dependencies"
 # running the seeds (the baseline coverage); the inputs found are cached in
 # a directory of this run's, not in Go's cache, where they would pile up
 # from run to run until the baseline took the whole time (seeded with the
-# whole corpus, a target's 15 s went to its baseline). It runs beside the
-# rules and the end-to-end suite, which mostly wait on their processes
-# (the suite took 188 s beside stress-ng --cpu 4, 181 s idle: README).
+# whole corpus, a target's 15 s went to its baseline). It runs after the
+# library's tests, beside the end-to-end stages (the suite took 188 s
+# beside stress-ng --cpu 4, 181 s idle: README).
 fuzz() {
 	local target cache rc=0
 	cache=$(mktemp -d)
@@ -129,16 +145,8 @@ fuzz() {
 	rm -rf "$cache"
 	return "$rc"
 }
-bg_start "fuzz (briefly)" fuzz
+phase "fuzz (briefly)"
+fuzz
+elapsed "fuzz (briefly)"
 
-phase "rules and dashboards"
-# The committed rule files, dashboards and runbook are what the generator
-# writes; promtool 2 and 3 check the rules and pass their unit tests.
-(cd mixin && E2E_REQUIRED=1 go test -race -count=1 -timeout 10m ./...)
-elapsed "rules and dashboards"
-
-phase "end-to-end suite"
-(cd e2e && E2E_REQUIRED=1 go test -count=1 -timeout 40m ./...)
-elapsed "end-to-end suite"
-
-bg_wait "fuzz (briefly)"
+bg_wait "end-to-end"

@@ -24,7 +24,7 @@ func TestConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"model_name:vllm_request_success:error_ratio_rate5m > 0.01\n        for: 5m", `up{namespace="llm"} == 0`} {
+	for _, want := range []string{"model_name:vllm_request_success:error_ratio_rate5m > 0.01\n        for: 5m", `(up{namespace="llm"}) == 0`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("%s does not hold %q", mixin.AlertsFile, want)
 		}

@@ -40,6 +40,9 @@ type faults struct {
 	// decodeDownAfter is when the decode instance's listener closes (0:
 	// never).
 	decodeDownAfter time.Duration
+	// cachedExcess is how many cached prompt tokens more than the prompt
+	// has the instances' API usage reports.
+	cachedExcess int64
 }
 
 // defaultDecodeKV is a decode engine's KV cache in tokens, -decode-kv-tokens'
@@ -67,6 +70,9 @@ func (f *faults) register(fs *flag.FlagSet) {
 		"(infermetrics_invalid_events_total{kind=\"output\"}: InfermetricsInvalidEvents); 0: none")
 	fs.IntVar(&f.cardinalityLimit, "cardinality-limit", 0, "most series per family of every server (exporters.WithCardinalityLimit); a small one overflows (InfermetricsCardinalityOverflow); 0: the default, "+
 		"exporters.DefaultCardinalityLimit")
+	fs.Int64Var(&f.cachedExcess, "cached-excess", 0, "fault: the instances' OpenAI usage reports this many cached prompt tokens more than the prompt has, as some providers do "+
+		"(xAI through Azure AI Foundry): a gateway in front (the P/D router, infermetrics-proxy) drops the value "+
+		"(infermetrics_invalid_events_total{kind=\"value_dropped\"}: InfermetricsUpstreamValuesDropped); 0: none")
 	fs.DurationVar(&f.decodeDownAfter, "decode-down-after", 0, "fault: when the decode instance's listener closes (its /metrics and API stop answering, as a crashed server's; its engines run on), "+
 		"after start (VLLMTargetDown); 0: never")
 }
@@ -88,6 +94,8 @@ func (f *faults) check(decodeEngines int) error {
 		return fmt.Errorf("-http-5xx and -invalid-events must be 0 to 1")
 	case f.cardinalityLimit < 0:
 		return fmt.Errorf("-cardinality-limit %d: want 0 (the default) or a limit", f.cardinalityLimit)
+	case f.cachedExcess < 0:
+		return fmt.Errorf("-cached-excess %d: want 0 or more tokens", f.cachedExcess)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func TestFaultFlags(t *testing.T) {
 	fs.SetOutput(&usage)
 	fs.PrintDefaults()
 	for _, name := range []string{"stuck-engine", "slow-prefill", "slow-decode", "decode-kv-tokens", "max-num-seqs",
-		"handoff-delay", "http-5xx", "invalid-events", "cardinality-limit", "decode-down-after"} {
+		"handoff-delay", "http-5xx", "invalid-events", "cardinality-limit", "decode-down-after", "cached-excess"} {
 		if !strings.Contains(usage.String(), "  -"+name+" ") {
 			t.Errorf("-h does not document -%s:\n%s", name, usage.String())
 		}
@@ -43,13 +43,13 @@ func TestFaultFlags(t *testing.T) {
 	}
 	err := fs.Parse([]string{"-stuck-engine", "1", "-slow-prefill", "3s", "-slow-decode", "150ms", "-decode-kv-tokens", "8192",
 		"-max-num-seqs", "1", "-handoff-delay", "1s", "-http-5xx", "0.5", "-invalid-events", "0.2", "-cardinality-limit", "5",
-		"-decode-down-after", "20s"})
+		"-decode-down-after", "20s", "-cached-excess", "64"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := faults{stuckEngine: 2, slowPrefill: 3 * time.Second, slowDecode: 150 * time.Millisecond, decodeKV: 8192,
 		maxNumSeqs: 1, handoffDelay: time.Second, http5xx: 0.5, invalidEvents: 0.2, cardinalityLimit: 5,
-		decodeDownAfter: 20 * time.Second}
+		decodeDownAfter: 20 * time.Second, cachedExcess: 64}
 	if f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
 	}
@@ -68,6 +68,7 @@ func TestFaultFlags(t *testing.T) {
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, invalidEvents: -0.1}, 2},
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, slowDecode: -time.Second}, 2},
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, cardinalityLimit: -1}, 2},
+		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, cachedExcess: -1}, 2},
 	} {
 		if bad.f.check(bad.engines) == nil {
 			t.Errorf("check(%+v, %d engines) accepted it", bad.f, bad.engines)
@@ -273,4 +274,23 @@ func TestDecodeDown(t *testing.T) {
 	if _, err := get(d.prefill.url()); err != nil {
 		t.Errorf("the prefill instance is down too: %v", err)
 	}
+}
+
+// TestCachedExcess sends a chat completion through the router with
+// -cached-excess on the instances: the client's usage reports more cached
+// tokens than the prompt has, and the router's Recorder drops the value
+// (kind value_dropped) and records the request.
+func TestCachedExcess(t *testing.T) {
+	d := startFaultyDeployment(t, faults{cachedExcess: 64}, &testutil.Errors{})
+	body := `{"model":"test-model","messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`
+	res := post(t, context.Background(), d.router.base()+"/v1/chat/completions", body, nil)
+	if res.status != http.StatusOK || res.usage.Usage == nil {
+		t.Fatalf("router: status %d, usage %v; want 200 and a usage", res.status, res.usage.Usage)
+	}
+	if u := res.usage.Usage; u.Details == nil || u.Details.CachedTokens <= u.PromptTokens {
+		t.Errorf("usage %+v: want cached tokens above the prompt's", u)
+	}
+	scrapeWhen(t, d.router, func(f map[string]*dto.MetricFamily) bool {
+		return total(f, "infermetrics_invalid_events_total", map[string]string{"kind": "value_dropped"}) > 0 && finished(f, "") == 1
+	})
 }

@@ -25,6 +25,9 @@ type instance struct {
 	server   *http.Server
 	listener net.Listener
 	engines  []*engine
+	// cachedExcess is added to the cached tokens of its API usage
+	// (-cached-excess).
+	cachedExcess int64
 }
 
 type instanceConfig struct {
@@ -101,7 +104,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(ctx))
 	}
-	in := &instance{role: c.role, model: c.model, stopped: ctx.Done(), provider: provider}
+	in := &instance{role: c.role, model: c.model, stopped: ctx.Done(), provider: provider, cachedExcess: c.faults.cachedExcess}
 	for _, rank := range ranks {
 		e, _ := rec.Engine(rank) // one of the Recorder's own ranks: never an error
 		eng := newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff)

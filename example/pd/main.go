@@ -36,9 +36,10 @@
 // small KV cache (-decode-kv-tokens), few running requests (-max-num-seqs),
 // a slow P/D handoff (-handoff-delay), API requests answered 503
 // (-http-5xx), events the Recorder refuses (-invalid-events), a small
-// cardinality limit (-cardinality-limit) and a decode instance that stops
-// answering (-decode-down-after); -corrupt, -duration and a restart cause
-// the others.
+// cardinality limit (-cardinality-limit), a decode instance that stops
+// answering (-decode-down-after) and usage with more cached tokens than
+// the prompt (-cached-excess); -corrupt, clients that stop and a restart
+// cause the others.
 //
 //	go run ./example/pd
 //	curl -s http://127.0.0.1:9401/metrics | grep iteration_tokens

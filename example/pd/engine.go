@@ -76,6 +76,8 @@ type engine struct {
 	stuck                               bool           // holds its requests waiting and runs none (-stuck-engine)
 	stepDelay                           time.Duration  // extra time of every step (-slow-prefill, -slow-decode)
 	maxNumSeqs                          int            // most requests running at once
+	preemptEvery                        int            // preempts one of its requests every this many steps (0: never)
+	steps                               int64          // steps that ran requests
 	priority                            bool           // priority scheduling: TTFT observed at the finish
 	observed                            *observations  // latencies recorded, for -observations, or nil
 
@@ -426,17 +428,27 @@ func (e *engine) drop(j *job) {
 }
 
 // preemptIfFull preempts the most recently scheduled jobs while the KV cache
-// is over capacity; they go back to the front of the waiting queue and
-// recompute their KV when scheduled again.
+// is over capacity, and one every preemptEvery steps (-preempt-every); they
+// go back to the front of the waiting queue and recompute their KV when
+// scheduled again.
 func (e *engine) preemptIfFull(now time.Time, it *stats.Iteration) {
 	for e.kvUsed > e.kvCapacity && len(e.running) > 1 {
-		j := e.running[len(e.running)-1]
-		e.running = e.running[:len(e.running)-1]
-		it.Preempt(j.tl, now)
-		e.kvUsed -= j.kvTokens
-		j.kvTokens, j.preempted = 0, true
-		e.waiting = append([]*job{j}, e.waiting...)
+		e.preemptLast(now, it)
 	}
+	e.steps++
+	if e.preemptEvery > 0 && e.steps%int64(e.preemptEvery) == 0 && len(e.running) > 1 {
+		e.preemptLast(now, it) // -preempt-every
+	}
+}
+
+// preemptLast preempts the most recently scheduled job.
+func (e *engine) preemptLast(now time.Time, it *stats.Iteration) {
+	j := e.running[len(e.running)-1]
+	e.running = e.running[:len(e.running)-1]
+	it.Preempt(j.tl, now)
+	e.kvUsed -= j.kvTokens
+	j.kvTokens, j.preempted = 0, true
+	e.waiting = append([]*job{j}, e.waiting...)
 }
 
 // report records the step: the scheduler stats always, the iteration when

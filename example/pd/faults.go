@@ -26,6 +26,9 @@ type faults struct {
 	// maxNumSeqs is the most requests a decode engine runs at once (0:
 	// maxRunning).
 	maxNumSeqs int
+	// preemptEvery: a decode engine preempts a request every this many
+	// steps (0: never).
+	preemptEvery int
 	// handoffDelay is how long the router waits between a request's
 	// prefill leg and its decode leg.
 	handoffDelay time.Duration
@@ -64,6 +67,8 @@ func (f *faults) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.slowDecode, "slow-decode", 0, "fault: extra time of every step of the decode instance's engines, a slow GPU: every inter-token gap grows by as much (the ITL burn rate); 0: none")
 	fs.Int64Var(&f.decodeKV, "decode-kv-tokens", defaultDecodeKV, "KV cache of each decode engine, in tokens (at least the model's length, "+fmt.Sprint(maxModelLen)+"); a small one under load saturates and preempts (VLLMKVCacheSaturated, VLLMPreemptionsHigh)")
 	fs.IntVar(&f.maxNumSeqs, "max-num-seqs", maxRunning, "most requests a decode engine runs at once (vLLM's --max-num-seqs); a low one under load makes the queue grow (VLLMQueueGrowing)")
+	fs.IntVar(&f.preemptEvery, "preempt-every", 0, "fault: every this many steps that run two requests or more, a decode engine preempts the one it scheduled last, as vLLM's priority "+
+		"scheduler does for a request of higher priority (VLLMPreemptionsHigh); 0: never")
 	fs.DurationVar(&f.handoffDelay, "handoff-delay", 0, "fault: how long the P/D router waits between a request's prefill leg and its decode leg (InfermetricsPDHandoffSlow); 0: none")
 	fs.Float64Var(&f.http5xx, "http-5xx", 0, "fault: share of the instances' API requests answered 503 before they reach an engine, every 1/share-th one (the HTTP families' 5xx ratio); 0: none")
 	fs.Float64Var(&f.invalidEvents, "invalid-events", 0, "fault: share of the decode instance's finished requests for which its engine reports one more token after the finish, which the Recorder refuses "+
@@ -90,6 +95,8 @@ func (f *faults) check(decodeEngines int) error {
 		return fmt.Errorf("-decode-kv-tokens %d: want at least the model's length, %d, or its longest requests never run", f.decodeKV, maxModelLen)
 	case f.maxNumSeqs < 1:
 		return fmt.Errorf("-max-num-seqs %d: want at least 1", f.maxNumSeqs)
+	case f.preemptEvery < 0:
+		return fmt.Errorf("-preempt-every %d: want 0 (never) or a number of steps", f.preemptEvery)
 	case !(f.http5xx >= 0 && f.http5xx <= 1) || !(f.invalidEvents >= 0 && f.invalidEvents <= 1):
 		return fmt.Errorf("-http-5xx and -invalid-events must be 0 to 1")
 	case f.cardinalityLimit < 0:
@@ -142,7 +149,7 @@ func (f faults) apply(r role, rank int, e *engine) {
 		if f.maxNumSeqs > 0 {
 			e.maxNumSeqs = f.maxNumSeqs
 		}
-		e.invalidEvents = f.invalidEvents
+		e.invalidEvents, e.preemptEvery = f.invalidEvents, f.preemptEvery
 		e.stuck = rank+1 == f.stuckEngine
 	}
 }

@@ -30,7 +30,7 @@ func TestFaultFlags(t *testing.T) {
 	fs.SetOutput(&usage)
 	fs.PrintDefaults()
 	for _, name := range []string{"stuck-engine", "slow-prefill", "slow-decode", "decode-kv-tokens", "max-num-seqs",
-		"handoff-delay", "http-5xx", "invalid-events", "cardinality-limit", "decode-down-after", "cached-excess"} {
+		"handoff-delay", "http-5xx", "invalid-events", "cardinality-limit", "decode-down-after", "cached-excess", "preempt-every"} {
 		if !strings.Contains(usage.String(), "  -"+name+" ") {
 			t.Errorf("-h does not document -%s:\n%s", name, usage.String())
 		}
@@ -43,13 +43,13 @@ func TestFaultFlags(t *testing.T) {
 	}
 	err := fs.Parse([]string{"-stuck-engine", "1", "-slow-prefill", "3s", "-slow-decode", "150ms", "-decode-kv-tokens", "8192",
 		"-max-num-seqs", "1", "-handoff-delay", "1s", "-http-5xx", "0.5", "-invalid-events", "0.2", "-cardinality-limit", "5",
-		"-decode-down-after", "20s", "-cached-excess", "64"})
+		"-decode-down-after", "20s", "-cached-excess", "64", "-preempt-every", "10"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := faults{stuckEngine: 2, slowPrefill: 3 * time.Second, slowDecode: 150 * time.Millisecond, decodeKV: 8192,
 		maxNumSeqs: 1, handoffDelay: time.Second, http5xx: 0.5, invalidEvents: 0.2, cardinalityLimit: 5,
-		decodeDownAfter: 20 * time.Second, cachedExcess: 64}
+		decodeDownAfter: 20 * time.Second, cachedExcess: 64, preemptEvery: 10}
 	if f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
 	}
@@ -69,6 +69,7 @@ func TestFaultFlags(t *testing.T) {
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, slowDecode: -time.Second}, 2},
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, cardinalityLimit: -1}, 2},
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, cachedExcess: -1}, 2},
+		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, preemptEvery: -1}, 2},
 	} {
 		if bad.f.check(bad.engines) == nil {
 			t.Errorf("check(%+v, %d engines) accepted it", bad.f, bad.engines)
@@ -293,4 +294,28 @@ func TestCachedExcess(t *testing.T) {
 	scrapeWhen(t, d.router, func(f map[string]*dto.MetricFamily) bool {
 		return total(f, "infermetrics_invalid_events_total", map[string]string{"kind": "value_dropped"}) > 0 && finished(f, "") == 1
 	})
+}
+
+// TestPreemptEvery checks that -preempt-every 2 preempts the request
+// scheduled last at every second step that runs two or more, and never
+// the only one.
+func TestPreemptEvery(t *testing.T) {
+	e := testEngine(t, decodeRole, faults{preemptEvery: 2})
+	e.scheduled()
+	var it stats.Iteration
+	now := time.Now()
+	e.preemptIfFull(now, &it) // step 1
+	if it.Preemptions != 0 || len(e.running) != 3 {
+		t.Fatalf("step 1: %d preemptions, %d running; want 0 and 3", it.Preemptions, len(e.running))
+	}
+	e.preemptIfFull(now, &it) // step 2
+	if it.Preemptions != 1 || len(e.running) != 2 || e.waiting[0].id != 3 {
+		t.Fatalf("step 2: %d preemptions, %d running, waiting %v; want 1, 2 and request 3 first", it.Preemptions, len(e.running), e.waiting)
+	}
+	e.running = e.running[:1]
+	e.preemptIfFull(now, &it)
+	e.preemptIfFull(now, &it) // step 4, one running
+	if it.Preemptions != 1 {
+		t.Errorf("the only running request was preempted: %d preemptions", it.Preemptions)
+	}
 }

@@ -34,6 +34,7 @@
 // Fault flags (faults.go) inject what each alert of mixin/ pages on: a
 // stuck engine (-stuck-engine), slow steps (-slow-prefill, -slow-decode), a
 // small KV cache (-decode-kv-tokens), few running requests (-max-num-seqs),
+// preemptions (-preempt-every),
 // a slow P/D handoff (-handoff-delay), API requests answered 503
 // (-http-5xx), events the Recorder refuses (-invalid-events), a small
 // cardinality limit (-cardinality-limit), a decode instance that stops

@@ -347,8 +347,25 @@ func TestFaults(t *testing.T) {
 		t.FailNow()
 	}
 	mark("every alert fired")
+	// The dashboards, scoped to each healthy deployment in turn.
+	var scopes []map[string]string
+	for _, c := range cases {
+		if c.full {
+			scopes = append(scopes, map[string]string{"namespace": c.namespace})
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(proms)) {
-		t.Run(name, func(t *testing.T) { proms[name].checkFired(t, want, began) })
+		t.Run(name, func(t *testing.T) {
+			e := proms[name]
+			e.checkFired(t, want, began)
+			at := time.Now()
+			window := int(at.Sub(began).Seconds()) + 5
+			for _, f := range files {
+				if strings.HasSuffix(f.Path, ".json") {
+					e.checkScopedDashboard(t, f.Path, f.Data, scopes, at, window)
+				}
+			}
+		})
 	}
 	for _, err := range trafficErrs.take() {
 		t.Errorf("traffic: %v", err)
@@ -609,10 +626,10 @@ func (e *env) checkFired(t *testing.T, want map[string]map[string]bool, began ti
 // faultCases are the deployments of TestFaults.
 func faultCases() []faultCase {
 	return []faultCase{
-		{namespace: "team-a", full: true, router: true, flags: []string{"-rate", "1", "-corrupt", "0"},
-			why: "healthy, every feature on, clients through its router"},
-		{namespace: "team-b", full: true, router: true, flags: []string{"-rate", "2", "-corrupt", "0"},
-			why: "healthy, every feature on, clients through its router, twice team-a's load"},
+		{namespace: "team-a", full: true, router: true, proxy: []string{}, flags: []string{"-rate", "1", "-corrupt", "0.001"},
+			why: "healthy, every feature on, clients through its router and through an infermetrics-proxy"},
+		{namespace: "team-b", full: true, router: true, proxy: []string{}, flags: []string{"-rate", "2", "-corrupt", "0.001"},
+			why: "healthy, every feature on, clients through its router and through an infermetrics-proxy, twice team-a's load"},
 		{namespace: "errors", flags: []string{"-rate", "1", "-corrupt", "0.3"}, alerts: []string{"VLLMRequestErrors"},
 			why: "-corrupt 0.3: 30% of the decode instance's requests end in error (15% of the deployment's finishes)"},
 		{namespace: "ttft", flags: []string{"-rate", "0.5", "-slow-prefill", "3s"}, alerts: []string{"VLLMTimeToFirstTokenBudgetBurn"},

@@ -87,11 +87,14 @@ type faultCase struct {
 // the traffic-stopped window and one burn-rate tier of minutes (every tier fires at once on a total
 // miss: one is the page to prove); the target-down alerts' for: is 20s, so
 // that a restart (a second or two without a scrape) does not page as a
-// target down, as the shipped 5m does not. checkOnlyWindowsDiffer holds it
-// to that.
+// target down, and the stuck engine's 15s (three scrapes), so that one
+// scrape of a moment with a request waiting for its KV transfer and none
+// running does not page as stuck, as the shipped 5m do not.
+// checkOnlyWindowsDiffer holds it to that.
 func faultsConfig() mixin.Config {
 	c := mixin.Default().WithFor("1s")
 	c.AbsentFor = "20s"
+	c.StuckFor = "15s"
 	c.RateWindow = "30s"
 	c.QueueWindow = "30s"
 	c.TrafficStoppedWindow = "30s"
@@ -100,8 +103,9 @@ func faultsConfig() mixin.Config {
 }
 
 // windowFields are the Config fields faultsConfig may change beside the
-// for: durations WithFor sets: windows, and AbsentFor (see faultsConfig).
-var windowFields = []string{"RateWindow", "QueueWindow", "TrafficStoppedWindow", "BurnRates", "AbsentFor"}
+// for: durations WithFor sets: windows, AbsentFor and StuckFor (see
+// faultsConfig).
+var windowFields = []string{"RateWindow", "QueueWindow", "TrafficStoppedWindow", "BurnRates", "AbsentFor", "StuckFor"}
 
 // checkOnlyWindowsDiffer fails unless c is mixin.Default().WithFor("1s")
 // but for windowFields.
@@ -626,10 +630,11 @@ func (e *env) checkFired(t *testing.T, want map[string]map[string]bool, began ti
 // faultCases are the deployments of TestFaults.
 func faultCases() []faultCase {
 	return []faultCase{
-		{namespace: "team-a", full: true, router: true, proxy: []string{}, flags: []string{"-rate", "1", "-corrupt", "0.001"},
-			why: "healthy, every feature on, clients through its router and through an infermetrics-proxy"},
-		{namespace: "team-b", full: true, router: true, proxy: []string{}, flags: []string{"-rate", "2", "-corrupt", "0.001"},
-			why: "healthy, every feature on, clients through its router and through an infermetrics-proxy, twice team-a's load"},
+		{namespace: "team-a", full: true, router: true, proxy: []string{}, flags: []string{"-rate", "1", "-corrupt", "1e-12", "-sleep-after", "300ms"},
+			why: "healthy, every feature on (-corrupt 1e-12: corruption detection on, no request's draw that low; " +
+				"-sleep-after 300ms: its prefill engine sleeps between requests), clients through its router and an infermetrics-proxy"},
+		{namespace: "team-b", full: true, router: true, proxy: []string{}, flags: []string{"-rate", "2", "-corrupt", "1e-12", "-sleep-after", "300ms"},
+			why: "team-a's, at twice its load"},
 		{namespace: "errors", flags: []string{"-rate", "1", "-corrupt", "0.3"}, alerts: []string{"VLLMRequestErrors"},
 			why: "-corrupt 0.3: 30% of the decode instance's requests end in error (15% of the deployment's finishes)"},
 		{namespace: "ttft", flags: []string{"-rate", "0.5", "-slow-prefill", "3s"}, alerts: []string{"VLLMTimeToFirstTokenBudgetBurn"},

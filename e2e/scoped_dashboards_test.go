@@ -84,13 +84,17 @@ func substitute(expr string, vals map[string]string) string {
 	})
 }
 
+// promRegex is a value as Grafana writes it into a Prometheus regex
+// matcher: regex-escaped, each backslash doubled for the PromQL string.
+func promRegex(v string) string { return strings.ReplaceAll(regexp.QuoteMeta(v), `\`, `\\`) }
+
 // regexAlternation is how Grafana writes a multi-value or All selection of
-// a Prometheus variable: each value regex-escaped, joined in (a|b); one
-// value alone, escaped.
+// a Prometheus variable: each value escaped (promRegex), joined in (a|b);
+// one value alone, escaped.
 func regexAlternation(values []string) string {
 	quoted := make([]string, len(values))
 	for i, v := range values {
-		quoted[i] = regexp.QuoteMeta(v)
+		quoted[i] = promRegex(v)
 	}
 	if len(quoted) == 1 {
 		return quoted[0]
@@ -109,13 +113,14 @@ func (e *env) scopedValues(t *testing.T, name string, b scopedBoard, fixed map[s
 	vals := map[string]string{"__rate_interval": window, "__range": window, "__interval": window}
 	for _, v := range b.Templating.List {
 		if f, ok := fixed[v.Name]; ok {
-			vals[v.Name] = regexp.QuoteMeta(f)
+			vals[v.Name] = promRegex(f)
 			continue
 		}
 		switch v.Type {
 		case "datasource":
 			continue
 		case "query":
+			vals[v.Name] = "" // unless its query answers
 			q, ok := labelValuesQuery(substitute(v.Definition, vals))
 			if !ok {
 				t.Errorf("%s: variable %s: unsupported query %q", name, v.Name, v.Definition)
@@ -157,10 +162,15 @@ func resultText(v []series) string {
 	return strings.Join(lines, "\n")
 }
 
+// selectorMatchers matches the label matchers of a series selector.
+var selectorMatchers = regexp.MustCompile(`\{[^{}]*\}`)
+
 // checkScopedDashboard runs every query of a dashboard once for each
 // scope (the values of variables that name a deployment): each must
-// return data, and the scopes different results; a query that gives the
-// same result for two deployments does not tell them apart.
+// return data, and every series selector of it carry the scope's
+// matchers. Results alike for two deployments are logged: an objective's
+// line, the configuration of equal configurations, a rate that is 0 for
+// both are the same for any two healthy deployments.
 func (e *env) checkScopedDashboard(t *testing.T, name string, raw []byte, scopes []map[string]string, at time.Time, windowSeconds int) {
 	t.Helper()
 	var b scopedBoard
@@ -180,6 +190,13 @@ func (e *env) checkScopedDashboard(t *testing.T, name string, raw []byte, scopes
 		results[i] = map[string]string{}
 		for _, q := range b.queries() {
 			expr := substitute(q.expr, vals)
+			for _, sel := range selectorMatchers.FindAllString(expr, -1) {
+				for k, v := range scope {
+					if !strings.Contains(sel, fmt.Sprintf("%s=~%q", k, promRegex(v))) {
+						t.Errorf("%s %v: %s: selector %s of %s is not scoped to %s", name, scope, q.what, sel, expr, k)
+					}
+				}
+			}
 			v, err := e.dashboardQuery(expr, at)
 			switch {
 			case err != nil:
@@ -191,15 +208,16 @@ func (e *env) checkScopedDashboard(t *testing.T, name string, raw []byte, scopes
 			}
 		}
 	}
-	same := 0
+	var alike []string
 	for k, r := range results[0] {
 		for i := 1; i < len(results); i++ {
 			if other, ok := results[i][k]; ok && other == r {
-				what, expr, _ := strings.Cut(k, "\x00")
-				t.Errorf("%s: %s: %s: the same result for %v and %v:\n%s", name, what, expr, scopes[0], scopes[i], r)
-				same++
+				what, _, _ := strings.Cut(k, "\x00")
+				alike = append(alike, fmt.Sprintf("%s = %s", what, strings.ReplaceAll(r, "\n", "; ")))
 			}
 		}
 	}
-	t.Logf("%s: %d queries, each with data for %d deployments, %d alike", name, len(b.queries()), len(scopes), same)
+	slices.Sort(alike)
+	t.Logf("%s: %d queries, each with data for %d deployments and scoped to each; %d differ, %d alike: %s",
+		name, len(b.queries()), len(scopes), len(results[0])-len(alike), len(alike), strings.Join(slices.Compact(alike), " | "))
 }

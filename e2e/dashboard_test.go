@@ -7,9 +7,12 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/infermetrics/infermetrics/mixin"
 )
 
 // dashboardFile is the engine dashboard shipped with the library
@@ -46,24 +49,33 @@ func labelValuesQuery(def string) (string, bool) {
 	return fmt.Sprintf("count by (%s) (%s)", m[2], m[1]), true
 }
 
-// dashboardVars substitutes the Grafana template variables of our dashboard
-// and of vLLM's: every selector variable matches everything, the time
-// variables become a window covering the whole run, and vLLM's SLO
-// variables take their defaults (ttft_slo 1.0 s, tpot_slo 0.1 s), written
-// as vLLM's dashboards write them into le="...".
+// dashboardVars substitutes the Grafana template variables of our dashboards
+// and of vLLM's: every selector variable matches everything (the
+// deployment and instance variables of mixin.Default's JobLabels and
+// InstanceLabels, cluster and namespace among them, match a series without
+// the label too, as Grafana's All of no values does), the time variables
+// become a window covering the whole run, our SLO bounds (ttft_seconds,
+// itl_seconds) take mixin.Default's objectives, and vLLM's SLO variables
+// take their defaults (ttft_slo 1.0 s, tpot_slo 0.1 s), written as vLLM's
+// dashboards write them into le="...".
 func dashboardVars(windowSeconds int) *strings.Replacer {
 	window := fmt.Sprintf("%ds", windowSeconds)
-	return strings.NewReplacer(
+	def := mixin.Default()
+	pairs := []string{
 		"$__rate_interval", window,
 		"$__range", window,
-		"$job", ".*",
-		"$instance", ".*",
-		"$model_name", ".*",
-		"$engine", ".*",
-		"$backend", ".*",
+		"$ttft_seconds", strconv.FormatFloat(def.TTFT.Seconds, 'g', -1, 64),
+		"$itl_seconds", strconv.FormatFloat(def.ITL.Seconds, 'g', -1, 64),
 		"$ttft_slo", "1.0",
 		"$tpot_slo", "0.1",
-	)
+	}
+	labels := slices.Concat(def.JobLabels, def.InstanceLabels,
+		[]string{"cluster", "namespace", "job", "instance", "model_name", "engine", "backend"})
+	slices.Sort(labels)
+	for _, l := range slices.Compact(labels) {
+		pairs = append(pairs, "$"+l, ".*")
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // dashboardQuery runs one substituted dashboard expression at time at and

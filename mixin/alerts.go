@@ -17,14 +17,20 @@ import (
 // scenarios of its promtool unit tests.
 type alert struct {
 	name string
-	// summary and description are Prometheus templates that read only
-	// {{ $labels.<name> }}, so that the unit tests can render them.
+	// summary is static text (no template), so that Alertmanager groups
+	// the alert's instances by it; description is a Prometheus template
+	// that reads only {{ $labels.<name> }}, so that the unit tests can
+	// render it.
 	summary, description string
-	// means and action are the runbook's: what the alert says, what to
-	// look at and do (Markdown).
-	means, action string
-	conditions    []condition
-	scenarios     []scenario
+	// means, confirm and action are the runbook's: what the alert says
+	// (Markdown), the PromQL queries that show the fault (the Config's
+	// selector in them), and the first commands to run and what to do
+	// (Markdown).
+	means      string
+	confirm    []string
+	action     string
+	conditions []condition
+	scenarios  []scenario
 }
 
 // condition is one alerting rule of an alert.
@@ -182,7 +188,7 @@ func (r rules) errorsAlert(engine0, perModel labelSet, w int) alert {
 	}
 	return alert{
 		name:    "VLLMRequestErrors",
-		summary: "Requests of " + model + " end in error.",
+		summary: "Requests of a model end in error.",
 		description: fmt.Sprintf("More than %s of the requests of model %s (%s) finished with finished_reason=%q over the last %s.",
 			percent(r.ErrorRatio.Value), model, r.where(), errorReason, r.RateWindow),
 		means: fmt.Sprintf("`%s` counts the model's finished requests by `finished_reason`; more than %s of them ended in `%s` "+
@@ -190,10 +196,16 @@ func (r rules) errorsAlert(engine0, perModel labelSet, w int) alert {
 			"`vllm:corrupted_requests_total` counts too); a gateway (infermetrics-proxy, a P/D router) a request whose "+
 			"upstream failed to answer or cut its stream before its end.",
 			requestSuccess.ScrapeName(), percent(r.ErrorRatio.Value), errorReason, r.ErrorRatio.For),
-		action: "The engine dashboard's *Finished requests by reason* shows when it started; the engine's log names the " +
-			"failing requests. `vllm:corrupted_requests_total` rising means the model produced NaN logits: a bad " +
-			"checkpoint, dtype or kernel, often just deployed. Behind a gateway, the gateway dashboard's *Backends* row " +
-			"shows which backend fails and how (`error_type`).",
+		confirm: []string{
+			r.byServer().aggregate("sum", r.q.with(eq(finishedReason, errorReason)).rate(requestSuccess.ScrapeName())) +
+				"\n/\n" + r.q.sumRate(requestSuccess, r.byServer()),
+			r.q.sumRate(corrupted, r.byServer()),
+		},
+		action: "The first query names the failing servers. Their log names the failing requests: " +
+			"`kubectl logs -n <namespace> <pod> --since=30m | grep -iE 'error|exception'` (or `journalctl -u <unit>`). " +
+			"`vllm:corrupted_requests_total` rising means the model produced NaN logits: a bad checkpoint, dtype or " +
+			"kernel, often just deployed (`kubectl rollout history -n <namespace> deploy/<name>`; roll back). Behind a " +
+			"gateway, the gateway dashboard's *Backends* row shows which backend fails and how (`error_type`).",
 		conditions: []condition{{expr: r.errorRatio() + " > " + number(r.ErrorRatio.Value), forDuration: r.ErrorRatio.For,
 			labels: severity("critical")}},
 		scenarios: []scenario{
@@ -207,6 +219,15 @@ func (r rules) errorsAlert(engine0, perModel labelSet, w int) alert {
 // minute is n minutes.
 func minute(n int) time.Duration { return time.Duration(n) * time.Minute }
 
+// burnRates are the queries of an SLO's burn rate over each window.
+func burnRates(r rules, s namedSLO) []string {
+	var out []string
+	for _, w := range r.burnWindows() {
+		out = append(out, r.sloMissRatio(s.family, w)+" / (1 - "+number(s.Objective)+")")
+	}
+	return out
+}
+
 func (r rules) burnAlert(s namedSLO, engine0, perModel labelSet) alert {
 	fastest := 0.0
 	for _, b := range r.BurnRates {
@@ -214,23 +235,34 @@ func (r rules) burnAlert(s namedSLO, engine0, perModel labelSet) alert {
 	}
 	a := alert{
 		name:    s.alert,
-		summary: fmt.Sprintf("Model %s burns its %s error budget.", model, s.what),
-		description: fmt.Sprintf("Requests of model %s (%s) miss the objective of %s within %ss for %s of them fast "+
-			"enough to spend the error budget early (the alert's long and short labels name the windows).",
-			model, r.where(), s.what, number(s.Seconds), percent(s.Objective)),
-		means: fmt.Sprintf("The objective: %s of the observations of `%s` are at most %ss. The alert compares the share "+
-			"that miss it with the error budget (%s) over a long and a short window (the `long` and `short` labels: "+
-			"multi-window, multi-burn-rate alerting as in Google's SRE workbook). The burn rate is that share over the "+
-			"budget: at 1 a 30-day budget lasts 30 days, at %s about %s days.", percent(s.Objective), s.family.ScrapeName(),
-			number(s.Seconds), percent(1-s.Objective), number(fastest), number(math.Round(300/fastest)/10)),
+		summary: fmt.Sprintf("A model burns its %s error budget.", s.what),
+		description: fmt.Sprintf("The %s of model %s (%s) miss the %s objective (%s of them within %ss) fast "+
+			"enough to spend the error budget early; the alert's long and short labels name the windows.",
+			s.counts, model, r.where(), s.what, percent(s.Objective), number(s.Seconds)),
+		means: fmt.Sprintf("The objective: %s of the observations of `%s` (one per %s) are at most %ss. The alert "+
+			"compares the share that miss it with the error budget (%s) over a long and a short window (the `long` "+
+			"and `short` labels): multi-window, multi-burn-rate alerting as Google's SRE workbook describes it "+
+			"(chapter \"Alerting on SLOs\"), with the tiers of kubernetes-mixin (`BurnRates` says why). The burn rate "+
+			"is that share over the budget: at 1 a 30-day budget lasts 30 days, at %s about %s days.",
+			percent(s.Objective), s.family.ScrapeName(), s.observation, number(s.Seconds), percent(1-s.Objective),
+			number(fastest), number(math.Round(300/fastest)/10)),
+		confirm: slices.Concat([]string{"# the burn rate over each window: at 1 the budget lasts 30 days"},
+			burnRates(r, s),
+			[]string{"# the share that misses it, per server, over the rate window",
+				"1 - (\n  " + r.q.with(leMatcher(s.Seconds)).sumRateOf(s.family.ScrapeName()+"_bucket", r.byServer()) +
+					"\n/\n  " + r.q.sumRateOf(s.family.ScrapeName()+"_count", r.byServer()) + "\n)"}),
 		action: map[string]string{
 			ttft.Name: "Look at what the first token waits for: the queue (`vllm:request_queue_time_seconds`, " +
 				"*Requests running and waiting*), long prompts computed locally (the token dashboard's prompt tokens by " +
 				"source: a fall of the cache hit share makes prefill heavier), preemptions, and behind a P/D router the " +
-				"prefill leg and the handoff (gateway dashboard). More replicas or a lower `--max-num-seqs` shorten the queue.",
+				"prefill leg and the handoff (gateway dashboard). On a server the query names: " +
+				"`curl -s http://<instance>/metrics | grep -E '^vllm:num_requests_(running|waiting)'`. More replicas or a " +
+				"lower `--max-num-seqs` shorten the queue.",
 			itl.Name: "Inter-token latency grows with the batch: many running requests, long contexts, prefill chunks " +
-				"interleaved with decode steps (`--max-num-batched-tokens`), preemptions and a full KV cache. Compare " +
-				"with *Requests running and waiting* and *KV cache usage* on the engine dashboard.",
+				"interleaved with decode steps (`--max-num-batched-tokens`), preemptions and a full KV cache. On a server " +
+				"the query names: `curl -s http://<instance>/metrics | grep -E '^vllm:(num_requests_running|kv_cache_usage_perc)'` " +
+				"and `kubectl exec -n <namespace> <pod> -- nvidia-smi` (clocks, memory, another process on the GPU). " +
+				"Compare with *Requests running and waiting* and *KV cache usage* on the engine dashboard.",
 		}[s.family.Name],
 	}
 	threshold := func(b BurnRate) string { return fmt.Sprintf("(%s * (1 - %s))", number(b.Factor), number(s.Objective)) }
@@ -290,13 +322,19 @@ func (r rules) kvCacheAlert(engine0, perModel labelSet) alert {
 	}
 	return alert{
 		name:    "VLLMKVCacheSaturated",
-		summary: "An engine of " + model + " has its KV cache full.",
+		summary: "An engine has its KV cache full.",
 		description: fmt.Sprintf("The fullest engine of model %s (%s) uses more than %s of its KV cache.",
 			model, r.where(), percent(r.KVCacheUsage.Value)),
 		means: fmt.Sprintf("`%s` of the fullest engine of the model stayed above %s for %s. A full KV cache admits no "+
 			"more requests (they wait) and preempts running ones, whose KV is then recomputed or swapped.",
 			kvCacheUsage.ScrapeName(), number(r.KVCacheUsage.Value), r.KVCacheUsage.For),
-		action: "Check `vllm:num_preemptions_total` and the queue on the engine dashboard. More KV cache: a larger " +
+		confirm: []string{
+			r.perEngine().aggregate("max", r.q.sel(kvCacheUsage.ScrapeName())),
+			r.q.sumRate(preemptions, r.byServer()),
+		},
+		action: "The first query names the full engines; the second whether they preempt. On one: " +
+			"`curl -s http://<instance>/metrics | grep -E '^vllm:(kv_cache_usage_perc|num_preemptions_total|num_requests_running)'`, " +
+			"and the engine's start-up log for its KV cache size (`grep -i 'kv cache' `). More KV cache: a larger " +
 			"`--gpu-memory-utilization`, a smaller `--max-model-len`, a KV offload tier, a quantised KV cache " +
 			"(`--kv-cache-dtype`), or more replicas; fewer concurrent sequences (`--max-num-seqs`) preempt less.",
 		conditions: []condition{{expr: r.kvCacheMax() + " > " + number(r.KVCacheUsage.Value), forDuration: r.KVCacheUsage.For,
@@ -318,13 +356,19 @@ func (r rules) preemptionsAlert(engine0, perModel labelSet, w int) alert {
 	}
 	return alert{
 		name:    "VLLMPreemptionsHigh",
-		summary: "Engines of " + model + " preempt many requests.",
+		summary: "Engines of a model preempt many requests.",
 		description: fmt.Sprintf("Model %s (%s) preempts more than %s requests per finished request.",
 			model, r.where(), number(r.PreemptionRatio.Value)),
 		means: fmt.Sprintf("`%s` grew by more than %s per finished request (`%s`) for %s: the scheduler ran out of KV "+
 			"cache blocks for its running requests and evicted some, whose work is redone later.",
 			preemptions.ScrapeName(), number(r.PreemptionRatio.Value), requestSuccess.ScrapeName(), r.PreemptionRatio.For),
-		action: "The KV cache is too small for the batch: see VLLMKVCacheSaturated's remedies. " +
+		confirm: []string{
+			r.q.sumRate(preemptions, r.byServer()) + "\n/\n" + r.q.sumRate(requestSuccess, r.byServer()),
+			r.perEngine().aggregate("max", r.q.sel(kvCacheUsage.ScrapeName())),
+		},
+		action: "The first query names the servers that preempt most per finished request, the second their KV cache " +
+			"usage. On one: `curl -s http://<instance>/metrics | grep -E '^vllm:(num_preemptions_total|kv_cache_usage_perc)'`. " +
+			"The KV cache is too small for the batch: see VLLMKVCacheSaturated's remedies. " +
 			"`vllm:request_num_preemptions` shows how often each request was preempted.",
 		conditions: []condition{{
 			expr: r.preemptionRate() + "\n/\n" + r.agg.aggregate("sum", r.successRate()) +
@@ -342,15 +386,22 @@ func (r rules) queueAlert(engine0, perModel labelSet) alert {
 	at := minutes(r.QueueWindow) + minutes(r.QueueWaiting.For) + 5
 	return alert{
 		name:    "VLLMQueueGrowing",
-		summary: "The queue of " + model + " keeps growing.",
-		description: fmt.Sprintf("More than %s requests of model %s (%s) wait, and more every minute over %s.",
+		summary: "The queue of a model keeps growing.",
+		description: fmt.Sprintf("More than %s requests of model %s (%s) wait, and the queue grew over the last %s.",
 			number(r.QueueWaiting.Value), model, r.where(), r.QueueWindow),
 		means: fmt.Sprintf("`%s` summed over the model's engines is above %s and grew over the last %s, for %s: "+
 			"requests arrive faster than the engines finish them.", waiting.ScrapeName(), number(r.QueueWaiting.Value),
 			r.QueueWindow, r.QueueWaiting.For),
-		action: "Add replicas, or shed load at the gateway. `vllm:num_requests_waiting_by_reason` tells waiting for " +
-			"capacity from waiting for KV (a P/D decode instance waiting for remote KV); a full KV cache " +
-			"(VLLMKVCacheSaturated) also keeps requests waiting.",
+		confirm: []string{
+			r.byServer().aggregate("sum", r.q.sel(waiting.ScrapeName())),
+			"deriv(" + r.waitingSum() + "[" + string(r.QueueWindow) + "])",
+			r.byServer().aggregate("sum", r.q.sel(running.ScrapeName())),
+		},
+		action: "The first query shows where requests wait, the second how fast the queue grows (requests per " +
+			"second), the third what runs. `curl -s http://<instance>/metrics | grep -E '^vllm:num_requests_waiting'` " +
+			"on a server; `kubectl get hpa,deploy -n <namespace>` for the replicas. Add replicas, or shed load at the " +
+			"gateway. `vllm:num_requests_waiting_by_reason` tells waiting for capacity from waiting for KV (a P/D " +
+			"decode instance waiting for remote KV); a full KV cache (VLLMKVCacheSaturated) also keeps requests waiting.",
 		conditions: []condition{{
 			expr: r.waitingSum() + " > " + number(r.QueueWaiting.Value) + "\nand\nderiv(" + r.waitingSum() + "[" +
 				string(r.QueueWindow) + "]) > 0",
@@ -374,16 +425,24 @@ func (r rules) stuckAlert(engine0 labelSet) alert {
 	}
 	return alert{
 		name:    "VLLMRequestsStuck",
-		summary: "An engine of " + model + " has requests waiting and runs none.",
+		summary: "An engine has requests waiting and runs none.",
 		description: fmt.Sprintf("Engine {{ $labels.%s }} of model %s (%s) has had requests waiting and none running for %s.",
 			instrument.KeyEngine, model, r.where(), r.StuckFor),
 		means: fmt.Sprintf("`%s` is above 0 and `%s` is 0 on one engine for %s: the engine admits nothing. It may be "+
 			"hung (a dead worker, a collective operation waiting forever), asleep (`vllm:engine_sleep_state`), or "+
 			"waiting for KV that never arrives (a P/D decode instance whose prefill peer is gone).",
 			waiting.ScrapeName(), running.ScrapeName(), r.StuckFor),
-		action: "Look at the engine's log and its sleep state; on a P/D decode instance, `vllm:num_requests_waiting_by_reason` " +
-			"and the KV transfer failures (`vllm:nixl_num_failed_transfers_total`). Restarting the engine clears a hang; " +
-			"find its cause in the log first.",
+		confirm: []string{
+			r.perEngine().aggregate("max", r.q.sel(waiting.ScrapeName())),
+			r.perEngine().aggregate("max", r.q.sel(running.ScrapeName())),
+			r.perEngine().aggregate("max", r.q.sel(sleepState.ScrapeName())),
+		},
+		action: "On the engine the alert names: `kubectl logs -n <namespace> <pod> --since=30m | tail -100` (a " +
+			"traceback, a NCCL or collective timeout), `curl -s http://<instance>/metrics | grep -E " +
+			"'^vllm:(num_requests_(running|waiting)|engine_sleep_state)'`, `kubectl exec -n <namespace> <pod> -- " +
+			"nvidia-smi` (a GPU at 0% with memory held: a hang). On a P/D decode instance, " +
+			"`vllm:num_requests_waiting_by_reason` and the KV transfer failures (`vllm:nixl_num_failed_transfers_total`). " +
+			"Restarting the engine clears a hang; save its log first.",
 		conditions: []condition{{
 			expr: "(" + r.perEngine().aggregate("max", r.q.sel(waiting.ScrapeName())) + " > 0)\nand\n(" +
 				r.perEngine().aggregate("max", r.q.sel(running.ScrapeName())) + " == 0)",
@@ -394,6 +453,10 @@ func (r rules) stuckAlert(engine0 labelSet) alert {
 		},
 	}
 }
+
+// byServer groups by a deployment's labels, model_name and the instance
+// labels: one series per model and server, for the runbook's queries.
+func (r rules) byServer() grouping { return r.agg.also(r.InstanceLabels...) }
 
 // targetLabels are the labels that name a scrape target.
 func (r rules) targetLabels() []string { return slices.Concat(r.JobLabels, r.InstanceLabels) }
@@ -428,13 +491,20 @@ func (r rules) targetDownAlert(target, engine0 labelSet) alert {
 	at := 6 + minutes(r.AbsentFor) + 5
 	return alert{
 		name:    "VLLMTargetDown",
-		summary: "A server of " + r.where() + " is down.",
+		summary: "A server of a deployment is down.",
 		description: fmt.Sprintf("Prometheus could not scrape {{ $labels.%s }} of %s for %s; it served engine metrics within %s.",
 			r.InstanceLabels[0], r.where(), r.AbsentFor, r.AbsentLookback),
 		means: fmt.Sprintf("`up` is 0 for a target that served `%s` within the last %s, for %s: the server is down, "+
 			"restarting, or its metrics endpoint does not answer in time.", running.ScrapeName(), r.AbsentLookback, r.AbsentFor),
-		action: "Check the process or pod (crash loop, out of memory, GPU errors) and the scrape's error on Prometheus's " +
-			"targets page. A server removed on purpose stops the alert once its last engine series is older than the lookback.",
+		confirm: []string{
+			r.perTarget().aggregate("max", selector("up", r.Selector)) + " == 0",
+			r.perTarget().aggregate("max", selector("scrape_duration_seconds", r.Selector)),
+		},
+		action: "Check the process or pod: `kubectl get pods -n <namespace> -o wide` (CrashLoopBackOff, Pending), " +
+			"`kubectl describe pod -n <namespace> <pod>` (OOMKilled, probes, GPU scheduling), `kubectl logs -n <namespace> " +
+			"<pod> --previous`; and its endpoint from where Prometheus runs: `curl -sv -o /dev/null http://<instance>/metrics`. " +
+			"Prometheus's targets page shows the scrape's error. A server removed on purpose stops the alert once its " +
+			"last engine series is older than the lookback.",
 		conditions: []condition{{
 			expr:        r.onTargets(r.perTarget().aggregate("max", selector("up", r.Selector))+" == 0", r.AbsentLookback),
 			forDuration: r.AbsentFor, labels: severity("critical")}},
@@ -457,14 +527,21 @@ func (r rules) metricsAbsentAlert(target, engine0 labelSet) alert {
 	job := r.jobOf(target)
 	return alert{
 		name:    "VLLMMetricsAbsent",
-		summary: "No server of " + r.where() + " serves engine metrics.",
+		summary: "No server of a deployment serves engine metrics.",
 		description: fmt.Sprintf("%s served engine metrics within %s and serves none now: every target is gone.",
 			r.where(), r.AbsentLookback),
 		means: fmt.Sprintf("`%s` has had no series of the deployment for %s though it had some within %s: no target "+
 			"is scraped any more (all down and removed from service discovery, or the scrape configuration lost them).",
 			running.ScrapeName(), r.AbsentFor, r.AbsentLookback),
-		action: "Check the deployment (scaled to zero? every pod failing?) and Prometheus's service discovery and scrape " +
-			"configuration. A deployment removed on purpose stops the alert after the lookback.",
+		confirm: []string{
+			r.deploy.aggregate("count", selector("up", r.Selector)),
+			r.deploy.aggregate("group", "last_over_time("+r.q.sel(running.ScrapeName())+"["+string(r.AbsentLookback)+"])"),
+		},
+		action: "The first query shows whether Prometheus still has targets for the deployment, the second when it " +
+			"last served engine metrics. `kubectl get deploy,statefulset,pods -n <namespace>` (scaled to zero? every " +
+			"pod failing?), `kubectl get servicemonitor,podmonitor -n <namespace>` and Prometheus's service discovery " +
+			"page (`/service-discovery`) for a scrape configuration that lost them. A deployment removed on purpose " +
+			"stops the alert after the lookback.",
 		conditions: []condition{{
 			expr: jobs.aggregate("group", "last_over_time("+r.q.sel(running.ScrapeName())+"["+string(r.AbsentLookback)+"])") +
 				"\nunless\n" + jobs.aggregate("group", r.q.sel(running.ScrapeName())),
@@ -508,15 +585,22 @@ func (r rules) handoffAlert(engine0, perModel labelSet, w int) alert {
 	quantile := labelPair{"quantile", number(r.HandoffQuantile)}
 	return alert{
 		name:    "InfermetricsPDHandoffSlow",
-		summary: "The P/D router of " + model + " hands requests over slowly.",
+		summary: "A P/D router hands requests over slowly.",
 		description: fmt.Sprintf("The %s quantile of the handoff from prefill to decode of model %s (%s) is above %ss.",
 			number(r.HandoffQuantile), model, r.where(), number(r.Handoff.Value)),
 		means: fmt.Sprintf("`%s` (the router's time from the end of a request's prefill leg to the start of its decode "+
 			"leg) has its %s quantile above %ss for %s. The time to first token of every routed request holds it.",
 			handoff.ScrapeName(), number(r.HandoffQuantile), number(r.Handoff.Value), r.Handoff.For),
-		action: "The router itself is slow between the legs: its CPU, its connection pool to the decode instances " +
-			"(new connections, TLS), or a decode instance that accepts requests slowly. Compare with the prefill " +
-			"leg and the decode leg's first chunk on the gateway dashboard.",
+		confirm: []string{
+			"histogram_quantile(" + number(r.HandoffQuantile) + ", " +
+				r.byServer().buckets().aggregate("sum", r.q.rate(handoff.ScrapeName()+"_bucket")) + ")",
+			"histogram_quantile(" + number(r.HandoffQuantile) + ", " +
+				r.byServer().buckets().aggregate("sum", r.q.rate(prefillLeg.ScrapeName()+"_bucket")) + ")",
+		},
+		action: "The first query names the slow routers, the second compares the prefill leg. The router itself is " +
+			"slow between the legs: its CPU (`kubectl top pod -n <namespace> <pod>`), its connection pool to the decode " +
+			"instances (new connections, TLS: `kubectl logs -n <namespace> <pod> | grep -i dial`), or a decode instance " +
+			"that accepts requests slowly. Compare with the decode leg's first chunk on the gateway dashboard.",
 		conditions: []condition{{
 			expr:        selector(r.quantileName(handoff), eq(quantile.name, quantile.value)) + " > " + number(r.Handoff.Value),
 			forDuration: r.Handoff.For, labels: severity("warning")}},
@@ -568,9 +652,14 @@ func (r rules) httpErrorsAlert(target, engine0 labelSet, w int) alert {
 			"(infermetrics-proxy, a P/D router), its 502 and 504 answers for an upstream that failed.",
 			httpRequests.ScrapeName(), httpStatus, serverErrors, percent(r.HTTPErrorRatio.Value), httpRequests.ScrapeName(),
 			r.HTTPErrorRatio.For),
-		action: "Which handler fails, and on which server: the query below by `" + httpHandler + "` and the instance " +
-			"labels. Then the server's log for the failing requests; behind a gateway, the gateway dashboard's *Backends* " +
-			"row for which upstream fails and how (`error_type`), and `up` of the upstreams.",
+		confirm: []string{
+			r.byServer().also(httpHandler).aggregate("sum", status.rate(httpRequests.ScrapeName())) + "\n/\n" +
+				r.byServer().also(httpHandler).aggregate("sum", r.q.rate(httpRequests.ScrapeName())),
+		},
+		action: "The query names the failing servers and handlers. Ask one's API directly: `curl -s -o /dev/null -w '%{http_code}\\n' " +
+			"http://<server>/v1/models`; then its log for the failing requests (`kubectl logs -n <namespace> <pod> " +
+			"--since=30m | grep -E ' 5[0-9][0-9] |error'`). Behind a gateway, the gateway dashboard's *Backends* row " +
+			"for which upstream fails and how (`error_type`), and `up` of the upstreams.",
 		conditions: []condition{{
 			expr: r.onDeployments(status.sumRate(httpRequests, r.agg) + "\n/\n" + r.q.sumRate(httpRequests, r.agg) +
 				"\n> " + number(r.HTTPErrorRatio.Value)),
@@ -604,10 +693,16 @@ func (r rules) trafficStoppedAlert(target, engine0 labelSet) alert {
 			"gateway, load balancer, Service or DNS in front of it that lost it, an ingress rule, a client fleet "+
 			"down), or nobody sends any. A deployment whose targets are down is VLLMTargetDown's, not this one's.",
 			httpRequests.ScrapeName(), r.TrafficStoppedLookback, r.TrafficStoppedWindow, r.TrafficStoppedFor),
-		action: "Send one request to a server directly (`curl -s http://<instance>/v1/models`) and through the front door " +
-			"clients use; if the direct one answers, the path in front is at fault (the gateway's or load balancer's logs, " +
-			"the Service's endpoints: `kubectl get endpoints -n <namespace>`). A deployment idle on purpose (a test, a " +
-			"drained region) stops the alert once its last request is older than the lookback; silence it meanwhile.",
+		confirm: []string{
+			r.byServer().also(httpHandler).aggregate("sum", "increase("+r.q.sel(httpRequests.ScrapeName())+"["+string(r.TrafficStoppedLookback)+"])"),
+			r.byServer().aggregate("sum", r.q.rate(httpRequests.ScrapeName())),
+		},
+		action: "The first query shows which servers and handlers had requests within the lookback, the second that " +
+			"none come now. Send one request to a server's API directly (`curl -s http://<server>/v1/models`) and one " +
+			"through the front door clients use; if the direct one answers, the path in front is at fault (the " +
+			"gateway's or load balancer's logs, the Service's endpoints: `kubectl get endpoints -n <namespace>`, " +
+			"`kubectl get ingress,httproute -n <namespace>`). A deployment idle on purpose (a test, a drained region) " +
+			"stops the alert once its last request is older than the lookback; silence it meanwhile.",
 		conditions: []condition{{
 			expr: r.onDeployments(increase(r.TrafficStoppedWindow) + " == 0\nand\n" +
 				increase(r.TrafficStoppedLookback) + " > 0"),
@@ -642,14 +737,19 @@ func (r rules) restartAlert(target, engine0 labelSet) alert {
 		means: fmt.Sprintf("`%s` of a target that served `%s` changed within the last %s: the process restarted where "+
 			"it ran (same instance: a crashed or killed process started again, a container restarted in its pod), "+
 			"and lost its requests in flight and its counters. Every infermetrics process serves the gauge on its "+
-			"Prometheus endpoint by default (exporters.Setup and prometheus.NewProvider, unless "+
-			"WithoutProcessMetrics), as vLLM's does; over OTLP it is not sent and the alert stays quiet. A rollout that "+
+			"Prometheus endpoint by default (client_golang's process collector, which exporters.Setup and "+
+			"prometheus.NewProvider register unless WithoutProcessMetrics); over OTLP it is not sent and the alert stays quiet. A rollout that "+
 			"replaces pods starts new instances and does not fire it. It resolves %s after the last restart.",
 			processStart, running.ScrapeName(), r.RestartWindow, r.RestartWindow),
-		action: "Which server, how often: the query below without the count. Then why: `kubectl get pod -n <namespace> " +
-			"<pod>` (RESTARTS, and `kubectl describe pod` for OOMKilled or a failed liveness probe), " +
-			"`kubectl logs --previous`, or the service manager's log (`journalctl -u <unit>`); an engine's GPU " +
-			"errors in `dmesg` or `nvidia-smi`. Restarts again and again: a crash loop, VLLMTargetDown follows.",
+		confirm: []string{
+			r.onTargets("changes("+r.q.sel(processStart)+"["+string(r.RestartWindow)+"]) > 0", r.RestartWindow),
+			"time() - " + r.q.sel(processStart),
+		},
+		action: "The first query names the servers and how often each restarted, the second how long each has run. " +
+			"Then why: `kubectl get pod -n <namespace> <pod>` (RESTARTS), `kubectl describe pod -n <namespace> <pod>` " +
+			"(OOMKilled, a failed liveness probe), `kubectl logs -n <namespace> <pod> --previous`, or the service " +
+			"manager's log (`journalctl -u <unit>`); an engine's GPU errors in `dmesg` or `nvidia-smi`. Restarts again " +
+			"and again: a crash loop, VLLMTargetDown follows.",
 		conditions: []condition{{
 			expr: r.deploy.aggregate("count", r.onTargets("changes("+r.q.sel(processStart)+"["+string(r.RestartWindow)+"]) > 0",
 				r.RestartWindow)),
@@ -699,9 +799,14 @@ func (r rules) invalidEventsAlert(engine0, perModel labelSet, w int) alert {
 			"than `%s`: the program reports impossible values (a negative count, times out of order, an event of an "+
 			"unknown request) and the metrics miss what it refused. `%s` (a server's odd usage) is "+
 			"InfermetricsUpstreamValuesDropped's.", invalidEvents.ScrapeName(), valueDropped, valueDropped),
+		confirm: []string{
+			r.byServer().also(instrument.KeyKind).aggregate("sum", "increase("+
+				r.q.with(instrument.KeyKind+"!="+strconv.Quote(valueDropped)).sel(invalidEvents.ScrapeName())+"[1h])"),
+		},
 		action: "A bug of the program that records, not of the server: the first refusal of each kind is reported " +
-			"to its error handler (`otel.Handle` by default), which says what was refused and why. " +
-			"[docs/metrics.md](metrics.md) lists the kinds.",
+			"to its error handler (`otel.Handle` by default, the program's log), which says what was refused and why: " +
+			"`kubectl logs -n <namespace> <pod> --since=1h | grep 'instrument: engine'`. " +
+			"[docs/metrics.md](metrics.md) lists the kinds; report the message with the program's version.",
 		conditions: []condition{{
 			expr:        r.increases(r.agg.also(instrument.KeyKind), instrument.KeyKind+"!="+strconv.Quote(valueDropped)),
 			forDuration: r.InvalidEventsFor, labels: severity("warning")}},
@@ -732,10 +837,16 @@ func (r rules) valueDroppedAlert(engine0, perModel labelSet, w int) alert {
 			"prompt (a provider whose `prompt_tokens` leaves the cached ones out: openaihttp's package doc names "+
 			"them), or a token count beyond `stats.MaxRequestTokens`. This is the upstream server's reporting, not a "+
 			"bug of the program that records.", invalidEvents.ScrapeName(), instrument.KeyKind, valueDropped),
-		action: "Find the server or provider behind the model (the gateway dashboard's *Backends* row) and compare a " +
-			"response's `usage` with what the provider documents. Nothing in the recording program needs fixing; the " +
-			"prompt-token and cache figures of those requests lack the dropped value (cached tokens count as computed). " +
-			"If the provider's reporting is known and accepted, silence the alert for that model.",
+		confirm: []string{
+			r.byServer().aggregate("sum", "increase("+r.q.with(eq(instrument.KeyKind, valueDropped)).sel(invalidEvents.ScrapeName())+"[1h])"),
+		},
+		action: "The query names the models and servers; the recording program's error handler reports the drops " +
+			"with the values (`kubectl logs -n <namespace> <pod> --since=1h | grep 'instrument: engine'`). Ask the " +
+			"server or provider behind the model for one response and read its usage: `curl -s <upstream>/v1/chat/completions " +
+			"-H 'Content-Type: application/json' -d '{\"model\": \"<model>\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}' | " +
+			"jq .usage`. Nothing in the recording program needs fixing; the prompt-token and cache figures of those " +
+			"requests lack the dropped value (cached tokens count as computed). If the provider's reporting is known " +
+			"and accepted, silence the alert for that model.",
 		conditions: []condition{{
 			expr:        r.increases(r.agg, eq(instrument.KeyKind, valueDropped)),
 			forDuration: r.ValueDroppedFor, labels: severity("info")}},
@@ -768,14 +879,21 @@ func (r rules) overflowAlert(target, perModel labelSet, w int) alert {
 	}
 	return alert{
 		name:    "InfermetricsModelOverflow",
-		summary: "infermetrics-proxy on " + r.where() + " records requests as " + r.OverflowModel + ".",
+		summary: "infermetrics-proxy records requests under its overflow model.",
 		description: fmt.Sprintf("%s records requests for models beyond its -max-models under model_name=%q: their "+
 			"models are not told apart.", r.where(), r.OverflowModel),
 		means: fmt.Sprintf("`%s{%s=%q}` grows: infermetrics-proxy saw more model names than `-max-models` (its "+
 			"cardinality cap) and records the requests of every further model, and of model names that are not "+
 			"UTF-8, under `%s`.", requestSuccess.ScrapeName(), instrument.KeyModelName, r.OverflowModel, r.OverflowModel),
-		action: "If the models are real, raise `-max-models`; if clients send made-up or per-request model names, " +
-			"set `-default-model` and fix the clients. The gateway dashboard's *Per model* row shows the overflow's requests beside the others'.",
+		confirm: []string{
+			r.q.with(eq(instrument.KeyModelName, r.OverflowModel)).sumRate(requestSuccess, r.byServer()),
+			r.deploy.aggregate("count", r.agg.aggregate("group", r.q.sel(requestSuccess.ScrapeName()))),
+		},
+		action: "The first query names the proxies, the second counts the model names each deployment records. " +
+			"The proxy's flags: `kubectl get pod -n <namespace> <pod> -o jsonpath='{.spec.containers[*].args}'`. " +
+			"If the models are real, raise `-max-models`; if clients send made-up or per-request model names, " +
+			"set `-default-model` and fix the clients. The gateway dashboard's *Per model* row shows the overflow's " +
+			"requests beside the others'.",
 		conditions: []condition{{
 			expr: r.agg.aggregate("sum",
 				r.q.with(eq(instrument.KeyModelName, r.OverflowModel)).rate(requestSuccess.ScrapeName())) + " > 0",
@@ -807,7 +925,7 @@ func (r rules) cardinalityAlert(target, engine0 labelSet) alert {
 	overflowed := target.with(labelPair{overflowLabel, "true"}).series(promptTokens.ScrapeName())
 	return alert{
 		name:    "InfermetricsCardinalityOverflow",
-		summary: "{{ $labels." + familyLabel + " }} of " + r.where() + " has more series than its cardinality limit.",
+		summary: "A family has more series than its cardinality limit.",
 		description: fmt.Sprintf("%s serves {{ $labels.%s }} with a series labelled %s=\"true\": the "+
 			"measurements of its attribute sets beyond the limit are merged into it.", r.where(), familyLabel, overflowLabel),
 		means: fmt.Sprintf("The OpenTelemetry SDK keeps at most a cardinality limit of attribute sets per stream "+
@@ -815,9 +933,14 @@ func (r rules) cardinalityAlert(target, engine0 labelSet) alert {
 			"of every further set go to one series that carries only `%s=\"true\"`, so totals over the family "+
 			"stay right but the series beyond the limit (a model, an engine, a backend) are no longer told apart, "+
 			"until the process restarts.", overflowLabel),
-		action: "Find which label grew: a gateway that sees many model names (infermetrics-proxy's `-max-models` " +
-			"caps them), or backends named per pod or per request. If the series are real, raise the limit " +
-			"(`exporters.WithCardinalityLimit`) and restart.",
+		confirm: []string{
+			r.deploy.also(r.InstanceLabels...).also("__name__").aggregate("count", selector("", matchers...)),
+		},
+		action: "The query names the servers and series. On one: `curl -s http://<instance>/metrics | grep " +
+			"'otel_metric_overflow=\"true\"'`, and count the series of the family by label to find which grew " +
+			"(`curl -s http://<instance>/metrics | grep '^<family>' | wc -l`): a gateway that sees many model names " +
+			"(infermetrics-proxy's `-max-models` caps them), or backends named per pod or per request. If the series are " +
+			"real, raise the limit (`exporters.WithCardinalityLimit`) and restart.",
 		conditions: []condition{{
 			expr:        families.aggregate("count", named) + " > 0",
 			forDuration: r.CardinalityOverflowFor, labels: severity("warning")}},

@@ -75,7 +75,12 @@ type Config struct {
 	// between two tokens of a request are within Seconds.
 	ITL SLO
 	// BurnRates are the windows and burn rates of the SLO alerts
-	// (multi-window, multi-burn-rate: the Google SRE workbook's table).
+	// (multi-window, multi-burn-rate alerting, Google's SRE workbook,
+	// "Alerting on SLOs"). The default is kubernetes-mixin's four tiers
+	// (1h/5m x14.4, 6h/30m x6, 1d/2h x3, 3d/6h x1), not the workbook's
+	// three (1h/5m x14.4, 6h/30m x6, 3d/6h x1): the 1d/2h tier tickets a
+	// burn of 3 (10% of a 30-day budget in a day) two days before the 3d
+	// one would, and keeping it keeps the recorded names of its windows.
 	BurnRates []BurnRate
 	// KVCacheUsage: the KV cache usage (0 to 1) of the fullest engine of a
 	// model above which VLLMKVCacheSaturated fires.
@@ -168,9 +173,8 @@ func Default() Config {
 		ErrorRatio: Threshold{Value: 0.05, For: "10m"},
 		TTFT:       SLO{Seconds: 2.5, Objective: 0.99},
 		ITL:        SLO{Seconds: 0.1, Objective: 0.99},
-		// The SRE workbook's table (chapter "Alerting on SLOs"): 2% of
-		// a 30-day budget in an hour, 5% in six hours, 10% in a day and
-		// in three days.
+		// kubernetes-mixin's tiers: 2% of a 30-day budget in an hour, 5%
+		// in six hours, 10% in a day and in three days.
 		BurnRates: []BurnRate{
 			{Long: "1h", Short: "5m", Factor: 14.4, For: "2m", Severity: "critical"},
 			{Long: "6h", Short: "30m", Factor: 6, For: "15m", Severity: "critical"},

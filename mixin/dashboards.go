@@ -3,6 +3,8 @@ package mixin
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
 	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
@@ -10,6 +12,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/heatmap"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -25,15 +28,26 @@ type board struct {
 	rows                          []boardRow
 }
 
-// variable is a query variable of a dashboard: the values of label on the
-// series of selector.
+// variable is a dashboard variable: a query variable, the values of label
+// name on the series of selector (several at once, with an All that
+// stands for the values listed, no custom all value); or, with options, a
+// custom variable of one of those numbers, current by default.
 type variable struct {
 	name, title, selector string
-	all                   bool // an All option (a regular expression that matches any value), several values at once
+	options               []float64
+	current               float64
 }
 
-// definition is the variable's query, as Grafana's label_values writes it.
+// definition is the variable's query, as Grafana's label_values writes it,
+// or a custom variable's options, as Grafana writes them.
 func (v variable) definition() string {
+	if v.options != nil {
+		parts := make([]string, len(v.options))
+		for i, o := range v.options {
+			parts[i] = number(o)
+		}
+		return strings.Join(parts, ",")
+	}
 	return fmt.Sprintf("label_values(%s, %s)", v.selector, v.name)
 }
 
@@ -43,37 +57,159 @@ type boardRow struct {
 	panels []panel
 }
 
-// panel is a time series or a heatmap, width out of 24 and 8 high.
+// panel is a time series, a heatmap or a stat (one number: the targets
+// are instant queries), width out of 24 and 8 high.
 type panel struct {
 	title, description, unit string
 	width                    uint32
-	heatmap, stacked         bool
+	heatmap, stacked, stat   bool
 	targets                  []target
 }
 
 type target struct{ expr, legend string }
 
-// rateInterval is the window of the dashboards' rates.
-const rateInterval = "$__rate_interval"
+// rateInterval is the window of the dashboards' rates; dashboardRange is
+// the dashboard's time range, the window of the SLO panels' totals.
+const (
+	rateInterval   = "$__rate_interval"
+	dashboardRange = "$__range"
+)
 
-// matchVariables are the matchers of the dashboard's variables on the
-// labels of the same names.
-func matchVariables(names ...string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = n + `=~"$` + n + `"`
+// scope is where a dashboard's queries read: the Config's Selector (the
+// rules' too) and one matcher per scoping variable. A variable on a label
+// of the families (model_name, engine, backend) matches only the families
+// that carry it; one on a label of the targets (JobLabels, the instance)
+// matches every series.
+type scope struct {
+	selector string
+	vars     []string
+	extra    []string
+}
+
+// scopeVar is a scoping variable: its label, its title, and the family
+// whose series list its values.
+type scopeVar struct {
+	label, title string
+	from         views.Family
+}
+
+// familyLabels are the labels of the exported families, as Prometheus
+// names them: a variable on one of them matches only the families that
+// carry it.
+var familyLabels = func() map[string]bool {
+	out := map[string]bool{}
+	for _, f := range exported {
+		for _, k := range f.Labels {
+			out[label(k)] = true
+		}
+	}
+	return out
+}()
+
+// carries reports whether the series of f carry label l: every target
+// label, and the family's own.
+func carries(f views.Family, l string) bool {
+	return !familyLabels[l] || slices.ContainsFunc(f.Labels, func(k string) bool { return label(k) == l })
+}
+
+// newScope returns the scope of c's Selector and vs, and the variables of
+// vs, each filtered by the ones before it: the values of a label are
+// those of the deployments, instances, models selected above.
+func newScope(c Config, vs ...scopeVar) (scope, []variable) {
+	s := scope{selector: c.Selector}
+	var out []variable
+	for _, v := range vs {
+		out = append(out, variable{name: v.label, title: v.title, selector: s.sel(v.from, v.from.ScrapeName()+seriesSuffix(v.from))})
+		s.vars = append(s.vars, v.label)
+	}
+	return s, out
+}
+
+// seriesSuffix is the suffix of a family's series that a variable lists:
+// _count for a histogram, none for a counter or gauge.
+func seriesSuffix(f views.Family) string {
+	if f.Type == "histogram" {
+		return "_count"
+	}
+	return ""
+}
+
+// jobVars are the variables that name a deployment and one of its
+// servers: one per Config.JobLabels label and the instance
+// (InstanceLabels[0]), their values listed from the series of from.
+func jobVars(c Config, from views.Family) []scopeVar {
+	var out []scopeVar
+	for _, l := range append(slices.Clone(c.JobLabels), c.InstanceLabels[0]) {
+		out = append(out, scopeVar{label: l, title: titleOf(l), from: from})
 	}
 	return out
 }
 
-// quantiles are one target per quantile of a histogram family, grouped
-// by g.
-func quantiles(q query, f views.Family, g grouping, legend string, qs ...float64) []target {
+// titleOf is a label's name as a variable's title: cluster is Cluster.
+func titleOf(l string) string { return strings.ToUpper(l[:1]) + l[1:] }
+
+// matchers are the Selector, the extra matchers and the matchers of the
+// scope's variables on the series of f.
+func (s scope) matchers(f views.Family) []string {
+	out := slices.Concat([]string{s.selector}, s.extra)
+	for _, v := range s.vars {
+		if carries(f, v) {
+			out = append(out, v+`=~"$`+v+`"`)
+		}
+	}
+	return out
+}
+
+// with returns s with more matchers.
+func (s scope) with(matchers ...string) scope {
+	s.extra = slices.Concat(s.extra, matchers)
+	return s
+}
+
+// of is the query of f's series in s over window.
+func (s scope) of(f views.Family, window string) query {
+	return query{matchers: s.matchers(f), window: window}
+}
+
+// sel selects the series name of f in s.
+func (s scope) sel(f views.Family, name string) string { return selector(name, s.matchers(f)...) }
+
+// sumRate sums the rate of a counter family in s with g.
+func (s scope) sumRate(f views.Family, g grouping) string { return s.of(f, rateInterval).sumRate(f, g) }
+
+// sumRateOf sums the rate of a histogram family's series of suffix
+// (_sum, _count, _bucket) in s with g.
+func (s scope) sumRateOf(f views.Family, suffix string, g grouping) string {
+	return s.of(f, rateInterval).sumRateOf(f.ScrapeName()+suffix, g)
+}
+
+// mean is a histogram family's mean observation in s.
+func (s scope) mean(f views.Family, g grouping) string { return s.of(f, rateInterval).mean(f, g) }
+
+// gauge aggregates a gauge family in s with op and g.
+func (s scope) gauge(op string, f views.Family, g grouping) string {
+	return g.aggregate(op, s.sel(f, f.ScrapeName()))
+}
+
+// quantiles are one target per quantile of a histogram family in s,
+// grouped by g.
+func (s scope) quantiles(f views.Family, g grouping, legend string, qs ...float64) []target {
+	q := s.of(f, rateInterval)
 	var out []target
 	for _, x := range qs {
 		out = append(out, target{q.quantile(x, f, g), "p" + number(x*100) + legend})
 	}
 	return out
+}
+
+// latency is a panel of quantiles qs of a histogram family of seconds in s.
+func (s scope) latency(title, description string, f views.Family, width uint32, qs ...float64) panel {
+	return panel{title: title, unit: "s", width: width, description: description, targets: s.quantiles(f, by(), "", qs...)}
+}
+
+// ratio is the rate of counter num over the rate of counter den in s.
+func (s scope) ratio(num, den views.Family) string {
+	return s.sumRate(num, by()) + " / " + s.sumRate(den, by())
 }
 
 // The families only the dashboards read.
@@ -91,6 +227,9 @@ var (
 	clientDuration    = family(instrument.NameGenAIClientOperationDuration)
 	clientFirstChunk  = family(instrument.NameGenAIClientTimeToFirstChunk)
 	clientTokens      = family(instrument.NameGenAIClientTokenUsage)
+	clientPerChunk    = family(instrument.NameGenAIClientTimePerOutputChunk)
+	httpDurationHigh  = family(instrument.NameHTTPRequestDurationHigh)
+	cachedTotal       = family(instrument.NamePromptTokensCached)
 )
 
 // Label names the dashboards group by.
@@ -107,197 +246,218 @@ var (
 // legendOf is the legend that shows a label's value.
 func legendOf(label string) string { return "{{" + label + "}}" }
 
+// engineFamily is the family whose series list the engine dashboards'
+// deployments and instances: vllm:cache_config_info, which vLLM exports
+// once per engine from start-up (and an infermetrics engine with
+// instrument.WithCacheConfig), and which no gateway or P/D router exports,
+// while every Engine of a front end exports vLLM's always-on counters,
+// gauges and histograms at zero (TestEngineFamilyNotOnGateways), and the
+// remaining families are those of optional features, which not every
+// engine has. The All of
+// those variables is the list of these values, so the engine dashboards
+// never read a router's or a gateway's series, even in an engine's job.
+var engineFamily = family(instrument.NameCacheConfigInfo)
+
+// engineScope is the scope of the engine dashboards: the deployment and
+// instance of an engine (listed from engineFamily), the model, the engine.
+func engineScope(c Config) (scope, []variable) {
+	return newScope(c, append(jobVars(c, engineFamily),
+		scopeVar{label: modelName, title: "Model", from: running},
+		scopeVar{label: engineName, title: "Engine", from: running})...)
+}
+
+// engineOnly is what the engine dashboards' description says of their
+// variables.
+func engineOnly(c Config) string {
+	return fmt.Sprintf(" Scoped by %s, instance %s, model and engine; the deployments and instances listed (and All) are those that export %s, which vLLM exports from start-up and no gateway or P/D router does: an engine instrumented with infermetrics needs instrument.WithCacheConfig to be listed.",
+		strings.Join(c.JobLabels, ", "), c.InstanceLabels[0], engineFamily.ScrapeName())
+}
+
 // engineBoard is the engine dashboard: a vLLM-compatible engine's
-// throughput, THE RULE's iteration tokens, latencies, queue, KV cache and
-// finish reasons, per model and engine.
-func engineBoard() board {
-	q := query{matchers: matchVariables(modelName, engineName), window: rateInterval}
+// throughput, THE RULE's iteration tokens, latencies, queue, KV cache,
+// finish reasons and SLOs, per model and engine.
+func engineBoard(c Config) board {
+	s, vars := engineScope(c)
 	all := by()
+	reason := label(instrument.KeyWaitingReason)
 	p := []panel{
 		{title: "Prompt tokens by source (tokens/s)", unit: "short", width: 12,
 			description: "Prompt tokens by where their KV came from: computed here, the local prefix cache, a KV transfer.",
-			targets:     []target{{q.sumRate(promptBySource, by(source)), legendOf(source)}}},
+			targets:     []target{{s.sumRate(promptBySource, by(source)), legendOf(source)}}},
 		{title: "Generation and total prompt throughput (tokens/s)", unit: "short", width: 12,
 			description: "Generated tokens and prompt tokens of every source.",
-			targets: []target{{q.sumRate(generation, all), "generation"},
-				{q.sumRate(promptTokens, all), "prompt (all sources)"}}},
+			targets: []target{{s.sumRate(generation, all), "generation"},
+				{s.sumRate(promptTokens, all), "prompt (all sources)"}}},
 		{title: "Iteration tokens (computed + generated per step)", unit: "short", width: 12, heatmap: true,
 			description: "Tokens an engine step computed: the prompt tokens computed for requests whose first token came in the step, plus the tokens generated in it (THE RULE).",
-			targets:     []target{{q.sumRateOf(iterationTokens.ScrapeName()+"_bucket", by("le")), legendOf("le")}}},
+			targets:     []target{{s.sumRateOf(iterationTokens, "_bucket", by("le")), legendOf("le")}}},
 		{title: "Iteration tokens quantiles", unit: "short", width: 12,
 			description: "Tokens per engine step: quantiles and mean.",
-			targets: append(quantiles(q, iterationTokens, all, "", 0.5, 0.9),
-				target{q.mean(iterationTokens, all), "mean"})},
-		{title: "Time to first token", unit: "s", width: 8, description: "From a request's arrival to its first token.",
-			targets: quantiles(q, ttft, all, "", 0.5, 0.9, 0.99)},
-		{title: "Inter-token latency", unit: "s", width: 8, description: "Between two outputs of a request.",
-			targets: quantiles(q, itl, all, "", 0.5, 0.9, 0.99)},
-		{title: "End-to-end request latency", unit: "s", width: 8, description: "From a request's arrival to its end.",
-			targets: quantiles(q, e2eLatency, all, "", 0.5, 0.9, 0.99)},
+			targets: append(s.quantiles(iterationTokens, all, "", 0.5, 0.9),
+				target{s.mean(iterationTokens, all), "mean"})},
+		s.latency("Time to first token", "From a request's arrival to its first token.", ttft, 8, 0.5, 0.9, 0.99),
+		s.latency("Inter-token latency", "Between two outputs of a request.", itl, 8, 0.5, 0.9, 0.99),
+		s.latency("End-to-end request latency", "From a request's arrival to its end.", e2eLatency, 8, 0.5, 0.9, 0.99),
 		{title: "Requests running and waiting", unit: "short", width: 8,
 			description: "Requests in the engines' batches and in their queues, the queue by reason.",
-			targets: []target{{all.aggregate("sum", q.sel(running.ScrapeName())), "running"},
-				{all.aggregate("sum", q.sel(waiting.ScrapeName())), "waiting"},
-				{by(label(instrument.KeyWaitingReason)).aggregate("sum", q.sel(waitingByReason.ScrapeName())), "waiting: " + legendOf(label(instrument.KeyWaitingReason))}}},
+			targets: []target{{s.gauge("sum", running, all), "running"},
+				{s.gauge("sum", waiting, all), "waiting"},
+				{s.gauge("sum", waitingByReason, by(reason)), "waiting: " + legendOf(reason)}}},
 		{title: "KV cache usage", unit: "percentunit", width: 8, description: "The share of each engine's KV cache blocks in use.",
-			targets: []target{{by(engineName).aggregate("max", q.sel(kvCacheUsage.ScrapeName())), "engine " + legendOf(engineName)}}},
+			targets: []target{{s.gauge("max", kvCacheUsage, by(engineName)), "engine " + legendOf(engineName)}}},
 		{title: "Prefix cache hit rate", unit: "percentunit", width: 8,
 			description: "Prompt tokens found in the local prefix cache, and through a KV connector, of those looked up.",
-			targets: []target{{q.sumRate(prefixHits, all) + " / " + q.sumRate(prefixQueries, all), "local prefix cache"},
-				{q.sumRate(externalHits, all) + " / " + q.sumRate(externalQueries, all), "external (KV connector)"}}},
+			targets: []target{{s.ratio(prefixHits, prefixQueries), "local prefix cache"},
+				{s.ratio(externalHits, externalQueries), "external (KV connector)"}}},
 		{title: "Finished requests by reason (req/s)", unit: "reqps", width: 12,
 			description: "Finished requests by finished_reason: stop, length, abort, error, repetition.",
-			targets:     []target{{q.sumRate(requestSuccess, by(finishedReason)), legendOf(finishedReason)}}},
+			targets:     []target{{s.sumRate(requestSuccess, by(finishedReason)), legendOf(finishedReason)}}},
 		{title: "Preemptions (per s)", unit: "short", width: 12, description: "Requests preempted for lack of KV cache blocks.",
-			targets: []target{{q.sumRate(preemptions, all), "preemptions"}}},
+			targets: []target{{s.sumRate(preemptions, all), "preemptions"}}},
 	}
 	return board{file: "docs/grafana/infermetrics.json", uid: "infermetrics-vllm", title: "infermetrics: vLLM-compatible engine metrics",
-		description: "A vLLM-compatible engine's throughput by prompt-token source, iteration tokens, latencies, queue, KV cache, prefix cache and finish reasons, per model and engine.",
-		variables: []variable{
-			{name: modelName, title: "Model", selector: running.ScrapeName(), all: true},
-			{name: engineName, title: "Engine", selector: selector(running.ScrapeName(), matchVariables(modelName)...), all: true},
-		},
-		rows: []boardRow{{panels: p}}}
+		description: "A vLLM-compatible engine's throughput by prompt-token source, iteration tokens, latencies, queue, KV cache, prefix cache, finish reasons and latency SLOs, per model and engine." + engineOnly(c),
+		variables:   append(vars, sloVariables(c)...),
+		rows:        []boardRow{{panels: p}, sloRow(c, s)}}
 }
+
+// gatewayFamily is the family whose series list the gateway dashboard's
+// deployments and instances: the GenAI client operations a gateway's
+// transport records per backend.
+var gatewayFamily = clientDuration
 
 // gatewayBoard is the dashboard of a gateway or P/D router: what its
 // clients see, the P/D legs, each backend, the HTTP families and each
 // model.
 func gatewayBoard(c Config) board {
-	job := c.JobLabels[0]
-	q := query{matchers: matchVariables(job, modelName), window: rateInterval}
-	http := query{matchers: matchVariables(job), window: rateInterval}
-	backends := query{matchers: matchVariables(job, backend), window: rateInterval}
+	s, vars := newScope(c, append(jobVars(c, gatewayFamily),
+		scopeVar{label: modelName, title: "Model", from: requestSuccess},
+		scopeVar{label: backend, title: "Backend", from: clientDuration})...)
 	all := by()
+	slowest := c.Quantiles[len(c.Quantiles)-1]
 	client := boardRow{title: "What clients see", panels: []panel{
 		{title: "Requests by finish reason (req/s)", unit: "reqps", width: 8,
 			description: "The gateway's finished requests by finished_reason: error counts upstreams that failed or cut a stream, abort clients that left.",
-			targets:     []target{{q.sumRate(requestSuccess, by(finishedReason)), legendOf(finishedReason)}}},
+			targets:     []target{{s.sumRate(requestSuccess, by(finishedReason)), legendOf(finishedReason)}}},
 		{title: "Error ratio", unit: "percentunit", width: 8,
 			description: "The share of finished requests that ended in error.",
-			targets: []target{{q.with(eq(finishedReason, errorReason)).sumRate(requestSuccess, all) + " / " +
-				q.sumRate(requestSuccess, all), "error"}}},
+			targets: []target{{s.with(eq(finishedReason, errorReason)).sumRate(requestSuccess, all) + " / " +
+				s.sumRate(requestSuccess, all), "error"}}},
 		{title: "Requests in flight", unit: "short", width: 8, description: "Requests the gateway is serving.",
-			targets: []target{{all.aggregate("sum", q.sel(running.ScrapeName())), "running"}}},
-		{title: "Time to first token", unit: "s", width: 8, description: "From the gateway receiving a request to it forwarding the first content chunk.",
-			targets: quantiles(q, ttft, all, "", c.Quantiles...)},
-		{title: "End-to-end request latency", unit: "s", width: 8, description: "From the gateway receiving a request to its response's end.",
-			targets: quantiles(q, e2eLatency, all, "", c.Quantiles...)},
+			targets: []target{{s.gauge("sum", running, all), "running"}}},
+		s.latency("Time to first token", "From the gateway receiving a request to it forwarding the first content chunk.", ttft, 8, c.Quantiles...),
+		s.latency("End-to-end request latency", "From the gateway receiving a request to its response's end.", e2eLatency, 8, c.Quantiles...),
 		{title: "Tokens (tokens/s)", unit: "short", width: 8, description: "Prompt and generated tokens of the responses' usage.",
-			targets: []target{{q.sumRate(promptTokens, all), "prompt"}, {q.sumRate(generation, all), "generation"}}},
+			targets: []target{{s.sumRate(promptTokens, all), "prompt"}, {s.sumRate(generation, all), "generation"}}},
 	}}
 	legs := boardRow{title: "P/D legs", panels: []panel{
-		{title: "Prefill leg", unit: "s", width: 8, description: "From sending a routed request's prefill leg to the end of its response.",
-			targets: quantiles(q, prefillLeg, all, "", c.Quantiles...)},
-		{title: "Handoff", unit: "s", width: 8, description: "From the end of the prefill leg to the start of the decode leg.",
-			targets: quantiles(q, handoff, all, "", c.Quantiles...)},
-		{title: "Decode leg to first chunk", unit: "s", width: 8, description: "From sending the decode leg to its first content chunk.",
-			targets: quantiles(q, decodeLegChunk, all, "", c.Quantiles...)},
+		s.latency("Prefill leg", "From sending a routed request's prefill leg to the end of its response.", prefillLeg, 8, c.Quantiles...),
+		s.latency("Handoff", "From the end of the prefill leg to the start of the decode leg.", handoff, 8, c.Quantiles...),
+		s.latency("Decode leg to first chunk", "From sending the decode leg to its first content chunk.", decodeLegChunk, 8, c.Quantiles...),
 		{title: "Time to first token, by part (mean)", unit: "s", width: 24,
 			description: "The mean prefill leg, handoff and decode leg's first chunk against the mean time to first token, which holds them.",
-			targets: []target{{q.mean(prefillLeg, all), "prefill leg"}, {q.mean(handoff, all), "handoff"},
-				{q.mean(decodeLegChunk, all), "decode leg to first chunk"}, {q.mean(ttft, all), "time to first token"}}},
+			targets: []target{{s.mean(prefillLeg, all), "prefill leg"}, {s.mean(handoff, all), "handoff"},
+				{s.mean(decodeLegChunk, all), "decode leg to first chunk"}, {s.mean(ttft, all), "time to first token"}}},
 	}}
 	byBackend := by(backend, role)
 	backendRow := boardRow{title: "Backends", panels: []panel{
 		{title: "Requests by backend and error (req/s)", unit: "reqps", width: 12,
 			description: "Requests to each backend (a P/D leg, an upstream), by error_type for those that failed.",
-			targets: []target{{backends.sumRateOf(clientDuration.ScrapeName()+"_count", byBackend.also(errorType)),
+			targets: []target{{s.sumRateOf(clientDuration, "_count", byBackend.also(errorType)),
 				legendOf(backend) + " (" + legendOf(role) + ") " + legendOf(errorType)}}},
 		{title: "Tokens by backend (tokens/s)", unit: "short", width: 12, description: "Input and output tokens of each backend's usage.",
-			targets: []target{{backends.sumRateOf(clientTokens.ScrapeName()+"_sum", byBackend.also(tokenType)),
+			targets: []target{{s.sumRateOf(clientTokens, "_sum", byBackend.also(tokenType)),
 				legendOf(backend) + " " + legendOf(tokenType)}}},
-		{title: "Operation duration by backend", unit: "s", width: 12, description: "From sending a request to a backend to the end of its response.",
-			targets: quantiles(backends, clientDuration, byBackend, " "+legendOf(backend), c.Quantiles[len(c.Quantiles)-1])},
-		{title: "Time to first chunk by backend", unit: "s", width: 12, description: "From sending a streamed request to a backend to its first chunk.",
-			targets: quantiles(backends, clientFirstChunk, byBackend, " "+legendOf(backend), c.Quantiles[len(c.Quantiles)-1])},
+		{title: "Operation duration by backend", unit: "s", width: 8, description: "From sending a request to a backend to the end of its response.",
+			targets: s.quantiles(clientDuration, byBackend, " "+legendOf(backend), slowest)},
+		{title: "Time to first chunk by backend", unit: "s", width: 8, description: "From sending a streamed request to a backend to its first chunk.",
+			targets: s.quantiles(clientFirstChunk, byBackend, " "+legendOf(backend), slowest)},
+		{title: "Time per output chunk by backend", unit: "s", width: 8, description: "Between two chunks of a backend's streamed response, after the first.",
+			targets: s.quantiles(clientPerChunk, byBackend, " "+legendOf(backend), slowest)},
 	}}
 	handler, status := label(instrument.KeyHTTPHandler), label(instrument.KeyHTTPStatus)
 	httpRow := boardRow{title: "HTTP", panels: []panel{
-		{title: "HTTP requests by route and status (req/s)", unit: "reqps", width: 12,
+		{title: "HTTP requests by route and status (req/s)", unit: "reqps", width: 8,
 			description: "Every request on every path, as vLLM's API server counts them: handler is the route, none for a path no route takes.",
-			targets:     []target{{http.sumRate(httpRequests, by(handler, status)), legendOf(handler) + " " + legendOf(status)}}},
-		{title: "HTTP request duration by route", unit: "s", width: 12, description: "From the request's arrival to the response's end, per route.",
-			targets: quantiles(http, httpDuration, by(handler), " "+legendOf(handler), c.Quantiles[len(c.Quantiles)-1])},
+			targets:     []target{{s.sumRate(httpRequests, by(handler, status)), legendOf(handler) + " " + legendOf(status)}}},
+		{title: "HTTP request duration by route", unit: "s", width: 8, description: "From the request's arrival to the response's end, per route.",
+			targets: s.quantiles(httpDuration, by(handler), " "+legendOf(handler), slowest)},
+		s.latency("HTTP request duration, fine buckets", "Every request's duration in the fine buckets of http_request_duration_highr_seconds (no route label).", httpDurationHigh, 8, c.Quantiles...),
 	}}
-	perModel := query{matchers: matchVariables(job), window: rateInterval}
 	byModel := by(modelName)
 	models := boardRow{title: "Per model", panels: []panel{
 		{title: "Requests by model (req/s)", unit: "reqps", width: 8,
 			description: fmt.Sprintf("Finished requests per model; `%s` is infermetrics-proxy's: models beyond its -max-models.", c.OverflowModel),
-			targets:     []target{{perModel.sumRate(requestSuccess, byModel), legendOf(modelName)}}},
+			targets:     []target{{s.sumRate(requestSuccess, byModel), legendOf(modelName)}}},
 		{title: "Generation by model (tokens/s)", unit: "short", width: 8, description: "Generated tokens per model.",
-			targets: []target{{perModel.sumRate(generation, byModel), legendOf(modelName)}}},
+			targets: []target{{s.sumRate(generation, byModel), legendOf(modelName)}}},
 		{title: "Time to first token by model", unit: "s", width: 8, description: "The slowest quantile of each model's time to first token.",
-			targets: quantiles(perModel, ttft, byModel, " "+legendOf(modelName), c.Quantiles[len(c.Quantiles)-1])},
+			targets: s.quantiles(ttft, byModel, " "+legendOf(modelName), slowest)},
 	}}
 	return board{file: "docs/grafana/infermetrics-gateway.json", uid: "infermetrics-gateway",
-		title:       "infermetrics: gateway and P/D router",
-		description: "A gateway's or P/D router's view (infermetrics-proxy, a router built on openaihttp): what clients see, the P/D legs, each backend, the HTTP families and each model.",
-		variables: []variable{
-			{name: job, title: "Gateway", selector: clientDuration.ScrapeName() + "_count"},
-			{name: modelName, title: "Model", selector: selector(requestSuccess.ScrapeName(), matchVariables(job)...), all: true},
-			{name: backend, title: "Backend", selector: selector(clientDuration.ScrapeName()+"_count", matchVariables(job)...), all: true},
-		},
-		rows: []boardRow{client, legs, backendRow, httpRow, models}}
+		title: "infermetrics: gateway and P/D router",
+		description: fmt.Sprintf("A gateway's or P/D router's view (infermetrics-proxy, a router built on openaihttp): what clients see, the P/D legs, each backend, the HTTP families, each model and the latency SLOs as clients see them. Scoped by %s, instance %s, model and backend; the deployments listed are those whose transport records %s.",
+			strings.Join(c.JobLabels, ", "), c.InstanceLabels[0], gatewayFamily.ScrapeName()),
+		variables: append(vars, sloVariables(c)...),
+		rows:      []boardRow{client, sloRow(c, s), legs, backendRow, httpRow, models}}
 }
 
 // tokensBoard is the token-accounting dashboard: prompt tokens by source
 // and cache tier, THE RULE's iteration tokens against the prompt tokens
 // computed and the tokens generated, the KV transfer's share.
-func tokensBoard() board {
-	q := query{matchers: matchVariables(modelName, engineName), window: rateInterval}
+func tokensBoard(c Config) board {
+	s, vars := engineScope(c)
 	all := by()
-	local := q.with(eq(source, stats.LocalCompute.String()))
-	transfer := q.with(eq(source, stats.ExternalKVTransfer.String()))
+	local := s.with(eq(source, stats.LocalCompute.String()))
+	transfer := s.with(eq(source, stats.ExternalKVTransfer.String()))
 	sources := boardRow{title: "Prompt tokens", panels: []panel{
 		{title: "Prompt tokens by source (tokens/s)", unit: "short", width: 12, stacked: true,
 			description: "Every prompt token has one source: computed here (local_compute), the local prefix cache (local_cache_hit), a KV transfer (external_kv_transfer).",
-			targets:     []target{{q.sumRate(promptBySource, by(source)), legendOf(source)}}},
+			targets:     []target{{s.sumRate(promptBySource, by(source)), legendOf(source)}}},
 		{title: "Share of prompt tokens by source", unit: "percentunit", width: 12, stacked: true,
 			description: "Each source's share of the prompt tokens.",
-			targets: []target{{q.sumRate(promptBySource, by(source)) + " / ignoring(" + source + ") group_left " +
-				q.sumRate(promptTokens, all), legendOf(source)}}},
+			targets: []target{{s.sumRate(promptBySource, by(source)) + " / ignoring(" + source + ") group_left " +
+				s.sumRate(promptTokens, all), legendOf(source)}}},
 		{title: "Cached prompt tokens by tier (tokens/s)", unit: "short", width: 12, stacked: true,
-			description: "Prompt tokens not computed here, by the tier their KV came from.",
-			targets:     []target{{q.sumRate(cachedBySource, by(source)), legendOf(source)}}},
+			description: "Prompt tokens not computed here, by the tier their KV came from, and their total (vllm:prompt_tokens_cached_total).",
+			targets: []target{{s.sumRate(cachedBySource, by(source)), legendOf(source)},
+				{s.sumRate(cachedTotal, all), "cached (all tiers)"}}},
 		{title: "KV transfer share", unit: "percentunit", width: 12,
 			description: "The share of prompt tokens whose KV came through a KV connector: on a P/D decode instance, what the prefill instance computed.",
-			targets:     []target{{transfer.sumRate(promptBySource, all) + " / " + q.sumRate(promptTokens, all), "external_kv_transfer"}}},
+			targets:     []target{{transfer.sumRate(promptBySource, all) + " / " + s.sumRate(promptTokens, all), "external_kv_transfer"}}},
 	}}
 	rule := boardRow{title: "THE RULE: iteration tokens", panels: []panel{
 		{title: "Iteration tokens against prompt and generated tokens (tokens/s)", unit: "short", width: 12,
 			description: "Iteration tokens are the prompt tokens computed (local_compute) plus the tokens generated: the first line is the sum of the next two, over time. All prompt tokens, cached ones included, for comparison.",
 			targets: []target{
-				{q.sumRateOf(iterationTokens.ScrapeName()+"_sum", all), "iteration tokens"},
+				{s.sumRateOf(iterationTokens, "_sum", all), "iteration tokens"},
 				{local.sumRate(promptBySource, all), "prompt tokens computed (local_compute)"},
-				{q.sumRate(generation, all), "generated tokens"},
-				{q.sumRate(promptTokens, all), "prompt tokens (all sources)"}}},
+				{s.sumRate(generation, all), "generated tokens"},
+				{s.sumRate(promptTokens, all), "prompt tokens (all sources)"}}},
 		{title: "Iteration tokens per step", unit: "short", width: 12,
 			description: "Tokens an engine step computed: quantiles and mean.",
-			targets:     append(quantiles(q, iterationTokens, all, "", 0.5, 0.9), target{q.mean(iterationTokens, all), "mean"})},
+			targets:     append(s.quantiles(iterationTokens, all, "", 0.5, 0.9), target{s.mean(iterationTokens, all), "mean"})},
 	}}
 	requests := boardRow{title: "Per request", panels: []panel{
 		{title: "Tokens per request (mean)", unit: "short", width: 12,
 			description: "Prompt tokens, the prompt tokens computed at prefill (request_prefill_kv_computed_tokens) and the generated tokens of a finished request.",
-			targets: []target{{q.mean(requestPrompt, all), "prompt"}, {q.mean(prefillComputed, all), "prompt computed"},
-				{q.mean(requestGeneration, all), "generated"}}},
+			targets: []target{{s.mean(requestPrompt, all), "prompt"}, {s.mean(prefillComputed, all), "prompt computed"},
+				{s.mean(requestGeneration, all), "generated"}}},
 		{title: "Prefix cache hit rate", unit: "percentunit", width: 12,
 			description: "Prompt tokens found in the local prefix cache, and through a KV connector, of those looked up.",
-			targets: []target{{q.sumRate(prefixHits, all) + " / " + q.sumRate(prefixQueries, all), "local prefix cache"},
-				{q.sumRate(externalHits, all) + " / " + q.sumRate(externalQueries, all), "external (KV connector)"}}},
+			targets: []target{{s.ratio(prefixHits, prefixQueries), "local prefix cache"},
+				{s.ratio(externalHits, externalQueries), "external (KV connector)"}}},
 	}}
 	return board{file: "docs/grafana/infermetrics-tokens.json", uid: "infermetrics-tokens", title: "infermetrics: token accounting",
-		description: "Where prompt tokens come from (computed, prefix cache, KV transfer; cache tiers), THE RULE's iteration tokens against the prompt tokens computed and generated, per model and engine.",
-		variables: []variable{
-			{name: modelName, title: "Model", selector: running.ScrapeName(), all: true},
-			{name: engineName, title: "Engine", selector: selector(running.ScrapeName(), matchVariables(modelName)...), all: true},
-		},
-		rows: []boardRow{sources, rule, requests}}
+		description: "Where prompt tokens come from (computed, prefix cache, KV transfer; cache tiers), THE RULE's iteration tokens against the prompt tokens computed and generated, per model and engine." + engineOnly(c),
+		variables:   vars,
+		rows:        []boardRow{sources, rule, requests}}
 }
 
 // boards are every dashboard.
-func boards(c Config) []board { return []board{engineBoard(), gatewayBoard(c), tokensBoard()} }
+func boards(c Config) []board {
+	return []board{engineBoard(c), gatewayBoard(c), tokensBoard(c), featuresBoard(c)}
+}
 
 // datasource is the dashboards' Prometheus, their first variable.
 var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
@@ -310,13 +470,7 @@ func (b board) build() ([]byte, error) {
 		Timezone(common.TimeZoneBrowser).Tooltip(dashboard.DashboardCursorSyncCrosshair).
 		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus"))
 	for _, v := range b.variables {
-		vb := dashboard.NewQueryVariableBuilder(v.name).Label(v.title).Datasource(datasource).
-			Query(dashboard.StringOrMap{String: cog.ToPtr(v.definition())}).Definition(v.definition()).
-			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc)
-		if v.all {
-			vb = vb.IncludeAll(true).Multi(true).AllValue(".*")
-		}
-		d = d.WithVariable(vb)
+		d = d.WithVariable(v.builder())
 	}
 	id := uint32(0)
 	for _, r := range b.rows {
@@ -340,6 +494,28 @@ func (b board) build() ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
+// builder returns the variable's SDK builder: a custom variable of its
+// options, or a query variable with every value and an All of the values
+// listed.
+func (v variable) builder() cog.Builder[dashboard.VariableModel] {
+	if v.options != nil {
+		var opts []dashboard.VariableOption
+		for _, o := range v.options {
+			n := number(o)
+			opts = append(opts, dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: &n},
+				Value: dashboard.StringOrArrayOfString{String: &n}, Selected: cog.ToPtr(o == v.current)})
+		}
+		cur := number(v.current)
+		return dashboard.NewCustomVariableBuilder(v.name).Label(v.title).Values(dashboard.StringOrMap{String: cog.ToPtr(v.definition())}).
+			Options(opts).AllowCustomValue(false).Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: &cur},
+			Value: dashboard.StringOrArrayOfString{String: &cur}, Selected: cog.ToPtr(true)})
+	}
+	return dashboard.NewQueryVariableBuilder(v.name).Label(v.title).Datasource(datasource).
+		Query(dashboard.StringOrMap{String: cog.ToPtr(v.definition())}).Definition(v.definition()).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc).
+		IncludeAll(true).Multi(true)
+}
+
 // panelBuilder is what the panel builders of the SDK have in common.
 type panelBuilder = cog.Builder[dashboard.Panel]
 
@@ -351,12 +527,20 @@ func (p panel) builder(id uint32) panelBuilder {
 		if p.heatmap {
 			dq = dq.Format(prometheus.PromQueryFormatHeatmap)
 		}
+		if p.stat {
+			dq = dq.Instant()
+		}
 		queries = append(queries, dq)
 	}
 	if p.heatmap {
 		return heatmap.NewPanelBuilder().Id(id).Title(p.title).Description(p.description).Datasource(datasource).
 			Span(p.width).Height(8).Unit(p.unit).Targets(queries).Calculate(false).
 			YAxis(heatmap.NewYAxisConfigBuilder().Unit(p.unit))
+	}
+	if p.stat {
+		return stat.NewPanelBuilder().Id(id).Title(p.title).Description(p.description).Datasource(datasource).
+			Span(p.width).Height(8).Unit(p.unit).Targets(queries).Decimals(2).
+			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
 	}
 	ts := timeseries.NewPanelBuilder().Id(id).Title(p.title).Description(p.description).Datasource(datasource).
 		Span(p.width).Height(8).Unit(p.unit).Targets(queries).Min(0).FillOpacity(10).

@@ -23,7 +23,8 @@ type File struct {
 }
 
 // Files returns every file of the Config: the rule files, the
-// PrometheusRule, the promtool unit tests, the dashboards and the runbook.
+// PrometheusRule, the promtool unit tests, the dashboards, the generated
+// parts of the jsonnet mixin and the runbook.
 // The unit tests' series carry the Selector's labels, so it must be made
 // of equality matchers.
 func Files(c Config) ([]File, error) {
@@ -56,6 +57,11 @@ func Files(c Config) ([]File, error) {
 		}
 		files = append(files, File{b.file, data})
 	}
+	cfg, err := configJSON(c)
+	if err != nil {
+		return nil, fmt.Errorf("mixin: %w", err)
+	}
+	files = append(files, File{ConfigJSONFile, cfg}, File{DashboardsLibsonnetFile, dashboardsLibsonnet(bs)})
 	doc, err := runbook(r, alerts, recording, bs)
 	if err != nil {
 		return nil, fmt.Errorf("mixin: %w", err)

@@ -2,7 +2,7 @@ package mixin
 
 import (
 	"bytes"
-	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -176,7 +177,6 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	eager.PreemptionRatio.Value = 0.0001
 	eager.Handoff.Value = 0.0001
 	eager.HTTPErrorRatio.Value = 0.0001
-	tests := files(t, def)
 	threshold := []string{"VLLMRequestErrors", "VLLMTimeToFirstTokenBudgetBurn", "VLLMInterTokenLatencyBudgetBurn",
 		"VLLMKVCacheSaturated", "VLLMPreemptionsHigh", "InfermetricsPDHandoffSlow", "VLLMHTTPServerErrors"}
 	var every []string
@@ -206,13 +206,21 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	for _, a := range threshold {
 		exceeded = append(exceeded, "alertname: "+a+",")
 	}
+	// Each case runs only the scenarios it must fail, to spare the CPU.
+	fires := func(a alert, sc scenario) bool { return len(sc.firing) > 0 && !derived(sc) }
+	quietOrPriority := func(a alert, sc scenario) bool {
+		return (len(sc.firing) == 0 && slices.Contains(threshold, a.name)) || strings.HasPrefix(sc.name, priorityScenario)
+	}
+	twoOnly := func(a alert, sc scenario) bool { return strings.HasPrefix(sc.name, twoDeployments) }
 	for _, c := range []struct {
 		name    string
 		config  Config
+		keep    func(alert, scenario) bool
 		failing []string // in promtool's output
-	}{{"thresholds never reached", deaf, fired}, {"thresholds always exceeded, the priority label kept", eager, exceeded},
-		{"the job summed away", merges, mixed}} {
-		dir := writeRules(t, files(t, c.config), tests)
+	}{{"thresholds never reached", deaf, fires, fired},
+		{"thresholds always exceeded, the priority label kept", eager, quietOrPriority, exceeded},
+		{"the job summed away", merges, twoOnly, mixed}} {
+		dir := writeRules(t, files(t, c.config), testsOf(t, def, c.keep))
 		for name, bin := range anyPromtool(t) {
 			out, ok := promtool(t, bin, dir, "test", "rules", "tests.yaml")
 			if ok {
@@ -299,6 +307,12 @@ func TestValidate(t *testing.T) {
 		}, "not shorter"},
 		{"braces", func(c *Config) { c.Selector = `{job="a"}` }, "Selector"},
 		{"label", func(c *Config) { c.JobLabels = []string{"job-name"} }, "not a label name"},
+		{"no instance labels", func(c *Config) { c.InstanceLabels = nil }, "InstanceLabels: empty"},
+		{"reserved label", func(c *Config) { c.ExtraGroupLabels = []string{"model_name"} }, "keep or sum it themselves"},
+		{"label twice", func(c *Config) { c.ExtraGroupLabels = []string{"job"} }, "twice"},
+		{"instance label kept", func(c *Config) { c.ExtraGroupLabels = []string{"pod"} }, "in InstanceLabels"},
+		{"traffic windows", func(c *Config) { c.TrafficStoppedWindow, c.TrafficStoppedLookback = "1h", "1h" }, "could never fire"},
+		{"http ratio", func(c *Config) { c.HTTPErrorRatio.Value = 0 }, "HTTPErrorRatio.Value"},
 	} {
 		cfg := Default()
 		c.change(&cfg)
@@ -337,7 +351,9 @@ func TestSelector(t *testing.T) {
 			}
 		}
 	}
-	dir := writeRules(t, fs, fs)
+	// The scenarios of each alert, not those derived from them: TestPromtool
+	// runs them.
+	dir := writeRules(t, fs, testsOf(t, c, func(_ alert, sc scenario) bool { return !derived(sc) }))
 	for name, bin := range anyPromtool(t) {
 		if out, ok := promtool(t, bin, dir, "test", "rules", "tests.yaml"); !ok {
 			t.Errorf("%s test rules:\n%s", name, out)
@@ -345,52 +361,31 @@ func TestSelector(t *testing.T) {
 	}
 }
 
-// Every panel has queries, ids are unique, and the queries use only the
-// dashboard's variables and Grafana's rate window.
-func TestDashboards(t *testing.T) {
-	fs := files(t, Default())
-	variable := regexp.MustCompile(`\$\{?(\w+)`)
-	for _, b := range boards(Default()) {
-		var d struct {
-			Panels []struct {
-				ID      int    `json:"id"`
-				Type    string `json:"type"`
-				Title   string `json:"title"`
-				Targets []struct {
-					Expr string `json:"expr"`
-				} `json:"targets"`
-			} `json:"panels"`
-			Templating struct {
-				List []struct {
-					Name string `json:"name"`
-				} `json:"list"`
-			} `json:"templating"`
-		}
-		if err := json.Unmarshal(fileOf(t, fs, b.file), &d); err != nil {
-			t.Fatalf("%s: %v", b.file, err)
-		}
-		vars := map[string]bool{"__rate_interval": true}
-		for _, v := range d.Templating.List {
-			vars[v.Name] = true
-		}
-		ids := map[int]bool{}
-		for _, p := range d.Panels {
-			if ids[p.ID] || p.ID == 0 {
-				t.Errorf("%s: panel %q: id %d not unique", b.file, p.Title, p.ID)
-			}
-			ids[p.ID] = true
-			if p.Type != "row" && len(p.Targets) == 0 {
-				t.Errorf("%s: panel %q has no query", b.file, p.Title)
-			}
-			for _, q := range p.Targets {
-				for _, m := range variable.FindAllStringSubmatch(q.Expr, -1) {
-					if !vars[m[1]] {
-						t.Errorf("%s: panel %q: unknown variable $%s in %s", b.file, p.Title, m[1], q.Expr)
-					}
-				}
-			}
-		}
+// derived reports whether a scenario is one of those derived from an
+// alert's own (scenarios.go).
+func derived(sc scenario) bool {
+	return strings.HasPrefix(sc.name, priorityScenario) || strings.HasPrefix(sc.name, twoDeployments)
+}
+
+// testsOf returns the unit tests of c's alerts with the scenarios keep
+// selects, as the unit tests file.
+func testsOf(t *testing.T, c Config, keep func(alert, scenario) bool) []File {
+	t.Helper()
+	sel, err := selectorLabels(c.Selector)
+	if err != nil {
+		t.Fatal(err)
 	}
+	r := newRules(c)
+	alerts := r.alerts(sel)
+	for i := range alerts {
+		alerts[i].scenarios = slices.DeleteFunc(alerts[i].scenarios, func(sc scenario) bool { return !keep(alerts[i], sc) })
+	}
+	alerts = slices.DeleteFunc(alerts, func(a alert) bool { return len(a.scenarios) == 0 })
+	data, err := unitTests(alerts, []string{path.Base(RecordingRulesFile), path.Base(AlertsFile)}, r.annotations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []File{{UnitTestsFile, data}}
 }
 
 // Every alert has its derived unit tests: one with the priority label on
@@ -449,6 +444,71 @@ func TestScaleValues(t *testing.T) {
 	for in, want := range map[string]string{"0+60x25": "0+30x25", "10-4x3 stale": "5-2x3 stale", "1e+09x5 _x3 8": "5e+08x5 _x3 4"} {
 		if got := scaleValues(in, 0.5); got != want {
 			t.Errorf("scaleValues(%q, 0.5) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Summaries are static, so that Alertmanager groups an alert's instances
+// by them; descriptions name the deployment and differ per instance.
+func TestStaticSummaries(t *testing.T) {
+	for _, a := range newRules(Default()).alerts(nil) {
+		if strings.Contains(a.summary, "{{") {
+			t.Errorf("%s: the summary %q is a template", a.name, a.summary)
+		}
+		if !strings.Contains(a.description, "{{ $labels.") {
+			t.Errorf("%s: the description %q names no label", a.name, a.description)
+		}
+	}
+}
+
+// Every runbook entry has the PromQL that confirms the alert, which
+// Prometheus parses, and first commands to run (a code span).
+func TestRunbookEntries(t *testing.T) {
+	t.Parallel()
+	r := newRules(Default())
+	var w yamlWriter
+	w.line(0, "groups:")
+	w.line(1, "- name: confirm")
+	w.line(2, "rules:")
+	for _, a := range r.alerts(nil) {
+		if !strings.Contains(a.action, "`") {
+			t.Errorf("%s: the runbook's action names no command", a.name)
+		}
+		var queries int
+		for i, q := range a.confirm {
+			if strings.HasPrefix(q, "#") {
+				continue
+			}
+			queries++
+			w.line(3, "- record: %s", quote(fmt.Sprintf("confirm:%s:%d", a.name, i)))
+			w.block(4, "expr", q)
+		}
+		if queries == 0 {
+			t.Errorf("%s: the runbook has no query to confirm it", a.name)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "confirm.yaml"), []byte(w.b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, bin := range anyPromtool(t) {
+		if out, ok := promtool(t, bin, dir, "check", "rules", "confirm.yaml"); !ok {
+			t.Errorf("%s check rules of the runbook's queries:\n%s", name, out)
+		}
+	}
+}
+
+// Every parameter has its doc comment, which the runbook's parameter
+// table shows.
+func TestEveryParameterDocumented(t *testing.T) {
+	docs, err := fieldDocs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := reflect.TypeFor[Config]()
+	for i := range ct.NumField() {
+		if name := ct.Field(i).Name; docs[name] == "" {
+			t.Errorf("Config.%s has no doc comment", name)
 		}
 	}
 }

@@ -76,6 +76,8 @@ var (
 	handoff          = family(instrument.NamePDHandoffDuration)
 	decodeLegChunk   = family(instrument.NamePDDecodeLegTimeToFirstChunk)
 	invalidEvents    = family(instrument.NameInvalidEvents)
+	corrupted        = family(instrument.NameCorruptedRequests)
+	sleepState       = family(instrument.NameEngineSleepState)
 	errorReason      = stats.FinishError.String()
 	finishedReason   = label(instrument.KeyFinishedReason)
 	quantileFamilies = []views.Family{ttft, itl, e2eLatency, queueTime, prefillLeg, handoff, decodeLegChunk}
@@ -165,11 +167,16 @@ type namedSLO struct {
 	family views.Family
 	alert  string
 	what   string // what it times, for the annotations
+	// observation is what one observation of the family is, counts what
+	// the objective counts: requests, or gaps between two tokens.
+	observation, counts string
 }
 
 func (r rules) slos() []namedSLO {
 	return []namedSLO{
-		{SLO: r.TTFT, family: ttft, alert: "VLLMTimeToFirstTokenBudgetBurn", what: "time to first token"},
-		{SLO: r.ITL, family: itl, alert: "VLLMInterTokenLatencyBudgetBurn", what: "inter-token latency"},
+		{SLO: r.TTFT, family: ttft, alert: "VLLMTimeToFirstTokenBudgetBurn", what: "time to first token",
+			observation: "request", counts: "requests"},
+		{SLO: r.ITL, family: itl, alert: "VLLMInterTokenLatencyBudgetBurn", what: "inter-token latency",
+			observation: "gap between two tokens of a request", counts: "gaps between tokens"},
 	}
 }

@@ -33,7 +33,10 @@
 // through Azure AI Foundry reports prompt_tokens without the cached part):
 // its prompt and generation tokens count, and the Recorder counts the
 // dropped cached count in infermetrics.invalid_events (kind value_dropped)
-// and reports it (stats.ObservedRequest.Bounded). Anthropic's usage cannot have such a
+// and reports it (stats.ObservedRequest.Bounded), once per response: a
+// handler passing on a leg's response (a gateway, a P/D router's decode
+// leg) and that leg, which see the same usage in one Trace, count it once,
+// whichever records first. Anthropic's usage cannot have such a
 // split (its prompt is input_tokens plus the cache reads and writes), nor
 // Ollama's (no cached count). A count that is not a non-negative JSON
 // integer (a string, a float, an object) makes its usage unknown. Requests
@@ -163,7 +166,8 @@
 // not a string, or is longer than 256 bytes, is "" (WithEngineFor). A count or parameter above
 // stats.MaxRequestTokens (2^27), in a request or a response, is dropped
 // for that request alone and reported through the error handler
-// (ErrDropped); the request is recorded without it and nothing a client
+// (ErrDropped), once per request or response that a handler and its
+// transport both read; the request is recorded without it and nothing a client
 // sends makes later requests unrecordable. WithIncludeUsage's rewrite
 // (AskUsage) reads a body with a byte order mark too, and writes the body
 // anew without it; it rewrites only a request that is recorded: one that

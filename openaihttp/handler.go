@@ -83,6 +83,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 	}
 	e.RequestStarted()
 	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
+	rw.obs.trace, rw.obs.handler = trace, true
 	rw.obs.init(apis[rt.api].ep, start, false) // the kind of body is known at WriteHeader
 	defer func() {
 		v := recover()
@@ -118,6 +119,7 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	rw.body.settle(&o, ended)
 	o.CachedByKVTransfer = trace.KVTransferred()
 	o.MaxTokens, o.N = info.maxTokens, info.n
+	o = trace.boundedOnce(o, true) // a leg passed on may have counted its drop
 	e.RecordRequest(r.Context(), &o)
 	if pd, ok := trace.PD(); ok {
 		e.RecordPDLegs(r.Context(), &pd)

@@ -49,6 +49,11 @@ type observer struct {
 	gaps  gapRecorder
 	ctx   context.Context
 	onErr func(error) // values a response sent beyond the bounds (ErrDropped)
+	// trace, when not nil, is the request's Trace, by which a handler and
+	// the leg it passes on report a response's drops once (Trace.once);
+	// handler says the observer is the handler's.
+	trace   *Trace
+	handler bool
 }
 
 // bodyFacts are what the bytes of a body told so far, their times aside:
@@ -440,7 +445,13 @@ func (o *observer) dropped(bits uint8) {
 	if o.pub != nil {
 		o.pub.dropped(bits)
 	}
-	if o.onErr != nil {
+	o.reportDropped(bits)
+}
+
+// reportDropped reports values a document dropped, unless the other side
+// of the trace reported the same already (Trace.once).
+func (o *observer) reportDropped(bits uint8) {
+	if o.onErr != nil && o.trace.once(drop{handler: o.handler, bits: bits}) {
 		o.onErr(droppedErr("response", bits))
 	}
 }

@@ -166,8 +166,8 @@ func (o *observer) take(leg *observer, events []feedEvent) {
 	for _, e := range events {
 		if e.content {
 			o.content(e.timed, e.choices, e.many)
-		} else if o.onErr != nil {
-			o.onErr(droppedErr("response", e.dropped))
+		} else {
+			o.reportDropped(e.dropped) // the leg reported it: not again
 		}
 	}
 }

@@ -2,6 +2,7 @@ package openaihttp
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -62,6 +63,19 @@ type Trace struct {
 	wrote   bool
 	feeds   []*legBody
 	feedBuf [1]*legBody
+
+	// The drops seen once so far (see once).
+	drops []drop
+}
+
+// A drop is a value a response dropped: values its scanner dropped
+// (bits: ErrDropped), or cached tokens above its prompt (prompt,
+// generation, cached: stats.ErrCachedExceedsPrompt, which the Recorder
+// counts as value_dropped), seen by a handler or a leg.
+type drop struct {
+	handler                    bool
+	bits                       uint8
+	prompt, generation, cached int64
 }
 
 type traceKey struct{}
@@ -168,6 +182,44 @@ func (t *Trace) passedOn(p []byte, o *observer) *legBody {
 		b.stopFeed()
 	}
 	return linked
+}
+
+// once reports whether a drop is seen for the first time: a drop the
+// handler sees and one a leg of its trace saw alike is the same response's,
+// written on by the handler (a reverse proxy's, a router's decode leg), and
+// is reported and counted once, by whichever side saw it first. Drops of
+// the same side are those of different responses (or documents): each is
+// reported. Past MaxLegs drops unmatched, each is reported.
+func (t *Trace) once(d drop) bool {
+	if t == nil {
+		return true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, seen := range t.drops {
+		if seen.handler != d.handler && seen.bits == d.bits && seen.prompt == d.prompt &&
+			seen.generation == d.generation && seen.cached == d.cached {
+			t.drops = slices.Delete(t.drops, i, i+1)
+			return false
+		}
+	}
+	if len(t.drops) < MaxLegs {
+		t.drops = append(t.drops, d)
+	}
+	return true
+}
+
+// boundedOnce returns r as it is recorded when its cached tokens above its
+// prompt (stats.ObservedRequest.Bounded) were seen already by the other
+// side of its trace (see once): without them, which the Recorder then does
+// not count again. Any other r is returned unchanged.
+func (t *Trace) boundedOnce(r stats.ObservedRequest, handler bool) stats.ObservedRequest {
+	b, err := r.Bounded()
+	if errors.Is(err, stats.ErrCachedExceedsPrompt) &&
+		!t.once(drop{handler: handler, prompt: r.PromptTokens, generation: r.GenerationTokens, cached: r.CachedPromptTokens}) {
+		r.CachedPromptTokens = b.CachedPromptTokens
+	}
+	return r
 }
 
 // start adds l, a leg to b sent at, and returns it; nil past MaxLegs.

@@ -84,7 +84,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	lb.ReadCloser, lb.status = resp.Body, resp.StatusCode
 	lb.obs.kind(headerValue(resp.Header, "Content-Type"))
-	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr = backend, ctx, t.cfg.onError
+	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr, lb.obs.trace = backend, ctx, t.cfg.onError, trace
 	lb.obs.sc = &lb.sc
 	lb.sc.reset(op)
 	if !resp.Uncompressed { // else the base transport decoded it and removed Content-Encoding
@@ -190,6 +190,7 @@ func (b *legBody) endLocked(at time.Time, e end) {
 	b.body.close()
 	o := b.obs.result(at, e)
 	b.body.settle(&o, e)
-	b.backend.RecordRequest(b.ctx, &o)
+	recorded := b.trace.boundedOnce(o, false) // the handler passing it on may have counted its drop
+	b.backend.RecordRequest(b.ctx, &recorded)
 	b.trace.finish(b.leg, e.status, &o)
 }

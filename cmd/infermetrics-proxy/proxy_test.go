@@ -422,6 +422,52 @@ func TestCompressedPassesThrough(t *testing.T) {
 	})
 }
 
+// A response whose cached tokens exceed its prompt (xAI's grok through
+// Azure AI Foundry) is counted once in
+// infermetrics_invalid_events_total{kind="value_dropped"}, plain or
+// gzipped, though the proxy's handler and its transport both record it
+// (the warnings are rate-limited: their count is not checked). Before,
+// each response counted 2.
+func TestValueDroppedOncePerResponse(t *testing.T) {
+	const resp = `{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":10,"completion_tokens":213,"total_tokens":223,"prompt_tokens_details":{"cached_tokens":161}}}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	fmt.Fprint(zw, resp)
+	zw.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Accept-Encoding") == "gzip" {
+			w.Header().Set("Content-Encoding", "gzip")
+			_, _ = w.Write(gz.Bytes())
+			return
+		}
+		_, _ = io.WriteString(w, resp)
+	}))
+	defer up.Close()
+	p := startProxy(t, nil, "-upstream", up.URL)
+	for _, coding := range []string{"", "gzip"} {
+		req, _ := http.NewRequest(http.MethodPost, p.url("/v1/chat/completions"), strings.NewReader(`{"model":"xai"}`))
+		req.Header.Set("Accept-Encoding", coding)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	waitFor(t, func() (bool, string) {
+		s := p.scrape(t)
+		stop, _ := value(s, "vllm:request_success_total", "model_name", "xai", "finished_reason", "stop")
+		legs, _ := value(s, "gen_ai_client_operation_duration_seconds_count", "gen_ai_request_model", "xai")
+		return stop == 2 && legs == 2, fmt.Sprintf("stop %v, legs %v", stop, legs)
+	})
+	s := p.scrape(t)
+	if got := mustValue(t, s, "infermetrics_invalid_events_total", "model_name", "xai", "kind", "value_dropped"); got != 2 {
+		t.Errorf("value_dropped = %v for 2 responses, want 2:\n%s", got, grep(s, "invalid_events"))
+	}
+}
+
 // Every request the proxy serves, on every path, is counted in vLLM's API
 // server HTTP families (openaihttp.WithHTTPMetrics): http_requests_total by
 // handler (the route's pattern, none for a path no route matches:

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/infermetrics/infermetrics/internal/sample"
 )
 
 // Credentials a client sends to a gateway in front of a hosted provider,
@@ -189,6 +191,12 @@ func cutAtDrain(t *testing.T, p *testProxy, up *credentialCheck) {
 // the body, refusing TLS, a client leaving before the response, mid-stream
 // or mid-body, a body over -max-request-body, the drain deadline. Each
 // credential reaches the upstream unchanged (issue 27, item 4).
+//
+// Under the race detector every case runs with text logs and the JSON ones
+// run as package sample keeps them (every sample.Every-th run): the proxy's
+// goroutines are the same with either, only the log handler's encoding
+// differs, and with both formats of every case the test took 5 s of CPU
+// under it. Without -race every case runs with both.
 func TestSecretsNeverLeak(t *testing.T) {
 	down := func(t *testing.T) string {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -219,53 +227,62 @@ func TestSecretsNeverLeak(t *testing.T) {
 		{name: "body over -max-request-body", upstream: chatJSON, client: sendAll, args: []string{"-max-request-body", "16", "-include-usage"}},
 		{name: "drain deadline", upstream: streamHeld, client: cutAtDrain, args: []string{"-shutdown-timeout", "50ms"}},
 	}
+	type run struct {
+		format string
+		c      int // in cases
+	}
+	var runs []run
 	for _, format := range []string{"text", "json"} {
-		for _, c := range cases {
-			t.Run(format+"/"+c.name, func(t *testing.T) {
-				otlp := startOTLP(t)
-				t.Setenv("OTEL_METRICS_EXEMPLAR_FILTER", "always_on")
-				check := &credentialCheck{arrived: make(chan struct{}, 1)}
-				var target string
-				if c.upstream != nil {
-					up := httptest.NewServer(check.wrap(c.upstream))
-					t.Cleanup(up.Close)
-					target = up.URL
-				} else {
-					target = c.target(t)
-				}
-				p := startProxy(t, nil, append([]string{"-upstream", target, "-log-format", format}, c.args...)...)
-				c.client(t, p, check)
-				outputs := map[string]string{}
-				if p.running() {
-					waitFor(t, func() (bool, string) {
-						v, _ := value(p.scrape(t), "http_requests_total", "handler", "/v1/chat/completions")
-						return v == 1, fmt.Sprintf("requests %v, want 1", v)
-					})
-					outputs["/metrics"] = p.scrapeAs(t, "")
-					outputs["/metrics (OpenMetrics)"] = p.scrapeAs(t, openMetricsAccept)
-				}
-				p.stop(t)
-				outputs["the logs"], outputs["OTLP"] = p.logs.String(), otlp.rawString()
-				for where, text := range outputs {
-					for _, s := range secrets {
-						if strings.Contains(text, s) {
-							t.Errorf("%s carry %s:\n%s", where, s, grep(text, s))
-						}
+		for i := range cases {
+			runs = append(runs, run{format, i})
+		}
+	}
+	for _, r := range sample.UnderRace(runs, func(r *run) string { return cases[r.c].name }) {
+		format, c := r.format, cases[r.c]
+		t.Run(format+"/"+c.name, func(t *testing.T) {
+			otlp := startOTLP(t)
+			t.Setenv("OTEL_METRICS_EXEMPLAR_FILTER", "always_on")
+			check := &credentialCheck{arrived: make(chan struct{}, 1)}
+			var target string
+			if c.upstream != nil {
+				up := httptest.NewServer(check.wrap(c.upstream))
+				t.Cleanup(up.Close)
+				target = up.URL
+			} else {
+				target = c.target(t)
+			}
+			p := startProxy(t, nil, append([]string{"-upstream", target, "-log-format", format}, c.args...)...)
+			c.client(t, p, check)
+			outputs := map[string]string{}
+			if p.running() {
+				waitFor(t, func() (bool, string) {
+					v, _ := value(p.scrape(t), "http_requests_total", "handler", "/v1/chat/completions")
+					return v == 1, fmt.Sprintf("requests %v, want 1", v)
+				})
+				outputs["/metrics"] = p.scrapeAs(t, "")
+				outputs["/metrics (OpenMetrics)"] = p.scrapeAs(t, openMetricsAccept)
+			}
+			p.stop(t)
+			outputs["the logs"], outputs["OTLP"] = p.logs.String(), otlp.rawString()
+			for where, text := range outputs {
+				for _, s := range secrets {
+					if strings.Contains(text, s) {
+						t.Errorf("%s carry %s:\n%s", where, s, grep(text, s))
 					}
 				}
-				if otlp.exemplars() == 0 {
-					t.Error("no exemplar was exported: their labels went unchecked")
-				}
-				check.mu.Lock()
-				defer check.mu.Unlock()
-				if len(check.wrong) > 0 {
-					t.Errorf("the upstream received %s", strings.Join(check.wrong, ", "))
-				}
-				if c.upstream != nil && !c.maybe && check.n != 1 {
-					t.Errorf("the upstream received %d requests, want 1", check.n)
-				}
-			})
-		}
+			}
+			if otlp.exemplars() == 0 {
+				t.Error("no exemplar was exported: their labels went unchecked")
+			}
+			check.mu.Lock()
+			defer check.mu.Unlock()
+			if len(check.wrong) > 0 {
+				t.Errorf("the upstream received %s", strings.Join(check.wrong, ", "))
+			}
+			if c.upstream != nil && !c.maybe && check.n != 1 {
+				t.Errorf("the upstream received %d requests, want 1", check.n)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -54,6 +55,9 @@ type env struct {
 	// added at the top level of its configuration and scrapeConfig lines
 	// added to its scrape job.
 	promBin, promConfig, scrapeConfig string
+	// scrapeInterval, when set, is Prometheus's scrape and evaluation
+	// interval instead of the suite's (scrapeInterval).
+	scrapeInterval time.Duration
 	// exampleEnv is added to the example's environment.
 	exampleEnv []string
 	// pathNotApplicable are more notApplicable entries (vllm_dashboards_test.go)
@@ -252,7 +256,7 @@ scrape_configs:
       - targets: [%[2]s]
         labels:
           path: direct
-%[3]s%[4]s`, scrapeInterval, strings.Join(quoted, ", "), e.scrapeConfig, e.promConfig)
+%[3]s%[4]s`, cmp.Or(e.scrapeInterval, scrapeInterval), strings.Join(quoted, ", "), e.scrapeConfig, e.promConfig)
 	cfgFile := filepath.Join(e.work, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

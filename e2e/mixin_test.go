@@ -37,9 +37,8 @@ const (
 // while the example runs its load with a share of corrupted requests and
 // HTTP clients stream completions through the router: both load every
 // rule without error, every recording rule and every query of every
-// dashboard returns data on both, and VLLMRequestErrors fires for the
-// decode instance, and not for the prefill instance, which corrupts
-// nothing. The rules are the shipped ones with every for: at 1s.
+// dashboard returns data on both, and VLLMRequestErrors fires once for
+// the deployment. The rules are the shipped ones with every for: at 1s.
 func TestMixin(t *testing.T) {
 	tl := needTools(t)
 	prom3 := needPrometheus3(t)
@@ -56,15 +55,7 @@ func TestMixin(t *testing.T) {
 	checkOnlyForDiffers(t, files, shipped)
 
 	work := t.TempDir()
-	var ruleFiles []string
-	for _, p := range []string{mixin.RecordingRulesFile, mixin.AlertsFile} {
-		f := filepath.Join(work, path.Base(p))
-		if err := os.WriteFile(f, fileData(t, files, p), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		ruleFiles = append(ruleFiles, fmt.Sprintf("%q", f))
-	}
-	ruleConfig := "rule_files: [" + strings.Join(ruleFiles, ", ") + "]\n"
+	ruleConfig := writeRuleFiles(t, work, files)
 
 	ports := distinctPorts(t, 5)
 	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
@@ -115,6 +106,21 @@ func TestMixin(t *testing.T) {
 		})
 	}
 	t.Logf("[%5.1fs] done", time.Since(began).Seconds())
+}
+
+// writeRuleFiles writes the generated rule files into dir and returns the
+// Prometheus configuration line that loads them.
+func writeRuleFiles(t *testing.T, dir string, files []mixin.File) string {
+	t.Helper()
+	var ruleFiles []string
+	for _, p := range []string{mixin.RecordingRulesFile, mixin.AlertsFile} {
+		f := filepath.Join(dir, path.Base(p))
+		if err := os.WriteFile(f, fileData(t, files, p), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ruleFiles = append(ruleFiles, fmt.Sprintf("%q", f))
+	}
+	return "rule_files: [" + strings.Join(ruleFiles, ", ") + "]\n"
 }
 
 // fileData returns the data of the generated file at p.
@@ -297,13 +303,16 @@ func (e *env) checkRules(t *testing.T, files []mixin.File, at time.Time) {
 		got["record"], len(records), got["alert"])
 }
 
-// checkErrorAlert waits for VLLMRequestErrors to fire for the decode
-// instance, and fails if it fires for the prefill instance.
+// checkErrorAlert waits for VLLMRequestErrors to fire for the deployment
+// (job "direct": the rules aggregate by Config.JobLabels, so its
+// instances are one deployment), and fails unless it is one series: the
+// rules split no page by a label of the instances (role, priority).
+// TestFaults shows that a deployment without the fault stays quiet.
 func (e *env) checkErrorAlert(t *testing.T) {
 	t.Helper()
 	const name = "VLLMRequestErrors"
 	var firing []map[string]string
-	poll(t, 30*time.Second, name+" firing for the decode instance", func() (bool, string) {
+	poll(t, 30*time.Second, name+" firing for the deployment", func() (bool, string) {
 		b, err := httpGet(e.prom.base + "/api/v1/alerts")
 		if err != nil {
 			return false, err.Error()
@@ -320,27 +329,15 @@ func (e *env) checkErrorAlert(t *testing.T) {
 			return false, err.Error()
 		}
 		firing = nil
-		decode := false
 		for _, a := range r.Data.Alerts {
-			if a.State != "firing" {
-				continue
-			}
-			firing = append(firing, a.Labels)
-			if a.Labels["alertname"] == name && a.Labels["role"] == "decode" && a.Labels["severity"] == "critical" {
-				decode = true
+			if a.State == "firing" && a.Labels["alertname"] == name {
+				firing = append(firing, a.Labels)
 			}
 		}
-		return decode, fmt.Sprintf("firing: %v", firing)
+		return len(firing) > 0, fmt.Sprintf("firing: %v", firing)
 	})
-	for _, a := range firing {
-		if a["alertname"] == name && a["role"] == "prefill" {
-			t.Errorf("%s fires for the prefill instance, which corrupts nothing: %v", name, a)
-		}
+	if len(firing) != 1 || firing[0]["job"] != "direct" || firing[0]["severity"] != "critical" {
+		t.Errorf("%s: firing %v, want one series of job direct, severity critical", name, firing)
 	}
-	var names []string
-	for _, a := range firing {
-		names = append(names, a["alertname"]+"{role="+a["role"]+"}")
-	}
-	slices.Sort(names)
-	t.Logf("firing: %s", strings.Join(slices.Compact(names), ", "))
+	t.Logf("firing: %v", firing)
 }

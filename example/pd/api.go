@@ -131,6 +131,7 @@ type apiCall struct {
 	limit        int64 // max_tokens (0: none)
 	transfer     bool  // do_remote_prefill: the prompt's KV comes from the prefill node
 	remoteDecode bool  // do_remote_decode: keep the KV for the decode node
+	cachedExcess int64 // added to the usage's cached tokens (-cached-excess)
 }
 
 // apiError is an error answer in vLLM's shape.
@@ -239,7 +240,7 @@ func (in *instance) accept(req *apiRequest, chat bool, id string, now time.Time)
 		return nil, badRequest("this example serves n=1 only")
 	}
 	c := &apiCall{chat: chat, id: id, model: cmp.Or(req.Model, in.model), created: now.Unix(), stream: req.Stream,
-		includeUsage: req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage}
+		includeUsage: req.Stream && req.StreamOptions != nil && req.StreamOptions.IncludeUsage, cachedExcess: in.cachedExcess}
 	c.job = request{id: requestNumber(id), arrival: now, prefix: -1}
 	var err error
 	if chat {
@@ -406,7 +407,7 @@ func (in *instance) follow(r *http.Request, s *stream, out func(st streamState) 
 // usageOf is the usage object of a finished job.
 func usageOf(c *apiCall, st streamState) *usage {
 	u := &usage{PromptTokens: c.job.prompt, CompletionTokens: st.generated, TotalTokens: c.job.prompt + st.generated}
-	u.PromptTokensDetails.CachedTokens = st.cached
+	u.PromptTokensDetails.CachedTokens = st.cached + c.cachedExcess
 	return u
 }
 

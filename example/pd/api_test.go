@@ -13,6 +13,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/infermetrics/infermetrics/exporters"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/testutil"
 )
@@ -28,7 +29,6 @@ type deployment struct {
 
 func startDeployment(t *testing.T) *deployment {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	// Whatever the instances' and the router's Recorders refuse fails the
 	// test, once the engines have stopped (cleanups run last-registered
 	// first).
@@ -38,6 +38,15 @@ func startDeployment(t *testing.T) *deployment {
 			t.Errorf("the Recorders refused %d times; the first: %v", len(errs), errs[0])
 		}
 	})
+	return startFaultyDeployment(t, faults{}, refused)
+}
+
+// startFaultyDeployment is startDeployment with faults injected (see
+// faults.go) and every server's Setup options beside, whose Recorders
+// report what they refuse to refused.
+func startFaultyDeployment(t *testing.T, f faults, refused *testutil.Errors, setup ...exporters.Option) *deployment {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)
 	d := &deployment{}
@@ -45,7 +54,7 @@ func startDeployment(t *testing.T) *deployment {
 		{role: prefillRole, engines: 1, kvCapacity: 64 << 10, seed: 2},
 		{role: decodeRole, engines: 2, kvCapacity: 10 << 10, seed: 1},
 	} {
-		c.listen, c.model = "127.0.0.1:0", testModel
+		c.listen, c.model, c.faults, c.setup = "127.0.0.1:0", testModel, f, setup
 		c.recorder = []instrument.Option{refused.Option()}
 		in, err := newInstance(ctx, c)
 		if err != nil {
@@ -63,7 +72,7 @@ func startDeployment(t *testing.T) *deployment {
 			d.decode = in
 		}
 	}
-	rs, err := newRouterServer(ctx, "127.0.0.1:0", testModel, nil, d.prefill, d.decode, refused.Option())
+	rs, err := newRouterServer(ctx, "127.0.0.1:0", testModel, setup, d.prefill, d.decode, f.handoffDelay, refused.Option())
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -72,6 +72,12 @@ type engine struct {
 	sleep                               *sleeper       // sleep mode when idle, or nil (see sleep.go)
 	lora                                bool           // requests name LoRA adapters (see lora.go)
 	corruptRate                         float64        // share of requests found corrupted (see corrupt.go)
+	invalidEvents                       float64        // share of requests reported after their finish (see faults.go)
+	stuck                               bool           // holds its requests waiting and runs none (-stuck-engine)
+	stepDelay                           time.Duration  // extra time of every step (-slow-prefill, -slow-decode)
+	maxNumSeqs                          int            // most requests running at once
+	preemptEvery                        int            // preempts one of its requests every this many steps (0: never)
+	steps                               int64          // steps that ran requests
 	priority                            bool           // priority scheduling: TTFT observed at the finish
 	observed                            *observations  // latencies recorded, for -observations, or nil
 
@@ -83,9 +89,10 @@ type engine struct {
 func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, handoff func(request)) *engine {
 	return &engine{
 		role: r, rec: rec, kvCapacity: kvCapacity, handoff: handoff,
-		rng:   rand.New(rand.NewPCG(seed, uint64(rec.Rank())+1)),
-		inbox: make(chan *job, 4096),
-		cache: newPrefixCache(prefixCacheSlots),
+		rng:        rand.New(rand.NewPCG(seed, uint64(rec.Rank())+1)),
+		inbox:      make(chan *job, 4096),
+		maxNumSeqs: maxRunning,
+		cache:      newPrefixCache(prefixCacheSlots),
 	}
 }
 
@@ -136,7 +143,7 @@ func (e *engine) step(ctx context.Context) bool {
 	}
 
 	// The step's cost: a fixed part, the prefill tokens and the batch size.
-	cost := stepBase + time.Duration(computed)*4*time.Microsecond + time.Duration(len(e.running))*150*time.Microsecond
+	cost := stepBase + e.stepDelay + time.Duration(computed)*4*time.Microsecond + time.Duration(len(e.running))*150*time.Microsecond
 	select {
 	case <-ctx.Done():
 		return false
@@ -248,7 +255,7 @@ func (e *engine) schedule(now time.Time, sched *stats.Scheduler) int64 {
 			computed += c
 		}
 	}
-	for len(e.waiting) > 0 && len(e.running) < maxRunning && budget > 0 {
+	for !e.stuck && len(e.waiting) > 0 && len(e.running) < e.maxNumSeqs && budget > 0 {
 		j := e.waiting[0]
 		need := j.prompt + j.tl.Generated()
 		if e.kvUsed+need > e.kvCapacity {
@@ -390,6 +397,7 @@ func (e *engine) finishReason(j *job) (stats.FinishReason, bool) {
 
 func (e *engine) finish(now time.Time, j *job, reason stats.FinishReason, it *stats.Iteration) {
 	it.Finish(j.tl, now, reason)
+	e.reportAfterFinish(now, j, it)
 	e.simpleStore(j, reason)
 	e.drop(j)
 	j.stream.finish(reason, j.tl.Generated())
@@ -420,17 +428,27 @@ func (e *engine) drop(j *job) {
 }
 
 // preemptIfFull preempts the most recently scheduled jobs while the KV cache
-// is over capacity; they go back to the front of the waiting queue and
-// recompute their KV when scheduled again.
+// is over capacity, and one every preemptEvery steps (-preempt-every); they
+// go back to the front of the waiting queue and recompute their KV when
+// scheduled again.
 func (e *engine) preemptIfFull(now time.Time, it *stats.Iteration) {
 	for e.kvUsed > e.kvCapacity && len(e.running) > 1 {
-		j := e.running[len(e.running)-1]
-		e.running = e.running[:len(e.running)-1]
-		it.Preempt(j.tl, now)
-		e.kvUsed -= j.kvTokens
-		j.kvTokens, j.preempted = 0, true
-		e.waiting = append([]*job{j}, e.waiting...)
+		e.preemptLast(now, it)
 	}
+	e.steps++
+	if e.preemptEvery > 0 && e.steps%int64(e.preemptEvery) == 0 && len(e.running) > 1 {
+		e.preemptLast(now, it) // -preempt-every
+	}
+}
+
+// preemptLast preempts the most recently scheduled job.
+func (e *engine) preemptLast(now time.Time, it *stats.Iteration) {
+	j := e.running[len(e.running)-1]
+	e.running = e.running[:len(e.running)-1]
+	it.Preempt(j.tl, now)
+	e.kvUsed -= j.kvTokens
+	j.kvTokens, j.preempted = 0, true
+	e.waiting = append([]*job{j}, e.waiting...)
 }
 
 // report records the step: the scheduler stats always, the iteration when

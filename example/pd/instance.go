@@ -25,6 +25,9 @@ type instance struct {
 	server   *http.Server
 	listener net.Listener
 	engines  []*engine
+	// cachedExcess is added to the cached tokens of its API usage
+	// (-cached-excess).
+	cachedExcess int64
 }
 
 type instanceConfig struct {
@@ -50,6 +53,9 @@ type instanceConfig struct {
 	// weightUpdates is the interval of RL weight updates on engine 0
 	// while it generates (0: none).
 	weightUpdates time.Duration
+	// faults are the faults injected (see faults.go); the instance takes
+	// its role's.
+	faults faults
 	// observed keeps the recorded latencies for -observations, or is nil.
 	observed *observations
 	// recorder are more Recorder options (tests: an error collector).
@@ -98,7 +104,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(ctx))
 	}
-	in := &instance{role: c.role, model: c.model, stopped: ctx.Done(), provider: provider}
+	in := &instance{role: c.role, model: c.model, stopped: ctx.Done(), provider: provider, cachedExcess: c.faults.cachedExcess}
 	for _, rank := range ranks {
 		e, _ := rec.Engine(rank) // one of the Recorder's own ranks: never an error
 		eng := newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff)
@@ -118,6 +124,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 			eng.weights = newWeightUpdater(c.weightUpdates, c.seed)
 		}
 		eng.lora, eng.corruptRate = c.lora, c.corruptRate
+		c.faults.apply(c.role, rank, eng)
 		eng.priority, eng.observed = c.priority, c.observed
 		in.engines = append(in.engines, eng)
 	}
@@ -131,7 +138,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	// as requests (no openaihttp.WithEngine): they run on the engines,
 	// whose steps record them already (a front-end recording would count
 	// each twice). The router records what its clients see.
-	handler := withHTTPMetrics(provider.Handler(), in.apiHandler(), in.engines[0].rec)
+	handler := withHTTPMetrics(provider.Handler(), failing(c.faults.http5xx, in.apiHandler()), in.engines[0].rec)
 	// A slow client must not hold a connection open before sending its
 	// headers.
 	in.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
@@ -194,13 +201,21 @@ func (in *instance) route(r request, maxTokens int64, transfer bool) error {
 	return in.leastLoaded().submit(r, maxTokens, transfer)
 }
 
-// leastLoaded is the engine holding the fewest requests.
+// leastLoaded is the engine holding the fewest requests, of those that
+// may take one: a stuck engine (-stuck-engine) that holds a request gets
+// no more, as a load balancer's health check would take it out.
 func (in *instance) leastLoaded() *engine {
-	best := in.engines[0]
-	for _, e := range in.engines[1:] {
-		if e.load.Load() < best.load.Load() {
+	var best *engine
+	for _, e := range in.engines {
+		if e.stuck && e.load.Load() > 0 {
+			continue
+		}
+		if best == nil || e.load.Load() < best.load.Load() {
 			best = e
 		}
+	}
+	if best == nil {
+		return in.engines[0]
 	}
 	return best
 }

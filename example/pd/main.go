@@ -31,6 +31,17 @@
 // The simulated engines only drive stats.Timeline per request and the
 // Recorder per step: no metric is set directly.
 //
+// Fault flags (faults.go) inject what each alert of mixin/ pages on: a
+// stuck engine (-stuck-engine), slow steps (-slow-prefill, -slow-decode), a
+// small KV cache (-decode-kv-tokens), few running requests (-max-num-seqs),
+// preemptions (-preempt-every),
+// a slow P/D handoff (-handoff-delay), API requests answered 503
+// (-http-5xx), events the Recorder refuses (-invalid-events), a small
+// cardinality limit (-cardinality-limit), a decode instance that stops
+// answering (-decode-down-after) and usage with more cached tokens than
+// the prompt (-cached-excess); -corrupt, clients that stop and a restart
+// cause the others.
+//
 //	go run ./example/pd
 //	curl -s http://127.0.0.1:9401/metrics | grep iteration_tokens
 //	curl -N http://127.0.0.1:9402/v1/chat/completions -d '{"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":true}}'
@@ -92,6 +103,8 @@ func run() error {
 	flag.IntVar(&tr.slowID, "slow-request", 0, "with -trace, the number of the request (1 is the first) that waits -slow-delay before reaching the prefill instance; its trace ID is printed; 0: none")
 	flag.DurationVar(&tr.delay, "slow-delay", 15*time.Second, "how long the -slow-request request waits")
 	exponential := flag.Bool("exponential-latency", false, "export the latency histograms with the exponential aggregation (views.WithExponentialLatency): native histograms on the protobuf scrape, exponential ones over OTLP")
+	var fl faults
+	fl.register(flag.CommandLine)
 	vllmVersion := flag.String("vllm-version", "", "also export the families this vLLM version (0.9 and later, for example 0.10) exported that later versions renamed and removed (views.WithVersion), such as vllm:time_per_output_token_seconds")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
@@ -100,6 +113,9 @@ func run() error {
 	// The Recorder rejects more draft tokens than it counts positions for.
 	if *specDecode < 0 || *sleepAfter < 0 || *weightUpdates < 0 || !(*corrupt >= 0 && *corrupt <= 1) || !(*multimodal >= 0 && *multimodal <= 1) {
 		return errors.New("-spec-decode, -sleep-after and -weight-updates must not be negative, -corrupt and -multimodal must be 0 to 1")
+	}
+	if err := fl.check(*decodeEngines); err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -128,6 +144,9 @@ func run() error {
 		if len(viewOpts) > 0 {
 			opts = append(opts, exporters.WithViews(vllmViews...))
 		}
+		if fl.cardinalityLimit > 0 {
+			opts = append(opts, exporters.WithCardinalityLimit(fl.cardinalityLimit))
+		}
 		var otlp []exporters.OTLPOption
 		if *otlpEndpoint != "" {
 			otlp = append(otlp, exporters.WithProtocol(exporters.Protocol(*otlpProtocol)),
@@ -147,9 +166,9 @@ func run() error {
 		observed = &observations{}
 	}
 	decode, err := newInstance(ctx, instanceConfig{role: decodeRole, listen: *decodeAddr, model: *model,
-		engines: *decodeEngines, kvCapacity: 10 << 10, seed: *seed, setup: setup(decodeRole), priority: *priority,
+		engines: *decodeEngines, kvCapacity: fl.decodeKV, seed: *seed, setup: setup(decodeRole), priority: *priority,
 		lora: *lora, specTokens: *specDecode, corruptRate: *corrupt, observed: observed,
-		simpleOffload: *simpleOffload, weightUpdates: *weightUpdates})
+		simpleOffload: *simpleOffload, weightUpdates: *weightUpdates, faults: fl})
 	if err != nil {
 		return err
 	}
@@ -166,7 +185,7 @@ func run() error {
 	}
 	prefill, err := newInstance(ctx, instanceConfig{role: prefillRole, listen: *prefillAddr, model: *model,
 		engines: 1, kvCapacity: 64 << 10, seed: *seed + 1, handoff: handoff, setup: setup(prefillRole),
-		priority: *priority, offload: *kvOffload, lora: *lora, sleepAfter: *sleepAfter, observed: observed})
+		priority: *priority, offload: *kvOffload, lora: *lora, sleepAfter: *sleepAfter, observed: observed, faults: fl})
 	if err != nil {
 		return errors.Join(err, decode.shutdown(context.Background()))
 	}
@@ -177,12 +196,19 @@ func run() error {
 	for _, in := range instances {
 		fmt.Printf("%s metrics: %s\n", in.role, in.url())
 		fmt.Printf("%s api: %s/v1\n", in.role, in.base())
-		wg.Go(func() { serveErr <- in.serve() })
+		wg.Go(func() {
+			if err := in.serve(); err != nil {
+				serveErr <- err
+			}
+		})
 		for _, e := range in.engines {
 			wg.Go(func() { e.run(ctx) })
 		}
 	}
-	router, err := startRouter(ctx, *routerAddr, *model, setup(routerRole), prefill, decode, serveErr, &wg)
+	if fl.decodeDownAfter > 0 {
+		defer decode.closeAfter(fl.decodeDownAfter).Stop()
+	}
+	router, err := startRouter(ctx, *routerAddr, *model, setup(routerRole), prefill, decode, fl.handoffDelay, serveErr, &wg)
 	if err != nil {
 		stop()
 		for _, in := range instances {
@@ -229,11 +255,11 @@ func run() error {
 // with its own metrics (see routerServer), and prints its URLs; nil without
 // an address. Serve errors go to serveErr.
 func startRouter(ctx context.Context, addr, model string, setup []exporters.Option, prefill, decode *instance,
-	serveErr chan<- error, wg *sync.WaitGroup) (*routerServer, error) {
+	handoffDelay time.Duration, serveErr chan<- error, wg *sync.WaitGroup) (*routerServer, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	rs, err := newRouterServer(ctx, addr, model, setup, prefill, decode)
+	rs, err := newRouterServer(ctx, addr, model, setup, prefill, decode, handoffDelay)
 	if err != nil {
 		return nil, err
 	}

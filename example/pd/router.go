@@ -37,6 +37,8 @@ type router struct {
 	prefill, decode upstream
 	client          *http.Client // the legs, recorded by openaihttp
 	plain           *http.Client // GET /v1/models, not a completion
+	// handoffDelay is how long it waits between the legs (-handoff-delay).
+	handoffDelay time.Duration
 }
 
 // upstream is an instance the router sends legs to: its base URL, and the
@@ -55,13 +57,14 @@ const routerRole role = "router"
 // newRouter returns a router in front of the two instances whose legs are
 // recorded on eng (the GenAI client metrics by backend, and each leg in
 // the client request's openaihttp.Trace).
-func newRouter(prefill, decode *instance, eng *instrument.Engine) *router {
+func newRouter(prefill, decode *instance, eng *instrument.Engine, handoffDelay time.Duration) *router {
 	transport := openaihttp.NewTransport(routerTransport(), openaihttp.WithEngine(eng))
 	return &router{
-		prefill: upstream{prefill.base(), openaihttp.Backend{Name: prefill.role.id(), Role: instrument.RolePrefill}},
-		decode:  upstream{decode.base(), openaihttp.Backend{Name: decode.role.id(), Role: instrument.RoleDecode}},
-		client:  &http.Client{Transport: transport},
-		plain:   &http.Client{Transport: routerTransport()},
+		prefill:      upstream{prefill.base(), openaihttp.Backend{Name: prefill.role.id(), Role: instrument.RolePrefill}},
+		decode:       upstream{decode.base(), openaihttp.Backend{Name: decode.role.id(), Role: instrument.RoleDecode}},
+		client:       &http.Client{Transport: transport},
+		plain:        &http.Client{Transport: routerTransport()},
+		handoffDelay: handoffDelay,
 	}
 }
 
@@ -97,10 +100,11 @@ type routerServer struct {
 
 // newRouterServer listens on addr and builds the router's metrics and API
 // in front of the two instances; setup are the Setup options the instances
-// get too (OTLP, stats log), recorder more Recorder options (tests: an
-// error collector).
+// get too (OTLP, stats log), handoffDelay the wait between the legs
+// (-handoff-delay), recorder more Recorder options (tests: an error
+// collector).
 func newRouterServer(ctx context.Context, addr, model string, setup []exporters.Option, prefill, decode *instance,
-	recorder ...instrument.Option) (*routerServer, error) {
+	handoffDelay time.Duration, recorder ...instrument.Option) (*routerServer, error) {
 	provider, err := exporters.Setup(ctx, append(routerRole.resource(), setup...)...)
 	if err != nil {
 		return nil, fmt.Errorf("router: %w", err)
@@ -123,7 +127,7 @@ func newRouterServer(ctx context.Context, addr, model string, setup []exporters.
 	// usage it forwards (prompt tokens once, the decode leg's cached ones
 	// as external_kv_transfer), the P/D leg families, and every request
 	// but /metrics in the HTTP families of vLLM's API server.
-	handler := withHTTPMetrics(provider.Handler(), newRouter(prefill, decode, eng).handler(), eng, openaihttp.WithEngine(eng))
+	handler := withHTTPMetrics(provider.Handler(), newRouter(prefill, decode, eng, handoffDelay).handler(), eng, openaihttp.WithEngine(eng))
 	return &routerServer{provider: provider, listener: l,
 		server: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}}, nil
 }
@@ -188,6 +192,13 @@ func (rt *router) serve(w http.ResponseWriter, r *http.Request, path string) {
 	}
 	if params != nil {
 		req["kv_transfer_params"] = params
+	}
+	if rt.handoffDelay > 0 {
+		select {
+		case <-time.After(rt.handoffDelay):
+		case <-r.Context().Done():
+			return // the client is gone
+		}
 	}
 
 	resp, err = rt.post(r.Context(), rt.decode, path, id, req)

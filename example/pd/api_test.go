@@ -15,6 +15,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/exporters"
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/testutil"
 )
 
@@ -46,6 +47,9 @@ func startDeployment(t *testing.T) *deployment {
 // report what they refuse to refused.
 func startFaultyDeployment(t *testing.T, f faults, refused *testutil.Errors, setup ...exporters.Option) *deployment {
 	t.Helper()
+	// A scrape whose connection the shutdown closes mid-write is reported to
+	// otel.Handle, which logs: to the test's log, not stderr.
+	testlog.StdLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait)

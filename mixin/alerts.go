@@ -926,8 +926,9 @@ func (r rules) cardinalityAlert(target, engine0 labelSet) alert {
 	return alert{
 		name:    "InfermetricsCardinalityOverflow",
 		summary: "A family has more series than its cardinality limit.",
-		description: fmt.Sprintf("%s serves {{ $labels.%s }} with a series labelled %s=\"true\": the "+
-			"measurements of its attribute sets beyond the limit are merged into it.", r.where(), familyLabel, overflowLabel),
+		description: fmt.Sprintf("%s serves one family or more with a series labelled %s=\"true\": the "+
+			"measurements of their attribute sets beyond the limit are merged into it (the runbook's query names "+
+			"the families).", r.where(), overflowLabel),
 		means: fmt.Sprintf("The OpenTelemetry SDK keeps at most a cardinality limit of attribute sets per stream "+
 			"(`exporters.WithCardinalityLimit`, `exporters.DefaultCardinalityLimit` by default); the measurements "+
 			"of every further set go to one series that carries only `%s=\"true\"`, so totals over the family "+
@@ -942,13 +943,19 @@ func (r rules) cardinalityAlert(target, engine0 labelSet) alert {
 			"(infermetrics-proxy's `-max-models` caps them), or backends named per pod or per request. If the series are " +
 			"real, raise the limit (`exporters.WithCardinalityLimit`) and restart.",
 		conditions: []condition{{
-			expr:        families.aggregate("count", named) + " > 0",
+			// One page per deployment however many families overflowed: a
+			// limit too small for a deployment overflows several at once.
+			expr:        r.deploy.aggregate("count", families.aggregate("count", named)) + " > 0",
 			forDuration: r.CardinalityOverflowFor, labels: severity("warning")}},
 		scenarios: []scenario{
 			{name: "a family overflowed", at: minute(at),
-				firing: fires(job.with(labelPair{familyLabel, promptTokens.ScrapeName()})),
+				firing: fires(job),
 				series: []inputSeries{{engine0.series(promptTokens.ScrapeName()), ramp(0, 10, at+5)},
 					{overflowed, ramp(0, 1, at+5)}}},
+			{name: "several families overflowed", at: minute(at), firing: fires(job),
+				series: []inputSeries{{engine0.series(promptTokens.ScrapeName()), ramp(0, 10, at+5)},
+					{overflowed, ramp(0, 1, at+5)},
+					{target.with(labelPair{overflowLabel, "true"}).series(generation.ScrapeName()), ramp(0, 1, at+5)}}},
 			{name: "within the limit", at: minute(at),
 				series: []inputSeries{{engine0.series(promptTokens.ScrapeName()), ramp(0, 10, at+5)}}},
 		},

@@ -62,6 +62,9 @@ func stray(line string) bool {
 // stray. A line of r that is not an event (go's own messages) is copied.
 func filter(r io.Reader, w io.Writer) (int, error) {
 	held := map[string][]string{} // package and test: its output so far
+	// test2json cuts a long line into several output events: the events
+	// after the first continue its line and are not lines of their own.
+	midLine := map[string]bool{}
 	n := 0
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -76,6 +79,16 @@ func filter(r io.Reader, w io.Writer) (int, error) {
 		case "build-output":
 			fmt.Fprint(w, e.Output)
 		case "output":
+			continued := midLine[key]
+			midLine[key] = !strings.HasSuffix(e.Output, "\n")
+			if continued {
+				if e.Test != "" {
+					held[key] = append(held[key], e.Output)
+				} else {
+					fmt.Fprint(w, e.Output)
+				}
+				continue
+			}
 			if e.Test != "" && stray(e.Output) {
 				n++
 				fmt.Fprintf(w, "stray output of %s %s: %s", e.Package, e.Test, e.Output)

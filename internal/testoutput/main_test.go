@@ -54,3 +54,25 @@ func TestFilterStray(t *testing.T) {
 		}
 	}
 }
+
+// A t.Log line that test2json cut into several output events is one line:
+// its continuation is not stray, and a failed test prints it whole.
+func TestFilterLongLine(t *testing.T) {
+	in := `{"Action":"output","Package":"q","Test":"TestD","Output":"=== RUN   TestD\n"}
+{"Action":"output","Package":"q","Test":"TestD","Output":"    d_test.go:5: a long line, "}
+{"Action":"output","Package":"q","Test":"TestD","Output":"continued map[x:1] 2; "}
+{"Action":"output","Package":"q","Test":"TestD","Output":"and ended\n"}
+{"Action":"output","Package":"q","Test":"TestD","Output":"--- FAIL: TestD (0.00s)\n"}
+{"Action":"fail","Package":"q","Test":"TestD"}
+{"Action":"output","Package":"q","Test":"TestE","Output":"after a line's end\n"}
+`
+	var out strings.Builder
+	n, err := filter(strings.NewReader(in), &out)
+	if err != nil || n != 1 {
+		t.Fatalf("%d stray lines, %v, want 1 (TestE's)", n, err)
+	}
+	want := "=== RUN   TestD\n    d_test.go:5: a long line, continued map[x:1] 2; and ended\n--- FAIL: TestD (0.00s)\n"
+	if !strings.HasPrefix(out.String(), want) {
+		t.Errorf("printed\n%s\nwant it to start with\n%s", out.String(), want)
+	}
+}

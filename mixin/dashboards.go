@@ -269,7 +269,7 @@ func engineScope(c Config) (scope, []variable) {
 // engineOnly is what the engine dashboards' description says of their
 // variables.
 func engineOnly(c Config) string {
-	return fmt.Sprintf(" Scoped by %s, instance %s, model and engine; the deployments and instances listed (and All) are those that export %s, which vLLM exports from start-up and no gateway or P/D router does: an engine instrumented with infermetrics needs instrument.WithCacheConfig to be listed.",
+	return fmt.Sprintf(" Scoped by %s, %s, model and engine; the deployments and instances listed (and All) are those that export %s, which vLLM exports from start-up and no gateway or P/D router does: an engine instrumented with infermetrics needs instrument.WithCacheConfig to be listed.",
 		strings.Join(c.JobLabels, ", "), c.InstanceLabels[0], engineFamily.ScrapeName())
 }
 
@@ -396,7 +396,7 @@ func gatewayBoard(c Config) board {
 	}}
 	return board{file: "docs/grafana/infermetrics-gateway.json", uid: "infermetrics-gateway",
 		title: "infermetrics: gateway and P/D router",
-		description: fmt.Sprintf("A gateway's or P/D router's view (infermetrics-proxy, a router built on openaihttp): what clients see, the P/D legs, each backend, the HTTP families, each model and the latency SLOs as clients see them. Scoped by %s, instance %s, model and backend; the deployments listed are those whose transport records %s.",
+		description: fmt.Sprintf("A gateway's or P/D router's view (infermetrics-proxy, a router built on openaihttp): what clients see, the P/D legs, each backend, the HTTP families, each model and the latency SLOs as clients see them. Scoped by %s, %s, model and backend; the deployments listed are those whose transport records %s.",
 			strings.Join(c.JobLabels, ", "), c.InstanceLabels[0], gatewayFamily.ScrapeName()),
 		variables: append(vars, sloVariables(c)...),
 		rows:      []boardRow{client, sloRow(c, s), legs, backendRow, httpRow, models}}

@@ -31,7 +31,7 @@ func dashboards(fs []File) []File {
 	return ds
 }
 
-// configJSON is c as config.json holds it.
+// configJSONOf is configJSON(c), failing the test on error.
 func configJSONOf(t *testing.T, c Config) []byte {
 	t.Helper()
 	b, err := configJSON(c)

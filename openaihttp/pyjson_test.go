@@ -218,9 +218,9 @@ var FuzzSeeds = fuzzSeeds
 // fixture, and the request and response of the replay corpus's entries
 // that sample.Of keeps (the first of each provider, API, framing, encoding
 // and status class, and every sample.Every-th). Seeded with the whole
-// corpus (1,417 seeds), a target spent the 15 s scripts/test.sh gives it
-// gathering their baseline coverage, with no time left for new inputs;
-// TestCorpus replays the whole corpus.
+// corpus (1,417 seeds), a target spent the whole 15 s scripts/test.sh then
+// gave it gathering their baseline coverage, with no time left for new
+// inputs; TestCorpus replays the whole corpus.
 func fuzzSeeds(tb testing.TB) [][]byte { return testdataFiles(tb, false) }
 
 // testdataFiles returns every file under testdata, recursively, but the

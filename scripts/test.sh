@@ -45,10 +45,17 @@ bg_start() {
 	shift
 	bg_log[$name]=$(mktemp)
 	phase "$name (beside the next stages)"
+	# The stage runs in a subshell of its own with errexit on, as the
+	# foreground does: a command in a || list runs with errexit ignored, so
+	# a failed step there would go on to the next and the stage end green.
 	(
 		s=$SECONDS
-		rc=0
-		"$@" || rc=$?
+		set +e
+		(
+			set -e
+			"$@"
+		)
+		rc=$?
 		phase "$name done in $((SECONDS - s)) s"
 		exit "$rc"
 	) >"${bg_log[$name]}" 2>&1 &
@@ -73,6 +80,38 @@ bg_wait_all() {
 }
 trap 'bg_wait_all; rm -rf "$testoutput_dir"' EXIT
 
+# The end-to-end stages mostly wait on their processes (Prometheus, the
+# collector, the examples, which the tests drive at fixed rates and poll with
+# generous deadlines), so they run beside the library's CPU-bound stages,
+# from the start: scripts/e2e-deps.sh installs or builds the binaries when
+# missing or stale; then, side by side, the end-to-end suite, the rules and
+# dashboards (the committed rule files, dashboards and runbook are what the
+# generator writes; promtool 2 and 3 check the rules and pass their unit
+# tests) and the Helm chart.
+rules_stage() { (cd mixin && E2E_REQUIRED=1 gotest -count=1 -timeout 10m ./...); }
+# The Helm chart (deploy/, its own module): rendered by Helm's install action
+# for each shape, linted by Helm's linter, every object decoded strictly into
+# its Kubernetes or Prometheus Operator type, checked against the proxy's
+# source and the generated rules, and the collector configuration validated
+# by the suite's collector (docs/kubernetes.md). No -race: its tests start no
+# goroutines of their own. Its first build (Helm's and Kubernetes's
+# packages) is the heavy part (README, Test).
+deploy_stage() { (cd deploy && E2E_REQUIRED=1 gotest -count=1 -timeout 15m ./...); }
+e2e_stages() {
+	local s=$SECONDS rc=0
+	./scripts/e2e-deps.sh
+	phase "end-to-end dependencies done in $((SECONDS - s)) s"
+	bg_start "rules and dashboards" rules_stage
+	bg_start "Kubernetes manifests" deploy_stage
+	s=$SECONDS
+	(cd e2e && E2E_REQUIRED=1 gotest -count=1 -timeout 40m ./...) || rc=$?
+	phase "end-to-end suite done in $((SECONDS - s)) s"
+	bg_wait "rules and dashboards" || rc=$?
+	bg_wait "Kubernetes manifests" || rc=$?
+	return "$rc"
+}
+bg_start "end-to-end" e2e_stages
+
 phase "vet and staticcheck"
 go vet ./...
 staticcheck ./...
@@ -81,36 +120,6 @@ staticcheck ./...
 (cd mixin && go vet ./... && staticcheck ./...)
 (cd deploy && go vet ./... && staticcheck ./...) # the Helm chart's tests: a module of its own (Helm, k8s.io/api)
 elapsed "vet and staticcheck"
-
-# The end-to-end stages mostly wait on their processes (Prometheus, the
-# collector, the examples, which the tests drive at fixed rates and poll with
-# generous deadlines), so they run beside the library's CPU-bound stages:
-# scripts/e2e-deps.sh installs or builds the binaries when missing or stale;
-# the committed rule files, dashboards and runbook are what the generator
-# writes and promtool 2 and 3 check the rules and pass their unit tests;
-# the Helm chart; then the end-to-end suite.
-e2e_stages() {
-	local s=$SECONDS
-	./scripts/e2e-deps.sh
-	phase "end-to-end dependencies done in $((SECONDS - s)) s"
-	s=$SECONDS
-	(cd mixin && E2E_REQUIRED=1 gotest -count=1 -timeout 10m ./...)
-	phase "rules and dashboards done in $((SECONDS - s)) s"
-	# The Helm chart (deploy/, its own module): rendered by Helm's install
-	# action for each shape, linted by Helm's linter, every object decoded
-	# strictly into its Kubernetes or Prometheus Operator type, checked
-	# against the proxy's source and the generated rules, and the collector
-	# configuration validated by the suite's collector (docs/kubernetes.md).
-	# No -race: its tests start no goroutines of their own. Its first build
-	# (Helm's and Kubernetes's packages) is the heavy part (README, Test).
-	s=$SECONDS
-	(cd deploy && E2E_REQUIRED=1 gotest -count=1 -timeout 15m ./...)
-	phase "Kubernetes manifests done in $((SECONDS - s)) s"
-	s=$SECONDS
-	(cd e2e && E2E_REQUIRED=1 gotest -count=1 -timeout 40m ./...)
-	phase "end-to-end suite done in $((SECONDS - s)) s"
-}
-bg_start "end-to-end" e2e_stages
 
 phase "unit tests (-race -count=2)"
 # -count=2: a test that leaves global state behind (a claim on the global
@@ -137,19 +146,34 @@ elapsed "newest dependencies, whole replays"
 # What clients and servers send, against encoding/json with Python's rules
 # (openaihttp/pyjson_test.go), from the seeds of every fixture and a part of
 # the replay corpus (fuzzSeeds); a finding is written to
-# openaihttp/testdata/fuzz and fails the run. The count of inputs run varies
-# with the machine's load; the time does not vary. The first seconds go to
-# running the seeds (the baseline coverage); the inputs found are cached in
-# a directory of this run's, not in Go's cache, where they would pile up
-# from run to run until the baseline took the whole time (seeded with the
-# whole corpus, a target's 15 s went to its baseline). It runs after the
-# library's tests, beside the end-to-end stages (the suite took 188 s
-# beside stress-ng --cpu 4, 181 s idle: README).
+# openaihttp/testdata/fuzz and fails the run. Each target runs a fixed count
+# of new inputs (TARGET:COUNT below, about 5 to 10 s of an idle machine
+# each), not a duration: a loaded machine makes the stage slower, never
+# shorter or red, and a count has no deadline to race (with -fuzztime a
+# duration, Go 1.26's fuzzing coordinator can report the end of the time as
+# a failure, "context deadline exceeded": golang/go#75804, fixed in Go 1.27;
+# CI failed on it once). Minimizing a new input is bounded by a count too.
+# The first seconds of each go to running the seeds (the baseline
+# coverage); the inputs found are cached in a directory of this run's, not
+# in Go's cache, where they would pile up from run to run until the baseline
+# took the whole time.
+fuzz_targets=(
+	FuzzRequestScan:2000
+	FuzzOpenAIResponse:8000
+	FuzzResponsesAPIResponse:5000
+	FuzzAnthropicResponse:20000
+	FuzzOllamaResponse:20000
+	FuzzRouteOf:100000
+	FuzzHandlerTakesLegReads:1500
+	FuzzSameEvent:100000
+	FuzzOllamaEmbedResponse:15000
+)
 fuzz() {
-	local target cache rc=0
+	local entry target count cache rc=0
 	cache=$(mktemp -d)
-	for target in FuzzRequestScan FuzzOpenAIResponse FuzzResponsesAPIResponse FuzzAnthropicResponse FuzzOllamaResponse FuzzRouteOf FuzzHandlerTakesLegReads FuzzSameEvent FuzzOllamaEmbedResponse; do
-		go test -run='^$' -fuzz="^${target}\$" -fuzztime=15s -timeout 10m ./openaihttp/ -args -test.fuzzcachedir="$cache/$target" || {
+	for entry in "${fuzz_targets[@]}"; do
+		target=${entry%%:*} count=${entry#*:}
+		go test -run='^$' -fuzz="^${target}\$" -fuzztime="${count}x" -fuzzminimizetime=500x -timeout 10m ./openaihttp/ -args -test.fuzzcachedir="$cache/$target" || {
 			rc=$?
 			break
 		}

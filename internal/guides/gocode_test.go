@@ -71,13 +71,14 @@ func goCommand(t *testing.T) string {
 }
 
 // elision is an excerpt's line that stands for any number of lines.
-var elision = regexp.MustCompile(`^// \.\.\.`)
+var elision = regexp.MustCompile(`^(//|#) \.\.\.`)
 
-// checkExcerpt checks that a Go block that is no whole file appears in the
-// file its excerpt line names: each of its lines, spaces around it aside,
-// is a line of that file, in order and next to the one before, but for a
-// "// ..." line, which skips any number. The file is a Go file of the
-// repository (which go test compiles) or a guide, whose whole Go blocks
+// checkExcerpt checks that a block marked as an excerpt (a Go block that is
+// no whole file must be) appears in the file its excerpt line names: each of
+// its lines, spaces around it aside, is a line of that file, in order and
+// next to the one before, but for a "// ..." or "# ..." line, which skips
+// any number. The file is one of the repository (a Go file, which go test
+// compiles; a file a test loads) or a guide, whose whole Go blocks
 // TestGuideBlocks compiles; so an excerpt changed alone fails.
 func checkExcerpt(t *testing.T, b block) {
 	t.Helper()
@@ -86,23 +87,19 @@ func checkExcerpt(t *testing.T, b block) {
 		return
 	}
 	var sources []string
-	switch {
-	case strings.HasSuffix(b.excerpt, ".go"):
+	if strings.HasSuffix(b.excerpt, ".md") {
+		for _, s := range blocksOf(t, b.excerpt) {
+			if s.lang == "go" && s.complete() {
+				sources = append(sources, s.text)
+			}
+		}
+	} else {
 		src, err := os.ReadFile(filepath.Join(root, b.excerpt))
 		if err != nil {
 			t.Errorf("%s: %v", b, err)
 			return
 		}
 		sources = []string{string(src)}
-	case strings.HasSuffix(b.excerpt, ".md"):
-		for _, s := range blocksOf(t, b.excerpt) {
-			if s.lang == "go" && s.complete() {
-				sources = append(sources, s.text)
-			}
-		}
-	default:
-		t.Errorf("%s: excerpt of %s, neither a Go file nor a guide", b, b.excerpt)
-		return
 	}
 	frag := lines(b.text)
 	for _, src := range sources {
@@ -110,7 +107,7 @@ func checkExcerpt(t *testing.T, b block) {
 			return
 		}
 	}
-	t.Errorf("%s is not an excerpt of %s: each line, in order, must be one of its lines (\"// ...\" skipping any):\n%s", b, b.excerpt, b.text)
+	t.Errorf("%s is not an excerpt of %s: each line, in order, must be one of its lines (\"// ...\" or \"# ...\" skipping any):\n%s", b, b.excerpt, b.text)
 }
 
 // lines returns the non-blank lines of s, spaces around each trimmed.

@@ -200,7 +200,7 @@ func checkCurl(t *testing.T, args []string) string {
 		if err != nil || u.Scheme != "http" {
 			continue
 		}
-		for _, pkg := range []string{"./example/pd", "./example/events", "./cmd/infermetrics-proxy"} {
+		for _, pkg := range []string{"./example/pd", "./cmd/infermetrics-proxy"} { // the programs whose addresses the guides curl
 			help, errText := helpOf(t, ".", pkg)
 			if errText != "" {
 				return errText

@@ -8,8 +8,8 @@ import (
 	"github.com/infermetrics/infermetrics/testutil"
 )
 
-// The external prefix cache counters need no option, as the README's
-// feature table says: vLLM registers them with or without a connector, and
+// The external prefix cache counters need no option, as the feature
+// table of docs/engines.md says: vLLM registers them with or without a connector, and
 // Scheduler.ConnectorPrefixCache is recorded on a Recorder without
 // WithKVConnector with nothing reported.
 func TestConnectorPrefixCacheNeedsNoOption(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 	"github.com/infermetrics/infermetrics/views"
 )
 
-// README.md's "Use" program, this file's imports and this function's body
-// (TestReadmeUseIsExample keeps them identical): the vLLM views and a
+// docs/engines.md's whole program ("Start here"), this file's imports and
+// this function's body (TestEnginesGuideIsExample keeps them identical): the vLLM views and a
 // vLLM-identical /metrics on the service's MeterProvider, a Recorder of two
 // data-parallel engines, one request recorded on each, and a scrape.
 func Example() {

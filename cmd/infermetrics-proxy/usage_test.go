@@ -44,7 +44,7 @@ func TestIncludeUsageStripped(t *testing.T) {
 	for _, f := range loadFixtures(t) {
 		// The usage streams that end well, of chat (all four servers) and of
 		// vLLM's completions: Ollama's and SGLang's completions streams carry
-		// a usage field on every chunk when asked (see the README). The other
+		// a usage field on every chunk when asked (see docs/proxy.md). The other
 		// APIs take no stream_options (TestIncludeUsageOtherAPIs).
 		if f.Stream && f.Outcome != "error" && f.Completion != nil && (f.Endpoint == "chat" || f.Server == "vllm" && f.Endpoint == "completions") {
 			streams = append(streams, f)

@@ -18,7 +18,7 @@ import (
 )
 
 // minDecodeExternalShare is the least share of the decode instance's prompt
-// tokens that TestExampleSmoke wants from external_kv_transfer (README).
+// tokens that TestExampleSmoke wants from external_kv_transfer (README, docs/example.md).
 const minDecodeExternalShare = 0.5
 
 // TestExampleSmoke builds and runs the example for a few seconds of load with
@@ -105,7 +105,7 @@ func TestExampleSmoke(t *testing.T) {
 		}
 	}
 	// The share of the decode instance's prompt tokens that arrive by KV
-	// transfer: the README quotes this bound. The rest are mostly local
+	// transfer: docs/example.md quotes this bound. The rest are mostly local
 	// prefix-cache hits of the shared system prompts (and the one token a
 	// transferred prompt recomputes, the fallbacks of failed transfers).
 	var external, prompt float64

@@ -57,7 +57,7 @@ func hasPrefix(paths []string, prefixes ...string) bool {
 	return false
 }
 
-// The dependency cost the README states (Install) is what go list -deps
+// The dependency cost docs/install.md states is what go list -deps
 // gives for the programs of testdata/deps: packages beyond the standard
 // library and the modules they come from, at go.mod's versions.
 func TestDependencyCost(t *testing.T) {
@@ -65,7 +65,7 @@ func TestDependencyCost(t *testing.T) {
 	if err != nil {
 		t.Skipf("the go command is needed to list the dependencies: %v", err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../docs/install.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +83,8 @@ func TestDependencyCost(t *testing.T) {
 			}
 		}
 		for _, want := range []string{fmt.Sprintf("%d packages", pkgs), fmt.Sprintf("%d modules", len(modules))} {
-			if !strings.Contains(string(readme), want) {
-				t.Errorf("testdata/deps/%s links %d packages beyond the standard library from %d modules: README says no %q",
+			if !strings.Contains(string(guide), want) {
+				t.Errorf("testdata/deps/%s links %d packages beyond the standard library from %d modules: docs/install.md says no %q",
 					prog, pkgs, len(modules), want)
 			}
 		}

@@ -127,7 +127,7 @@ reports them (Ollama's ` + "`prompt_eval_duration`" + ` and ` + "`eval_duration`
 server's figures; requests in flight as ` + "`vllm:num_requests_running`" + `. Every other family stays at zero
 (or absent) on its Recorder. What each API yields is listed in the ` + "`openaihttp`" + ` package doc, and what
 hosted providers' responses yield (679 recordings of their traffic, replayed in the unit tests: counts by
-provider and API, and each provider's quirks) in the README's ` + "`infermetrics-proxy`" + ` section.
+provider and API, and each provider's quirks) in docs/proxy.md.
 
 What a P/D router's ` + "`external_kv_transfer`" + ` counts: the decode leg's ` + "`usage.prompt_tokens_details.cached_tokens`" + `,
 which vLLM sets from ` + "`num_cached_tokens`" + `, the tokens the decode engine found computed when it first

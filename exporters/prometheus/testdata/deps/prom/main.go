@@ -1,5 +1,5 @@
 // Command prom is an engine's Prometheus-only set-up: instrument, views and
-// prometheus.NewProvider (README, Install: its dependency cost).
+// prometheus.NewProvider (docs/install.md: its dependency cost).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command promhttp serves client_golang's promhttp alone: the baseline of
-// the dependency cost (README, Install).
+// the dependency cost (docs/install.md).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command setup is the same engine on exporters.Setup, which links OTLP
-// (README, Install: its dependency cost).
+// (docs/install.md: its dependency cost).
 package main
 
 import (

@@ -6,20 +6,21 @@ import (
 	"testing"
 )
 
-// TestReadmeUseIsExample keeps README.md's "Use" program identical to
-// example_use_test.go: its imports, then Example's body (without the Output
-// comment) as main's. The file compiles with exactly those imports and Example
-// runs under go test, so the README shows a program that compiles and runs.
-func TestReadmeUseIsExample(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// TestEnginesGuideIsExample keeps the whole program docs/engines.md starts
+// from ("Start here") identical to example_use_test.go: its imports, then
+// Example's body (without the Output comment) as main's. The file compiles
+// with exactly those imports and Example runs under go test, so the guide
+// shows a program that compiles and runs, and prints what Example's Output says.
+func TestEnginesGuideIsExample(t *testing.T) {
+	guide, err := os.ReadFile("../docs/engines.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, use, ok := strings.Cut(string(readme), "\n## Use\n")
+	_, use, ok := strings.Cut(string(guide), "\n## Start here: a whole program\n")
 	_, snippet, ok2 := strings.Cut(use, "```go\n")
 	snippet, _, ok3 := strings.Cut(snippet, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README.md has no Go code block under ## Use")
+		t.Fatal("docs/engines.md has no Go code block under ## Start here: a whole program")
 	}
 	src, err := os.ReadFile("example_use_test.go")
 	if err != nil {
@@ -39,7 +40,7 @@ func TestReadmeUseIsExample(t *testing.T) {
 	}
 	want := "package main\n\nimport (\n" + imports + "\n)\n\nfunc main() {\n" + strings.Join(lines, "") + "}\n"
 	if snippet != want {
-		t.Errorf("README.md's Use block is not example_use_test.go as a program:\n%s\nwant:\n%s", snippet, want)
+		t.Errorf("docs/engines.md's whole program is not example_use_test.go as a program:\n%s\nwant:\n%s", snippet, want)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/infermetrics/infermetrics/internal/sample"
 )
 
 // Guides are the files whose every code block and link is checked: the
@@ -106,7 +108,14 @@ func allBlocks(t *testing.T) []block {
 // families; a block of any language marked as an excerpt is one of the file
 // it names (a YAML file the tests load, say). Any other block fails: give
 // it a check first.
+//
+// It runs without the race detector only: it builds the programs it checks
+// (tens of seconds) from one goroutine, where the race detector has nothing
+// to watch; scripts/test.sh runs it in its stage without -race.
 func TestGuideBlocks(t *testing.T) {
+	if sample.Race {
+		t.Skip("builds the guides' programs from one goroutine: run without -race")
+	}
 	var goFiles []block
 	langs := map[string]int{}
 	for _, b := range allBlocks(t) {

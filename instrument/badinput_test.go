@@ -558,6 +558,7 @@ func engineErr(e *instrument.Engine, err error) error {
 // without: a case is refused on the test's goroutine, and what a scrape
 // runs on goroutines of its own is the same for every case.
 func TestBadInputCorpus(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, c := range badInputs {
 		if seen[c.name] {

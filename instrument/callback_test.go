@@ -100,6 +100,7 @@ func scheduled() *stats.Timeline {
 // path's refusal is still counted once and reported once, and the refusal
 // of the handler's own call is reported too.
 func TestErrorHandlerCallsBack(t *testing.T) {
+	t.Parallel()
 	callbacks := map[string]func(c *callbackRecorder){
 		"Flush": func(c *callbackRecorder) { c.ev.Flush() },
 		"Close": func(c *callbackRecorder) { _ = c.rec.Close() },

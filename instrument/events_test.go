@@ -234,6 +234,7 @@ func TestEventsDropAndSkew(t *testing.T) {
 // A window that reaches its bound of values is recorded at once, without
 // waiting for its end.
 func TestEventsFullWindow(t *testing.T) {
+	t.Parallel()
 	r, rec, _ := eventsRecorder(t, manualWindows)
 	e, _ := rec.Engine(0)
 	ev := e.Events()

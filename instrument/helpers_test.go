@@ -3,6 +3,10 @@ package instrument_test
 // Helpers shared by the tests of package instrument: a Recorder on a real SDK
 // MeterProvider with the vLLM views and a ManualReader, a canonical snapshot
 // of what it collects, and a small driver of request timelines.
+//
+// The long tests that set no global (OpenTelemetry's, the standard
+// logger's, the environment) and count no allocations call t.Parallel: Go
+// runs them together once the package's other tests are done, on every core.
 
 import (
 	"context"

@@ -443,6 +443,7 @@ func loraFromLabels(t *testing.T, m *dto.Metric) stats.LoRA {
 // in the slice the first k filled (reused, so memory does not grow with the
 // states).
 func TestLoRAHistoryBounded(t *testing.T) {
+	t.Parallel()
 	const k = 8
 	states := 1_000_000
 	if sample.Race {

@@ -74,6 +74,7 @@ func TestPriorityFamiliesMatchVLLM(t *testing.T) {
 }
 
 func TestPriorityScheduling(t *testing.T) {
+	t.Parallel()
 	r, rec := priorityRecorder(t, instrument.WithPriorityScheduling(), instrument.WithEngines(0, 1))
 	engine0 := engineLabels("0")
 

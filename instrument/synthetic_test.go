@@ -262,6 +262,7 @@ func TestSyntheticRefusals(t *testing.T) {
 // TestSyntheticManyLabelValues: a million distinct label values, in one
 // call and one a call, are all refused and add no series.
 func TestSyntheticManyLabelValues(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	syn := h.engine(0).Synthetic()
 	before := h.collect().String()

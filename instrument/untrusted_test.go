@@ -91,6 +91,7 @@ func TestBackendAbsurdUsage(t *testing.T) {
 // past 1,024 backends, and for names longer than MaxModelNameLen, legs go
 // to BackendOther.
 func TestBackendsBounded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	e := h.engine(0)
 	seen := map[*instrument.Backend]bool{}

@@ -93,6 +93,7 @@ func TestRequestParamsAsClientsWriteThem(t *testing.T) {
 // stats.MaxRequestTokens is dropped and reported (ErrDropped). Top-level
 // max_tokens and n, which Ollama ignores, are not read.
 func TestOllamaNumPredict(t *testing.T) {
+	t.Parallel()
 	ollama := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/x-ndjson")
@@ -290,6 +291,7 @@ func TestAbsurdValuesDroppedForTheirRequestAlone(t *testing.T) {
 // pass through untouched: nothing is recorded, the bodies are the
 // server's, the request body reaches the server unchanged.
 func TestOtherPathsPassThrough(t *testing.T) {
+	t.Parallel()
 	models := `{"object":"list","data":[{"id":"qwen-7b","object":"model"}]}`
 	for _, tc := range []struct{ method, path string }{
 		{http.MethodGet, "/v1/models"},

@@ -66,6 +66,7 @@ func splits(e *corpus.Entry, seen map[string]bool) []corpus.Split {
 // failing ones (a Recorder per replay would make the test several times
 // slower).
 func TestCorpus(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	all := loadCorpus(t)
 	es := sample.UnderRace(all, (*corpus.Entry).Kind)
@@ -82,7 +83,7 @@ func TestCorpus(t *testing.T) {
 				replayTransport(t, c, &e, split)
 			}
 			k := float64(len(ss))
-			if len(append(append(checkServer(c, &e, k), checkClient(c, &e, k)...), l.take()...)) == 0 {
+			if s := c.snapshot(); len(append(append(checkServer(s, &e, k), checkClient(s, &e, k)...), l.take()...)) == 0 {
 				return
 			}
 			for _, side := range []struct {
@@ -93,7 +94,7 @@ func TestCorpus(t *testing.T) {
 				for _, split := range ss {
 					c := newRec(l)
 					side.replay(t, c, &e, split)
-					for _, p := range append(side.check(c, &e, 1), l.take()...) {
+					for _, p := range append(side.check(c.snapshot(), &e, 1), l.take()...) {
 						t.Errorf("%s, %s split: %s%s", side.name, split, p, e.Explain())
 					}
 				}
@@ -152,7 +153,8 @@ func replayTransport(t *testing.T, c *rec, e *corpus.Entry, split corpus.Split) 
 var finishReasons = []string{"stop", "length", "abort", "error", "repetition"}
 
 // checkServer returns how what the handler recorded for k replays of an
-// entry differs from the expectation.
+// entry differs from the expectation (c a snapshot: one collection read
+// for every check).
 func checkServer(c *rec, e *corpus.Entry, k float64) []string {
 	var bad []string
 	differs := func(what string, got, want float64) {

@@ -143,6 +143,7 @@ func writeSplit(w http.ResponseWriter, body []byte, size int) {
 // transport over a RoundTripper in memory), where the race detector has
 // nothing to find, and with every fixture took 5.7 s of CPU under it.
 func TestFixtures(t *testing.T) {
+	t.Parallel()
 	all := loadFixtures(t)
 	fs := sample.UnderRace(all, func(f *fixture) string { return fmt.Sprint(f.Path, " ", f.contentType(), " ", f.Status/100) })
 	t.Logf("%d of %d fixtures replayed (race detector: %v)", len(fs), len(all), sample.Race)

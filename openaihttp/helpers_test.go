@@ -11,6 +11,10 @@ import (
 	"github.com/infermetrics/infermetrics/testutil"
 )
 
+// The long tests that set no global (OpenTelemetry's, the standard
+// logger's, the environment) and count no allocations call t.Parallel: Go
+// runs them together once the package's other tests are done, on every core.
+
 const model = "qwen-7b"
 
 // rec is a Recorder read by a testutil.Reader.
@@ -35,6 +39,10 @@ func newRec(t testing.TB, opts ...instrument.Option) *rec {
 	}
 	return &rec{t: t, r: r, e: e}
 }
+
+// snapshot returns c reading what its Recorder holds now (testutil's
+// Snapshot), for many checks of one collection.
+func (c *rec) snapshot() *rec { return &rec{t: c.t, r: c.r.Snapshot(), e: c.e} }
 
 func (c *rec) labels(extra ...string) []string {
 	return append([]string{"model_name", model, "engine", "0"}, extra...)

@@ -117,6 +117,7 @@ func scanDoc(s *jsonScan, p []byte, step int) scanResult {
 // exits, scanned whole and one byte at a time, in every dialect's root
 // context, tell the same.
 func TestMembersAgreeByteByByte(t *testing.T) {
+	t.Parallel()
 	docs := sampledDocs(t)
 	var hits int
 	for _, root := range []uint8{cRoot, cRequest, cRespRoot, cAnthRoot, cOllamaRoot} {
@@ -150,6 +151,7 @@ func TestMembersAgreeByteByByte(t *testing.T) {
 // hostile document is read, then again with its first content string
 // replaced by each of the strings below.
 func TestSameDocumentAroundNewContent(t *testing.T) {
+	t.Parallel()
 	contents := []string{"", "a", " t", strings.Repeat("x", 600), `\"`, `a\nb`, `caf\u00e9`, "caf\u00e9",
 		"\x01", `}]}`, `","finish_reason":"stop`, "\xff\xfe", `\`}
 	key := []byte(`"content":"`)

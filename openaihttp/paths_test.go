@@ -14,6 +14,7 @@ import (
 // base path and with a trailing slash, and its result is the caller's to
 // change.
 func TestRecordedPaths(t *testing.T) {
+	t.Parallel()
 	paths := openaihttp.RecordedPaths()
 	if len(paths) < 11 || paths[0] != "/chat/completions" || !slices.Contains(paths, "/api/generate") {
 		t.Fatalf("RecordedPaths() = %q", paths)

@@ -48,6 +48,7 @@ var providerPaths = []struct {
 // not, through the handler and the transport; a path that names the
 // deployment (Azure's) gives the model when the body names none.
 func TestProviderPaths(t *testing.T) {
+	t.Parallel()
 	fixtures := map[string][]fixture{}
 	for _, f := range loadFixtures(t) {
 		if f.File == "vllm_chat_stream_usage_cached.sse" || f.File == "vllm_chat_json_usage.json" ||
@@ -156,6 +157,7 @@ func (m *modelEngines) asked() []string {
 // Paths that end like an API but are not one, and requests that are not
 // POSTs, pass through unrecorded.
 func TestPathsNotRecorded(t *testing.T) {
+	t.Parallel()
 	for _, r := range []struct{ method, path string }{
 		{http.MethodGet, "/v1/chat/completions"},
 		{http.MethodGet, "/chat/completions"},
@@ -302,6 +304,7 @@ func TestNewRouteErrors(t *testing.T) {
 // path matches, for any method, and none for a path that matches none:
 // what a client put in a path (an ID, a key, a deployment) is no label.
 func TestRouteLabels(t *testing.T) {
+	t.Parallel()
 	routes := []openaihttp.Route{mustRoute(t, "/serving/{model}/generate", "chat"), mustRoute(t, "/v1/models", "none")}
 	for _, c := range []struct{ method, path, label string }{
 		{http.MethodPost, "/v1/chat/completions", "/v1/chat/completions"},

@@ -216,6 +216,7 @@ func fixtureBodies(t testing.TB) []fixtureBody {
 // observes what reading every byte observes: every fixture, read whole,
 // in pieces of 1, 3 and 71 bytes and in odd ones.
 func TestHandlerTakesLegReads(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	for _, fx := range fixtureBodies(t) {
 		for _, sizes := range [][]byte{nil, {0}, {1}, {35}, {3, 60, 0, 200}} {
@@ -241,6 +242,7 @@ func TestHandlerTakesLegReads(t *testing.T) {
 // the test's goroutine, where the race detector has nothing to find, and
 // with every fixture it took 50 s under a load of 25.
 func TestHandlerReadsOnWhenNotPassedOn(t *testing.T) {
+	t.Parallel()
 	e := newEngine(t)
 	for _, fx := range sample.UnderRace(fixtureBodies(t), func(fx *fixtureBody) string { return fmt.Sprint(fx.api, fx.ct) }) {
 		for how := range relays {

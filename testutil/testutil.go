@@ -30,6 +30,8 @@ type Reader struct {
 	tb       testing.TB
 	provider *sdkmetric.MeterProvider
 	reader   *sdkmetric.ManualReader
+	frozen   []metricdata.Metrics // a Snapshot's collection
+	snapshot bool
 }
 
 // New returns a Reader whose provider has the views of views.VLLM(opts...).
@@ -57,6 +59,15 @@ func NewWithViews(tb testing.TB, vs ...sdkmetric.View) *Reader {
 // Provider returns the MeterProvider to record on, for
 // instrument.WithMeterProvider.
 func (r *Reader) Provider() metric.MeterProvider { return r.provider }
+
+// Snapshot returns a Reader of what the provider holds now: its Value,
+// Histogram and Families read that one collection, so that a test checking
+// many series collects once, not once for each (what the provider records
+// later is not in it). Its Provider is r's.
+func (r *Reader) Snapshot() *Reader {
+	r.tb.Helper()
+	return &Reader{tb: r.tb, provider: r.provider, reader: r.reader, frozen: r.collect(), snapshot: true}
+}
 
 // Value returns the value of a counter or gauge series. labels are the
 // series' whole label set as name/value pairs, in any order:
@@ -123,9 +134,12 @@ func (r *Reader) Families() []string {
 	return names
 }
 
-// collect returns every stream collected now.
+// collect returns every stream collected now (a Snapshot's: then).
 func (r *Reader) collect() []metricdata.Metrics {
 	r.tb.Helper()
+	if r.snapshot {
+		return r.frozen
+	}
 	var rm metricdata.ResourceMetrics
 	if err := r.reader.Collect(context.Background(), &rm); err != nil {
 		r.tb.Fatalf("testutil: collecting: %v", err)

@@ -73,6 +73,26 @@ func TestHistogram(t *testing.T) {
 	}
 }
 
+// A Snapshot reads what was collected when it was taken: the same values as
+// the Reader then, and not what is recorded after.
+func TestSnapshot(t *testing.T) {
+	r := testutil.New(t)
+	rec := newRecorder(t, r)
+	s := r.Snapshot()
+	engine0 := []string{"model_name", "m", "engine", "0"}
+	rec.RecordIteration(context.Background(), 0, &stats.Iteration{GenerationTokens: 2})
+	rec.RecordFinished(context.Background(), 0, &stats.FinishedRequest{Reason: stats.FinishStop, PromptTokens: 1, E2ELatency: 1})
+	if got, now := s.Value("vllm:generation_tokens_total", engine0...), r.Value("vllm:generation_tokens_total", engine0...); got != 5 || now != 7 {
+		t.Errorf("generation tokens: snapshot %v, reader %v; want 5 and 7", got, now)
+	}
+	if got, now := s.Histogram("vllm:e2e_request_latency_seconds", engine0...).Count, r.Histogram("vllm:e2e_request_latency_seconds", engine0...).Count; got != 1 || now != 2 {
+		t.Errorf("e2e latency count: snapshot %v, reader %v; want 1 and 2", got, now)
+	}
+	if !slices.Equal(s.Families(), r.Families()) || s.Provider() != r.Provider() {
+		t.Errorf("the snapshot's families or provider differ from the reader's")
+	}
+}
+
 // The GenAI histograms of views.Semconv keep their OpenTelemetry names.
 func TestNewWithViews(t *testing.T) {
 	vs, err := views.VLLM()

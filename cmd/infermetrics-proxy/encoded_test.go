@@ -90,6 +90,7 @@ func encodedUpstream(t *testing.T, encoding string, honour bool, read <-chan str
 // that encodes all the same (gzip, deflate zlib-wrapped or raw) has its
 // stream decoded for the client. The proxy records the stream's usage.
 func TestIncludeUsageEncodedStream(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		encoding string
 		honour   bool // the upstream encodes only when the request accepts it

@@ -16,6 +16,11 @@ import (
 	"time"
 )
 
+// The long tests that set no global (the environment, the standard
+// logger's) and look for no absence in a proxy's log (every live Setup's
+// handler gets an OpenTelemetry error that names no Setup) call t.Parallel:
+// Go runs them together once the package's other tests are done.
+
 // testProxy is a proxy run by run() in the test's process.
 type testProxy struct {
 	addrs

@@ -57,6 +57,7 @@ func newClosingUpstream(t *testing.T, idle time.Duration) *closingUpstream {
 // idle timeout to its upstreams, -upstream-idle-timeout, is below the
 // upstream's (issue 27, item 6).
 func TestUpstreamClosesIdleConnections(t *testing.T) {
+	t.Parallel()
 	const upstreamIdle = 500 * time.Millisecond
 	up := newClosingUpstream(t, upstreamIdle)
 	p := startProxy(t, nil, "-upstream", up.URL, "-upstream-idle-timeout", "20ms")

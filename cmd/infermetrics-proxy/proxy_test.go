@@ -83,6 +83,7 @@ func TestPassThrough(t *testing.T) {
 // client receives the upstream's bytes exactly, and the proxy records the
 // manifest's finish reason and usage.
 func TestFixturesThroughProxy(t *testing.T) {
+	t.Parallel()
 	fs := loadFixtures(t)
 	var mu sync.Mutex
 	current := map[string]fixture{} // by model: each fixture gets its own model name
@@ -429,6 +430,7 @@ func TestCompressedPassesThrough(t *testing.T) {
 // (the warnings are rate-limited: their count is not checked). Before,
 // each response counted 2.
 func TestValueDroppedOncePerResponse(t *testing.T) {
+	t.Parallel()
 	const resp = `{"choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],` +
 		`"usage":{"prompt_tokens":10,"completion_tokens":213,"total_tokens":223,"prompt_tokens_details":{"cached_tokens":161}}}`
 	var gz bytes.Buffer

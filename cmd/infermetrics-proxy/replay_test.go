@@ -237,6 +237,7 @@ func corpusModel(e *corpus.Entry) string {
 // connections, a gzip body's decoder), which the kinds of the part all
 // take; what an entry's bytes change is read on one of them.
 func TestCorpusThroughProxy(t *testing.T) {
+	t.Parallel()
 	all, err := corpus.Load()
 	if err != nil {
 		t.Fatal(err)
@@ -267,6 +268,7 @@ func TestCorpusThroughProxy(t *testing.T) {
 // (made up) is recorded, and the client gets the recorded stream without
 // it (decoded alike when gzip-encoded).
 func TestCorpusIncludeUsage(t *testing.T) {
+	t.Parallel()
 	es, err := corpus.Load()
 	if err != nil {
 		t.Fatal(err)

@@ -57,6 +57,7 @@ func wantHandlers(t *testing.T, p *testProxy, want map[[2]string]float64, secret
 // request's path matches, none for a path that matches no route: an ID, a
 // key or a deployment a client put in a path is no label (issue 27, item 5).
 func TestHandlerLabels(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(chatJSON))
 	defer up.Close()
 	p := startProxy(t, nil, "-upstream", up.URL)

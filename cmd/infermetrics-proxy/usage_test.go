@@ -40,6 +40,7 @@ func withoutUsageEvent(t *testing.T, name string, body []byte) []byte {
 // asked gets the usage chunk. Streams of vLLM, SGLang, Ollama and llama.cpp,
 // written in pieces of 1, 7 and all bytes.
 func TestIncludeUsageStripped(t *testing.T) {
+	t.Parallel()
 	var streams []fixture
 	for _, f := range loadFixtures(t) {
 		// The usage streams that end well, of chat (all four servers) and of
@@ -367,6 +368,7 @@ func eventEndByByte(s *stripWriter, p []byte) int {
 // its tokens are recorded and its client gets no usage chunk. A lax false
 // value is not a stream and passes on as it came.
 func TestIncludeUsageLaxStream(t *testing.T) {
+	t.Parallel()
 	var f fixture
 	for _, c := range loadFixtures(t) {
 		if c.File == "vllm_chat_stream_usage_cached.sse" {

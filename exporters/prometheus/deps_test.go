@@ -21,6 +21,7 @@ var otlpPackages = []string{
 // exporters.Setup), and example/minimal built on it, link no OTLP exporter
 // and no gRPC.
 func TestNoOTLPDependency(t *testing.T) {
+	t.Parallel() // waits on go list, beside the other
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("the go command is needed to list the dependencies: %v", err)
@@ -61,6 +62,7 @@ func hasPrefix(paths []string, prefixes ...string) bool {
 // gives for the programs of testdata/deps: packages beyond the standard
 // library and the modules they come from, at go.mod's versions.
 func TestDependencyCost(t *testing.T) {
+	t.Parallel() // waits on go list, beside the other
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("the go command is needed to list the dependencies: %v", err)

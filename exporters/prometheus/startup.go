@@ -56,8 +56,19 @@ type viewFamilies struct {
 // isLegacy reports whether a histogram family of startupFamilies is one of
 // an older vLLM version.
 func isLegacy(name string) bool {
-	return slices.ContainsFunc(views.LegacyFamilies(), func(f views.LegacyFamily) bool { return f.Name == name })
+	_, ok := legacyNames()[name]
+	return ok
 }
+
+// legacyNames are the names of views.LegacyFamilies, built once: building
+// that list took most of a small registry's scrape, once per histogram family.
+var legacyNames = sync.OnceValue(func() map[string]struct{} {
+	names := map[string]struct{}{}
+	for _, f := range views.LegacyFamilies() {
+		names[f.Name] = struct{}{}
+	}
+	return names
+})
 
 // maxNativeSchema is the finest schema of a Prometheus native histogram; the
 // OpenTelemetry exporter merges the buckets of finer scales down to it.

@@ -30,8 +30,18 @@ const callBound = 5 * time.Second
 // a 500 ms export timeout, so that an export to a dead collector gives up
 // quickly (the exporter's retries back off from 5 s: none fits in it).
 func outageOTLP(addr string, temporality Temporality, interval time.Duration) Option {
+	return otlpTo(addr, temporality, interval, 500*time.Millisecond)
+}
+
+// upTimeout is the export timeout of a test whose exports must all arrive
+// (with delta temporality, a failed export is lost): far above what an
+// export to a receiver on this host takes on a loaded machine, where 500 ms
+// was exceeded once (load 40).
+const upTimeout = 2 * time.Minute
+
+func otlpTo(addr string, temporality Temporality, interval, timeout time.Duration) Option {
 	return WithOTLP(WithProtocol(ProtocolGRPC), WithEndpoint(addr), WithInsecure(), WithTemporality(temporality),
-		WithInterval(interval), WithTimeout(500*time.Millisecond))
+		WithInterval(interval), WithTimeout(timeout))
 }
 
 // load records on engines 0 and 1 of a Recorder from one goroutine, a step
@@ -136,6 +146,13 @@ func setupRecorder(t *testing.T, opts ...Option) (*Provider, *instrument.Recorde
 	if err != nil {
 		t.Fatalf("Setup: %v", err)
 	}
+	// A test that stops early still detaches its error route (Shutdown is
+	// idempotent), or its handler would take the next tests' errors.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+	})
 	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()), instrument.WithModelName("m"),
 		instrument.WithEngines(0, 1), testutil.StrictErrors(t))
 	if err != nil {
@@ -241,29 +258,33 @@ func TestOutageDeltaLosesFailedExports(t *testing.T) {
 	cleanEnv(t)
 	recv := &receiver{}
 	stop := recv.serve(t, "127.0.0.1:0")
-	p, rec := setupRecorder(t, outageOTLP(recv.addr, Delta, time.Hour), WithErrorHandler(func(error) {}))
+	// A 2 s export timeout, 4 times outageOTLP's (which a loaded machine
+	// exceeded once with the collector up), still below the first retry's
+	// delay (5 s, randomized by half): no export retries, so each flush
+	// either delivers or loses its delta.
+	p, rec := setupRecorder(t, otlpTo(recv.addr, Delta, time.Hour, 2*time.Second), WithErrorHandler(func(error) {}))
 	ctx := t.Context()
-	flush := func() error {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	flush := func(d time.Duration) error {
+		fctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		return p.ForceFlush(fctx)
 	}
 	recordGeneration(t, rec, 5)
-	if err := flush(); err != nil {
+	if err := flush(upTimeout); err != nil {
 		t.Fatalf("flush with the collector up: %v", err)
 	}
 
 	stop()
 	recordGeneration(t, rec, 7)
-	if err := flush(); err == nil {
+	if err := flush(5 * time.Second); err == nil {
 		t.Fatal("a flush to a stopped collector succeeded")
 	}
 
 	recv.serve(t, recv.addr)
 	// Until gRPC has reconnected, flushes fail; nothing is recorded meanwhile.
-	waitFor(t, "a flush to succeed", func() bool { return flush() == nil })
+	waitFor(t, "a flush to succeed", func() bool { return flush(5*time.Second) == nil })
 	recordGeneration(t, rec, 11)
-	if err := flush(); err != nil {
+	if err := flush(upTimeout); err != nil {
 		t.Fatalf("flush once the collector is back: %v", err)
 	}
 	code, body, _ := scrape(t, p.Handler(), "")
@@ -284,7 +305,7 @@ func TestShutdownDeliversLastValues(t *testing.T) {
 		t.Run(temporality.String(), func(t *testing.T) {
 			cleanEnv(t)
 			recv := startReceiver(t)
-			p, rec := setupRecorder(t, outageOTLP(recv.addr, temporality, 100*time.Millisecond))
+			p, rec := setupRecorder(t, otlpTo(recv.addr, temporality, 100*time.Millisecond, upTimeout))
 			l := startLoad(rec)
 			time.Sleep(400 * time.Millisecond)
 			steps := l.halt(t)

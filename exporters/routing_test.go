@@ -95,8 +95,16 @@ func TestErrorHandlerPerSetup(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"A", "B"} {
-		errs := sinks[name].Get()
-		for _, err := range errs {
+		var refused, canceled int64
+		for _, err := range sinks[name].Get() {
+			// A periodic export in flight when Shutdown begins is canceled
+			// (on a loaded machine one can be): an error of this Setup's
+			// that no receiver wrote.
+			if strings.Contains(err.Error(), context.Canceled.Error()) {
+				canceled++
+				continue
+			}
+			refused++
 			if !strings.Contains(err.Error(), "refused by receiver "+name) {
 				t.Errorf("handler %s got %q, not an error of its own Setup", name, err)
 			}
@@ -107,9 +115,14 @@ func TestErrorHandlerPerSetup(t *testing.T) {
 		}
 		// Every refused export but the last (Shutdown's, which Shutdown
 		// returns) reaches the handler exactly once: the periodic ones and
-		// the flush before shutdown.
-		if got, want := int64(len(errs)), recvs[name].calls.Load()-1; got != want {
-			t.Errorf("handler %s got %d errors for %d refused exports, want %d", name, got, want+1, want)
+		// the flush before shutdown. A canceled export may have reached
+		// the receiver before it was canceled: then it is counted there
+		// and not refused here.
+		if canceled > 1 {
+			t.Errorf("handler %s got %d canceled exports, want at most the one in flight at Shutdown", name, canceled)
+		}
+		if want := recvs[name].calls.Load() - 1; refused > want || refused < want-canceled {
+			t.Errorf("handler %s got %d refusals (and %d canceled exports) for %d refused exports, want %d", name, refused, canceled, want+1, want)
 		}
 	}
 	if !strings.Contains(logged.String(), "refused by receiver C") {

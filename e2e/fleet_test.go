@@ -232,6 +232,9 @@ func TestFleet(t *testing.T) {
 		versions = versions[:1]
 	}
 	n := fleetSize(t)
+	// The polls' deadline grows with the fleet: a large one loads the
+	// machine (and the stores answer slower).
+	deadline := max(2*time.Minute, time.Duration(n)*5*time.Second)
 	began := time.Now()
 	mark := func(what string) { t.Logf("[%5.1fs] %s", time.Since(began).Seconds(), what) }
 	files, err := mixin.Files(mixin.Default().WithFor("1s"))
@@ -369,7 +372,7 @@ func TestFleet(t *testing.T) {
 	// (exports fail meanwhile; the later ones carry those counts).
 	push2 := stores["push 2"]
 	waitInstances := func(e *env, what string) {
-		poll(t, 2*time.Minute, what, func() (bool, string) {
+		poll(t, deadline, what, func() (bool, string) {
 			v, err := e.prom.query(`count by (job, instance) (vllm:num_requests_running)`, time.Now())
 			if err != nil {
 				return false, err.Error()
@@ -451,7 +454,7 @@ func TestFleet(t *testing.T) {
 		return time.Now().After(loadEnd), "load running"
 	})
 	stopTraffic()
-	final := waitQuietURLs(t, urls, loadEnd, 3*time.Minute, func() {
+	final := waitQuietURLs(t, urls, loadEnd, deadline+time.Minute, func() {
 		for _, p := range procs {
 			p.alive(t)
 		}
@@ -470,7 +473,7 @@ func TestFleet(t *testing.T) {
 		e := stores[name]
 		t.Run(name+" equals the instances", func(t *testing.T) {
 			var detail string
-			poll(t, 2*time.Minute, name+": every series of every instance equal to its scrape", func() (bool, string) {
+			poll(t, deadline, name+": every series of every instance equal to its scrape", func() (bool, string) {
 				ok, d := fleetAgrees(e, members, final, zero, restarted.prefill, restarted.decode)
 				detail = d
 				return ok, d
@@ -484,7 +487,7 @@ func TestFleet(t *testing.T) {
 	for _, v := range versions {
 		name := "scrape " + v
 		e := stores[name]
-		poll(t, time.Minute, name+": every instance scraped after the load", func() (bool, string) {
+		poll(t, deadline, name+": every instance scraped after the load", func() (bool, string) {
 			v, err := e.prom.query(fmt.Sprintf(`timestamp(up{job=~"%s|%s"} == 1) > %s`, engineJob, proxyJob, promTime(stillAt)), time.Now())
 			if err != nil {
 				return false, err.Error()

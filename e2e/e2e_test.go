@@ -314,9 +314,15 @@ service:
 		t.Fatal(err)
 	}
 	p := startProc(t, e.work, "otelcol", childEnv(), e.tools.otelcol, "--config=file:"+cfgFile)
-	poll(t, 30*time.Second, "collector OTLP/gRPC listening on "+otlp, func() (bool, string) {
+	waitListening(t, p, "collector OTLP/gRPC", otlp)
+}
+
+// waitListening waits until p accepts TCP connections on addr.
+func waitListening(t *testing.T, p *proc, what, addr string) {
+	t.Helper()
+	poll(t, 30*time.Second, what+" listening on "+addr, func() (bool, string) {
 		p.alive(t)
-		c, err := net.DialTimeout("tcp", otlp, time.Second)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -372,24 +378,32 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 }
 
 // waitQuiet polls the /metrics of every server in e.urls (both instances,
-// and the router where a test added it) until the load is over: after
-// loadEnd, quietScrapes consecutive scrapes with num_requests_running and
-// num_requests_waiting all 0 and every counter and histogram unchanged.
-// It returns the last scrape of each.
+// and the router where a test added it) until the load is over
+// (waitQuietURLs).
 func (e *env) waitQuiet(t *testing.T, loadEnd time.Time, timeout time.Duration) map[string]*scrape {
+	t.Helper()
+	return waitQuietURLs(t, e.urls, loadEnd, timeout, func() { e.example.alive(t) })
+}
+
+// waitQuietURLs polls the /metrics at urls (by name) until the load is
+// over: after loadEnd, quietScrapes consecutive scrapes with
+// num_requests_running and num_requests_waiting all 0 and every counter and
+// histogram unchanged; alive fails the test when a process ended. It
+// returns the last scrape of each.
+func waitQuietURLs(t *testing.T, urls map[string]string, loadEnd time.Time, timeout time.Duration, alive func()) map[string]*scrape {
 	t.Helper()
 	var prev map[string]float64
 	quiet := 0
 	var final map[string]*scrape
 	poll(t, timeout, "load over and every server idle", func() (bool, string) {
-		e.example.alive(t)
+		alive()
 		if time.Now().Before(loadEnd) {
 			return false, "load still running"
 		}
 		cur := map[string]float64{}
 		scrapes := map[string]*scrape{}
 		var busy float64
-		for role, u := range e.urls {
+		for role, u := range urls {
 			s, err := fetchScrape(u)
 			if err != nil {
 				quiet = 0

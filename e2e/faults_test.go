@@ -166,9 +166,16 @@ type faultDeployment struct {
 // directory), of targets labelled namespace.
 func sdFile(t *testing.T, dir, name, namespace string, targets ...string) {
 	t.Helper()
+	sdFileLabels(t, dir, name, map[string]string{"namespace": namespace}, targets...)
+}
+
+// sdFileLabels writes a file_sd target file, atomically, of targets with
+// these target labels.
+func sdFileLabels(t *testing.T, dir, name string, labels map[string]string, targets ...string) {
+	t.Helper()
 	groups := []map[string]any{}
 	if len(targets) > 0 {
-		groups = append(groups, map[string]any{"targets": targets, "labels": map[string]string{"namespace": namespace}})
+		groups = append(groups, map[string]any{"targets": targets, "labels": labels})
 	}
 	b, err := json.Marshal(groups)
 	if err != nil {

@@ -35,6 +35,10 @@
 #   -rss-rate R    requests per second for -rss (default 40)
 #   -rss-duration D  load duration for -rss (default 20s)
 #   -ratios FILE   only print the ratios of an existing raw result file
+#   -fleet N       only the fleet run: e2e TestFleet with N instances (64 and more: the
+#                  issue 34 figures of docs/benchmarks.md; needs scripts/e2e-deps.sh), whose
+#                  "fleet figures" line (collector CPU and RSS, the store's series, bytes
+#                  pushed per minute) is printed with the machine's load before and after
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +53,7 @@ RSS=0
 RSS_RATE=40
 RSS_DURATION=20s
 RATIOS_ONLY=""
+FLEET=""
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 
 while [ $# -gt 0 ]; do
@@ -62,10 +67,27 @@ while [ $# -gt 0 ]; do
 	-rss-rate) RSS_RATE=$2; shift 2 ;;
 	-rss-duration) RSS_DURATION=$2; shift 2 ;;
 	-ratios) RATIOS_ONLY=$2; shift 2 ;;
+	-fleet) FLEET=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "bench.sh: unknown option $1 (try -h)" >&2; exit 2 ;;
 	esac
 done
+
+if [ -n "$FLEET" ]; then
+	echo "== Fleet: $FLEET instances through one collector (e2e TestFleet)"
+	echo "load before: $(cat /proc/loadavg)"
+	log=$(mktemp)
+	start=$SECONDS
+	(cd e2e && E2E_FLEET=$FLEET E2E_REQUIRED=1 go test -run 'TestFleet$' -count=1 -v -timeout 30m .) >"$log" 2>&1 || {
+		tail -n 60 "$log"
+		echo "bench.sh: the fleet run failed (log: $log)" >&2
+		exit 1
+	}
+	echo "load after: $(cat /proc/loadavg); wall $((SECONDS - start)) s"
+	grep -o 'fleet figures: .*' "$log"
+	echo "command: cd e2e && E2E_FLEET=$FLEET E2E_REQUIRED=1 go test -run 'TestFleet\$' -count=1 -v -timeout 30m . (log: $log)"
+	exit 0
+fi
 
 # values FILE NAME UNIT: UNIT of every line of benchmark NAME (without its
 # -GOMAXPROCS suffix), sorted.

@@ -147,7 +147,7 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 
 // resource is the Setup options naming a server of the deployment: the
 // example's service name, service.instance.id "<role>-0" and a role
-// attribute.
+// attribute (-service-name and -instance-id listen override the first two).
 func (r role) resource() []exporters.Option {
 	return []exporters.Option{
 		exporters.WithServiceName("infermetrics-example"),

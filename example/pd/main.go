@@ -88,6 +88,8 @@ func run() error {
 	otlpEndpoint := flag.String("otlp-endpoint", "", "OTLP collector host:port, insecure (default: from OTEL_EXPORTER_OTLP_ENDPOINT)")
 	otlpProtocol := flag.String("otlp-protocol", string(exporters.ProtocolGRPC), "OTLP protocol of -otlp-endpoint: grpc (port 4317) or http/protobuf (port 4318)")
 	otlpInterval := flag.Duration("otlp-interval", 0, "OTLP export interval (default: OTEL_METRIC_EXPORT_INTERVAL or 60s)")
+	serviceName := flag.String("service-name", "infermetrics-example", "service.name of every server (OTLP: the job label the collector's remote write gives)")
+	instanceID := flag.String("instance-id", "role", "service.instance.id of each server: role (<role>-0) or listen (its listen address, the instance label a scrape of it has), so that many examples pushing to one collector stay apart")
 	priority := flag.Bool("priority", true, "priority scheduling: requests get priorities -2 to 2 and the finished-request families a priority label")
 	kvOffload := flag.Bool("kv-offload", true, "a host-memory KV offload tier on the prefill instance (vllm:kv_offload_* families)")
 	lora := flag.Bool("lora", true, "LoRA adapters: 40% of requests name sql-lora, chat-lora or code-lora, max_loras 4 (vllm:lora_requests_info)")
@@ -133,11 +135,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if *instanceID != "role" && *instanceID != "listen" {
+		return fmt.Errorf("-instance-id %q: want role or listen", *instanceID)
+	}
+	listen := map[role]string{prefillRole: *prefillAddr, decodeRole: *decodeAddr, routerRole: *routerAddr}
 	setup := func(r role) []exporters.Option {
-		opts := []exporters.Option{
+		opts := []exporters.Option{exporters.WithServiceName(*serviceName)}
+		if *instanceID == "listen" {
+			opts = append(opts, exporters.WithServiceInstanceID(listen[r]))
+		}
+		opts = append(opts,
 			exporters.WithStatsLog(logger.With("instance", string(r)), exporters.WithStatsInterval(*logInterval)),
 			exporters.WithErrorHandler(func(err error) { logger.Warn("metrics export", "instance", string(r), "err", err) }),
-		}
+		)
 		if tr.on {
 			opts = append(opts, exporters.WithExemplars(), exporters.WithPrometheus(exporters.WithOpenMetrics()))
 		}

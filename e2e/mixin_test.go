@@ -32,6 +32,14 @@ const (
 	mixinRouterConcurrency = 4
 )
 
+// mixinRouterTokens is the least output of a request through the router,
+// which runs to its max_tokens (ignore_eos) unless corrupted. The decode
+// instance streams what its engine made since the handler last woke, so a
+// short answer on a loaded machine can come in one content chunk and
+// record no inter-chunk time (CI's run of stop 38: the gateway dashboard's
+// chunk-time panel had no data); a long one spans tens of engine steps.
+const mixinRouterTokens = 48
+
 // TestMixin loads the rules of mixin/ into Prometheus 2.42 and 3.16, both
 // scraping the example's prefill and decode instances and its P/D router
 // while the example runs its load with a share of corrupted requests and
@@ -88,6 +96,9 @@ func TestMixin(t *testing.T) {
 		p.waitRouterScraped(t)
 	}
 	streamThroughRouter(t, api, 1, mixinRouterRequests)
+	for _, p := range proms {
+		p.waitChunkGapsScraped(t)
+	}
 	e.waitQuiet(t, exampleStart.Add(startupIdle+loadDuration), startupIdle+loadDuration+2*time.Minute)
 	quiet := time.Now()
 	t.Logf("[%5.1fs] load over", time.Since(began).Seconds())
@@ -168,8 +179,8 @@ func streamThroughRouter(t *testing.T, api string, from, to int) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			body := fmt.Sprintf(`{"messages":[{"role":"user","content":"question %d %s"}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true}}`,
-				i, strings.Repeat("context ", 10*i), 8+2*i)
+			body := fmt.Sprintf(`{"messages":[{"role":"user","content":"question %d %s"}],"max_tokens":%d,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`,
+				i, strings.Repeat("context ", 10*i), mixinRouterTokens+2*i)
 			resp, err := http.Post(api, "application/json", strings.NewReader(body))
 			if err != nil {
 				errs[i] = err
@@ -209,6 +220,25 @@ func (e *env) waitRouterScraped(t *testing.T) {
 			return false, err.Error()
 		}
 		if len(v) == 1 && v[0].value >= 3 {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s = %v", expr, v)
+	})
+}
+
+// waitChunkGapsScraped waits until e's Prometheus has seen the router's
+// inter-chunk time count rise during the run: the count of a streamed
+// answer in more than one content chunk, which the gateway dashboard's
+// chunk-time panel needs.
+func (e *env) waitChunkGapsScraped(t *testing.T) {
+	t.Helper()
+	const expr = `sum(increase(gen_ai_client_operation_time_per_output_chunk_seconds_count[1h]))`
+	poll(t, time.Minute, "the router's inter-chunk times scraped", func() (bool, string) {
+		v, err := e.prom.query(expr, time.Now())
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(v) == 1 && v[0].value > 0 {
 			return true, ""
 		}
 		return false, fmt.Sprintf("%s = %v", expr, v)

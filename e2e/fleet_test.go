@@ -343,6 +343,12 @@ func TestFleet(t *testing.T) {
 		members = append(members, &fleetMember{job: proxyJob, namespace: up.ns, addr: metrics, proc: func() *proc { return procs[k] }})
 		proxyAPIs = append(proxyAPIs, "http://"+listen+"/v1/chat/completions")
 	}
+	// The instances stop together, then the collector their last exports
+	// go to: one by one (each's own cleanup) they took about 45 s.
+	t.Cleanup(func() {
+		stopTogether(10*time.Second, procs...)
+		collector.stop(10 * time.Second)
+	})
 	urls := map[string]string{}
 	for _, m := range members {
 		waitServing(t, m.proc(), "http://"+m.addr+"/metrics")

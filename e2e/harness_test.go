@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -195,6 +196,20 @@ func (p *proc) stop(grace time.Duration) {
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	p.wait(grace)
+}
+
+// stopTogether stops every process of ps at once, each as stop does, and
+// waits for them all: a test of many processes registers it after starting
+// them (cleanups run last-registered first), so that their own cleanups,
+// run after it, find them ended instead of waiting for each in turn.
+func stopTogether(grace time.Duration, ps ...*proc) {
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		if p != nil {
+			wg.Go(func() { p.stop(grace) })
+		}
+	}
+	wg.Wait()
 }
 
 // dumpTail logs the last lines of the process's output.

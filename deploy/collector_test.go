@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -56,18 +55,15 @@ func renderedCollector(t *testing.T) (string, collectorConfig) {
 	return text, cfg
 }
 
-// setAttribute is an OTTL statement that sets a data point attribute from a
-// resource attribute.
-var setAttribute = regexp.MustCompile(`^set\(attributes\["([^"]+)"\], resource\.attributes\["([^"]+)"\]\)`)
-
 // TestCollectorConfig checks the collector gateway's configuration: every
 // component a pipeline names is defined; memory_limiter comes first and
 // batch last; the series it exports carry every label the mixin's rules
 // and dashboards name a deployment and a server by (mixin.Default's
 // JobLabels and InstanceLabels): job and instance from service.name and
 // service.instance.id (the remote-write exporter's translation), namespace
-// and pod copied from the k8s.* resource attributes k8sattributes extracts
-// and the proxy sets, cluster as an external label.
+// and pod from the k8s.* resource attributes k8sattributes extracts and the
+// proxy sets (copied by the resource processor, put on every series by the
+// exporter's resource_constant_labels), cluster as an external label.
 func TestCollectorConfig(t *testing.T) {
 	_, cfg := renderedCollector(t)
 	p, ok := cfg.Service.Pipelines["metrics"]
@@ -88,8 +84,8 @@ func TestCollectorConfig(t *testing.T) {
 	if len(p.Processors) < 2 || p.Processors[0] != "memory_limiter" || p.Processors[len(p.Processors)-1] != "batch" {
 		t.Errorf("processors %v: want memory_limiter first and batch last", p.Processors)
 	}
-	if i, j := slices.Index(p.Processors, "k8sattributes"), slices.Index(p.Processors, "transform/labels"); i < 0 || j < i {
-		t.Errorf("processors %v: want k8sattributes, then transform/labels", p.Processors)
+	if i, j := slices.Index(p.Processors, "k8sattributes"), slices.Index(p.Processors, "resource/labels"); i < 0 || j < i {
+		t.Errorf("processors %v: want k8sattributes, then resource/labels", p.Processors)
 	}
 
 	k8s, _ := yaml.Marshal(cfg.Processors["k8sattributes"])
@@ -101,40 +97,48 @@ func TestCollectorConfig(t *testing.T) {
 	if err := yaml.Unmarshal(k8s, &ka); err != nil {
 		t.Fatal(err)
 	}
-
-	produced := map[string]string{"job": "service.name", "instance": "service.instance.id"}
-	tr, _ := yaml.Marshal(cfg.Processors["transform/labels"])
-	var tf struct {
-		MetricStatements []struct {
-			Context    string   `json:"context"`
-			Statements []string `json:"statements"`
-		} `json:"metric_statements"`
-	}
-	if err := yaml.Unmarshal(tr, &tf); err != nil {
-		t.Fatal(err)
-	}
-	proxyAttrs := proxyResourceAttributes(t)
-	for _, ms := range tf.MetricStatements {
-		for _, s := range ms.Statements {
-			m := setAttribute.FindStringSubmatch(s)
-			if m == nil || ms.Context != "datapoint" {
-				continue
-			}
-			produced[m[1]] = m[2]
-			if !slices.Contains(ka.Extract.Metadata, m[2]) {
-				t.Errorf("label %s from %s, which k8sattributes does not extract (%v)", m[1], m[2], ka.Extract.Metadata)
-			}
-			if !slices.Contains(proxyAttrs, m[2]) {
-				t.Errorf("label %s from %s, which the proxy's OTEL_RESOURCE_ATTRIBUTES does not set (%v)", m[1], m[2], proxyAttrs)
-			}
-		}
-	}
 	ex, _ := yaml.Marshal(cfg.Exporters["prometheus_remote_write"])
 	var prw struct {
-		ExternalLabels map[string]string `json:"external_labels"`
+		ExternalLabels         map[string]string `json:"external_labels"`
+		ResourceConstantLabels struct {
+			Included []string `json:"included"`
+		} `json:"resource_constant_labels"`
 	}
 	if err := yaml.Unmarshal(ex, &prw); err != nil {
 		t.Fatal(err)
+	}
+
+	// A label from a k8s.* attribute: the resource processor copies the
+	// attribute into one of the label's name, which the exporter's
+	// resource_constant_labels puts on every series.
+	produced := map[string]string{"job": "service.name", "instance": "service.instance.id"}
+	rp, _ := yaml.Marshal(cfg.Processors["resource/labels"])
+	var res struct {
+		Attributes []struct {
+			Key           string `json:"key"`
+			FromAttribute string `json:"from_attribute"`
+			Action        string `json:"action"`
+		} `json:"attributes"`
+	}
+	if err := yaml.Unmarshal(rp, &res); err != nil {
+		t.Fatal(err)
+	}
+	proxyAttrs := proxyResourceAttributes(t)
+	for _, a := range res.Attributes {
+		if a.FromAttribute == "" || (a.Action != "insert" && a.Action != "upsert") {
+			continue
+		}
+		if !slices.Contains(prw.ResourceConstantLabels.Included, a.Key) {
+			t.Errorf("resource attribute %s (from %s): not in the exporter's resource_constant_labels %v, so on no series", a.Key, a.FromAttribute, prw.ResourceConstantLabels.Included)
+			continue
+		}
+		produced[a.Key] = a.FromAttribute
+		if !slices.Contains(ka.Extract.Metadata, a.FromAttribute) {
+			t.Errorf("label %s from %s, which k8sattributes does not extract (%v)", a.Key, a.FromAttribute, ka.Extract.Metadata)
+		}
+		if !slices.Contains(proxyAttrs, a.FromAttribute) {
+			t.Errorf("label %s from %s, which the proxy's OTEL_RESOURCE_ATTRIBUTES does not set (%v)", a.Key, a.FromAttribute, proxyAttrs)
+		}
 	}
 	for k := range prw.ExternalLabels {
 		produced[k] = "external_labels"
@@ -191,9 +195,8 @@ func otelcol(t *testing.T) string {
 
 // notInSuiteCollector are the components of the chart's configuration that
 // the suite's collector (e2e/collector) lacks: k8sattributes (it needs a
-// Kubernetes API server, and its modules the client-go tree) and transform
-// (its v0.165.1 needs contrib modules the Go module proxy does not serve).
-var notInSuiteCollector = []string{"processors.k8sattributes", "processors.transform/labels"}
+// Kubernetes API server, and its modules the client-go tree).
+var notInSuiteCollector = []string{"processors.k8sattributes"}
 
 // TestCollectorValidate has the suite's collector validate the rendered
 // configuration (otelcol validate). That collector has a gateway's

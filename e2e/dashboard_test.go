@@ -59,6 +59,25 @@ func labelValuesQuery(def string) (string, bool) {
 // take their defaults (ttft_slo 1.0 s, tpot_slo 0.1 s), written as vLLM's
 // dashboards write them into le="...".
 func dashboardVars(windowSeconds int) *strings.Replacer {
+	return strings.NewReplacer(dashboardVarPairs(windowSeconds)...)
+}
+
+// dashboardVarsFor is dashboardVars with $instance matching only the
+// instances given.
+func dashboardVarsFor(windowSeconds int, instances []string) *strings.Replacer {
+	pairs := dashboardVarPairs(windowSeconds)
+	quoted := make([]string, len(instances))
+	for i, in := range instances {
+		// A regexp in a PromQL string literal, whose escapes are Go's.
+		quoted[i] = strings.ReplaceAll(regexp.QuoteMeta(in), `\`, `\\`)
+	}
+	i := slices.Index(pairs, "$instance")
+	pairs[i+1] = strings.Join(quoted, "|")
+	return strings.NewReplacer(pairs...)
+}
+
+// dashboardVarPairs are dashboardVars' old, new pairs.
+func dashboardVarPairs(windowSeconds int) []string {
 	window := fmt.Sprintf("%ds", windowSeconds)
 	def := mixin.Default()
 	pairs := []string{
@@ -75,7 +94,7 @@ func dashboardVars(windowSeconds int) *strings.Replacer {
 	for _, l := range slices.Compact(labels) {
 		pairs = append(pairs, "$"+l, ".*")
 	}
-	return strings.NewReplacer(pairs...)
+	return pairs
 }
 
 // dashboardQuery runs one substituted dashboard expression at time at and

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -512,9 +513,15 @@ func TestFleet(t *testing.T) {
 			checkRestartRates(t, name, stores[name], restarted.decode, restartAt, at, window)
 		}
 	})
+	var steady []string // the instances that did not restart
+	for _, m := range members {
+		if m.addr != restarted.prefill && m.addr != restarted.decode {
+			steady = append(steady, m.addr)
+		}
+	}
 	t.Run("scrape and push agree", func(t *testing.T) {
 		for _, v := range versions {
-			compareStores(t, "prometheus "+v, stores["scrape "+v], stores["push "+v], files, at, window)
+			compareStores(t, "prometheus "+v, stores["scrape "+v], stores["push "+v], files, at, window, steady)
 		}
 	})
 
@@ -722,29 +729,42 @@ func (e *env) byLabelAt(t *testing.T, expr string, at time.Time) map[string]floa
 // scraped and the pushed store at time at, and fails unless both return
 // the same series (label sets) with data; it logs the largest relative
 // difference of their values (rates: the two paths sample at different
-// instants).
-func compareStores(t *testing.T, name string, scraped, pushed *env, files []mixin.File, at time.Time, window int) {
+// instants). The dashboard queries of instant values (no range, no
+// recorded series: gauges, info series, counts) run once more on the
+// instances given (all but a restarted one, whose first life's series the
+// pushed store keeps without staleness markers) and must give equal
+// values: after the load both paths hold each instance's last values.
+func compareStores(t *testing.T, name string, scraped, pushed *env, files []mixin.File, at time.Time, window int, instances []string) {
 	t.Helper()
-	var exprs []string
+	var exprs, recorded []string
 	for l := range strings.SplitSeq(string(fileData(t, files, mixin.RecordingRulesFile)), "\n") {
 		if r, ok := strings.CutPrefix(strings.TrimSpace(l), "- record: "); ok {
 			if q, err := strconv.Unquote(r); err == nil {
 				r = q
 			}
 			exprs = append(exprs, r)
+			recorded = append(recorded, r)
 		}
 	}
-	sub := dashboardVars(window)
+	sub, subOn := dashboardVars(window), dashboardVarsFor(window, instances)
+	var instant []string
 	for _, f := range files {
 		if !strings.HasPrefix(f.Path, dashboardDir) || !strings.HasSuffix(f.Path, ".json") {
 			continue
 		}
 		for _, q := range boardQueries(t, f.Data) {
 			exprs = append(exprs, sub.Replace(q))
+			if !strings.Contains(q, "[") && strings.Contains(q, "$instance") &&
+				!slices.ContainsFunc(recorded, func(r string) bool { return strings.Contains(q, r) }) {
+				instant = append(instant, subOn.Replace(q))
+			}
 		}
 	}
 	slices.Sort(exprs)
 	exprs = slices.Compact(exprs)
+	slices.Sort(instant)
+	instant = slices.Compact(instant)
+	compareInstant(t, name, scraped, pushed, instant, at)
 	var same, differ, empty, pushedOnly int
 	worst, worstExpr := 0.0, ""
 	for _, expr := range exprs {
@@ -802,6 +822,43 @@ func compareStores(t *testing.T, name string, scraped, pushed *env, files []mixi
 	t.Logf("%s: %d of %d recording rules and dashboard queries return every series with data scraped also pushed (%d with series "+
 		"pushed only; %d empty on both; %d differ); largest relative difference of a value %.3g (%s)",
 		name, same, len(exprs), pushedOnly, empty, differ, worst, worstExpr)
+}
+
+// compareInstant fails unless every series an expression of exprs gives on
+// the scraped store at time at is on the pushed store with the same value,
+// and unless some series were compared. A series pushed only is logged.
+func compareInstant(t *testing.T, name string, scraped, pushed *env, exprs []string, at time.Time) {
+	t.Helper()
+	compared := 0
+	for _, expr := range exprs {
+		a, errA := scraped.prom.query(expr, at)
+		b, errB := pushed.prom.query(expr, at)
+		if err := errors.Join(errA, errB); err != nil {
+			t.Errorf("%s: %s: %v", name, expr, err)
+			continue
+		}
+		ka, kb := seriesKeys(a), seriesKeys(b)
+		for k, va := range ka {
+			vb, ok := kb[k]
+			switch {
+			case !ok:
+				t.Errorf("%s: %s: %s scraped (%g), not pushed", name, expr, k, va)
+			case va != vb && !(math.IsNaN(va) && math.IsNaN(vb)):
+				t.Errorf("%s: %s: %s: scraped %g, pushed %g", name, expr, k, va, vb)
+			default:
+				compared++
+			}
+		}
+		for k, vb := range kb {
+			if _, ok := ka[k]; !ok {
+				t.Logf("%s: %s: %s pushed only (%g): a series that went away, which the pushed store keeps without staleness markers", name, expr, k, vb)
+			}
+		}
+	}
+	if compared == 0 {
+		t.Errorf("%s: the %d instant dashboard queries compared no series", name, len(exprs))
+	}
+	t.Logf("%s: %d instant dashboard queries give equal values scraped and pushed (%d series)", name, len(exprs), compared)
 }
 
 // seriesKeys maps a result's series by their label sets, le normalised

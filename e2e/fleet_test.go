@@ -216,7 +216,8 @@ func fleetSize(t *testing.T) int {
 // are apart and carry cluster, namespace, job and instance as the direct
 // scrape gives them; the restarted instance's counters reset once and
 // rate() counts both lives; every recording rule and dashboard query
-// returns the same series on the pushed and the scraped store. It logs
+// returns the same series on the pushed and the scraped store, and each
+// dashboard query of instant values the same values. It logs
 // the collector's CPU and memory, the stores' series and the bytes pushed
 // per minute (scripts/bench.sh reads that line).
 func TestFleet(t *testing.T) {

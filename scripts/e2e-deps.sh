@@ -11,6 +11,8 @@
 #    version below and cached the same way (their stamps hold the module
 #    version and the Go version), so the suite runs both Debian's 2.x and a
 #    current 3.x.
+# Each built binary is kept in a cache outside the tree too (cache_dir
+# below), from which a fresh clone copies it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,34 @@ current() {
 	[ -x "$1" ] && [ -f "$1.stamp" ] && [ "$(cat "$1.stamp")" = "$2" ]
 }
 
+# A built binary is also kept outside the tree, by name and hash, so that a
+# fresh clone on the same machine (as CI runs) copies it instead of building
+# and linking it again (about 70 s for the three): $INFERMETRICS_E2E_CACHE,
+# by default ~/.cache/infermetrics/e2e-bin; a new hash replaces the old.
+cache_dir=${INFERMETRICS_E2E_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/infermetrics/e2e-bin}
+# cached BIN HASH: BIN made current from the cache, when it holds it.
+cached() {
+	local c
+	c="$cache_dir/$(basename "$1")-$2"
+	[ -x "$c" ] || return 1
+	mkdir -p "$(dirname "$1")"
+	cp -f "$c" "$1.tmp"
+	mv -f "$1.tmp" "$1"
+	echo "$2" >"$1.stamp"
+	echo "e2e-deps: $1 copied from $c"
+}
+# keep BIN HASH: BIN into the cache, in place of its other versions,
+# unless the cache holds it.
+keep() {
+	local name
+	name=$(basename "$1")
+	[ -x "$cache_dir/$name-$2" ] && return
+	mkdir -p "$cache_dir"
+	rm -f "$cache_dir/$name"-*
+	cp -f "$1" "$cache_dir/$name-$2.tmp"
+	mv -f "$cache_dir/$name-$2.tmp" "$cache_dir/$name-$2"
+}
+
 collector=e2e/collector
 bin=e2e/bin/otelcol
 stamp=$bin.stamp
@@ -44,6 +74,9 @@ hash=$(
 )
 if current "$bin" "$hash"; then
 	echo "e2e-deps: $bin is up to date"
+	keep "$bin" "$hash"
+elif cached "$bin" "$hash"; then
+	:
 else
 	echo "e2e-deps: building $bin from $collector (cold Go caches: minutes; see README, Test)"
 	start=$SECONDS
@@ -52,6 +85,7 @@ else
 	(cd "$collector" && go build -trimpath -o ../bin/otelcol.tmp .)
 	mv -f "$bin.tmp" "$bin"
 	echo "$hash" >"$stamp"
+	keep "$bin" "$hash"
 	echo "e2e-deps: $bin built in $((SECONDS - start))s"
 fi
 
@@ -75,6 +109,10 @@ prom3_hash=$(
 prom3() {
 	if current "$2" "$prom3_hash"; then
 		echo "e2e-deps: $2 is up to date"
+		keep "$2" "$prom3_hash"
+		return
+	fi
+	if cached "$2" "$prom3_hash"; then
 		return
 	fi
 	echo "e2e-deps: building $2 ($1 $prom_version) from the Go module proxy (cold Go caches: minutes; see README, Test)"
@@ -90,6 +128,7 @@ prom3() {
 	mv -f "$tmp/$1" "$2"
 	rmdir "$tmp"
 	echo "$prom3_hash" >"$2.stamp"
+	keep "$2" "$prom3_hash"
 	echo "e2e-deps: $2 built in $((SECONDS - start))s"
 }
 prom3 prometheus e2e/bin/prometheus3

@@ -424,13 +424,7 @@ func waitServing(t *testing.T, p *proc, u string) {
 func (e *env) waitFinished(t *testing.T, namespace string) {
 	t.Helper()
 	expr := fmt.Sprintf(`count(sum by (instance) (vllm:request_success_total{job=%q, namespace=%q}) > 0)`, engineJob, namespace)
-	poll(t, time.Minute, namespace+": finished requests scraped", func() (bool, string) {
-		v, err := e.prom.query(expr, time.Now())
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(v) == 1 && v[0].value == 2, fmt.Sprintf("%s = %v", expr, v)
-	})
+	e.waitValue(t, namespace+": finished requests scraped", expr, func(v float64) bool { return v == 2 })
 }
 
 // errList collects the errors of the traffic goroutines.

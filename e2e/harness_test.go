@@ -258,6 +258,19 @@ func poll(t *testing.T, timeout time.Duration, what string, check func() (done b
 	}
 }
 
+// waitValue polls e's Prometheus for up to a minute until expr, queried
+// now, is one series whose value satisfies ok.
+func (e *env) waitValue(t *testing.T, what, expr string, ok func(float64) bool) {
+	t.Helper()
+	poll(t, time.Minute, what, func() (bool, string) {
+		v, err := e.prom.query(expr, time.Now())
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(v) == 1 && ok(v[0].value), fmt.Sprintf("%s = %v", expr, v)
+	})
+}
+
 // httpClient is the suite's client for Prometheus, the collector and the
 // examples. Its timeout bounds a request that never ends; an answer that
 // is slow on a loaded machine must still arrive: with 5 s, TestFleet's

@@ -214,16 +214,7 @@ func streamThroughRouter(t *testing.T, api string, from, to int) {
 func (e *env) waitRouterScraped(t *testing.T) {
 	t.Helper()
 	const expr = `count(sum by (backend_role) (gen_ai_client_operation_duration_seconds_count) > 0) + on() sum(router_pd_handoff_duration_seconds_count > bool 0)`
-	poll(t, time.Minute, "the router's first request scraped", func() (bool, string) {
-		v, err := e.prom.query(expr, time.Now())
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(v) == 1 && v[0].value >= 3 {
-			return true, ""
-		}
-		return false, fmt.Sprintf("%s = %v", expr, v)
-	})
+	e.waitValue(t, "the router's first request scraped", expr, func(v float64) bool { return v >= 3 })
 }
 
 // waitChunkGapsScraped waits until e's Prometheus has seen the router's
@@ -233,16 +224,7 @@ func (e *env) waitRouterScraped(t *testing.T) {
 func (e *env) waitChunkGapsScraped(t *testing.T) {
 	t.Helper()
 	const expr = `sum(increase(gen_ai_client_operation_time_per_output_chunk_seconds_count[1h]))`
-	poll(t, time.Minute, "the router's inter-chunk times scraped", func() (bool, string) {
-		v, err := e.prom.query(expr, time.Now())
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(v) == 1 && v[0].value > 0 {
-			return true, ""
-		}
-		return false, fmt.Sprintf("%s = %v", expr, v)
-	})
+	e.waitValue(t, "the router's inter-chunk times scraped", expr, func(v float64) bool { return v > 0 })
 }
 
 // ruleGroups is what /api/v1/rules says of the loaded rules.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -24,6 +25,9 @@ type instance struct {
 	provider *exporters.Provider
 	server   *http.Server
 	listener net.Listener
+	// handlers counts the requests being served, for shutdown to wait on
+	// (tracked).
+	handlers sync.WaitGroup
 	engines  []*engine
 	// cachedExcess is added to the cached tokens of its API usage
 	// (-cached-excess).
@@ -141,8 +145,19 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	handler := withHTTPMetrics(provider.Handler(), failing(c.faults.http5xx, in.apiHandler()), in.engines[0].rec)
 	// A slow client must not hold a connection open before sending its
 	// headers.
-	in.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	in.server = &http.Server{Handler: in.tracked(handler), ReadHeaderTimeout: 10 * time.Second}
 	return in, nil
+}
+
+// tracked is h counted in handlers: after closeAfter's Close, Shutdown
+// waits for no connection while their handlers may still be writing (and
+// reporting the write that failed).
+func (in *instance) tracked(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in.handlers.Add(1)
+		defer in.handlers.Done()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // resource is the Setup options naming a server of the deployment: the
@@ -220,7 +235,19 @@ func (in *instance) leastLoaded() *engine {
 	return best
 }
 
-// shutdown flushes the metrics (OTLP included) and stops the listener.
+// shutdown flushes the metrics (OTLP included), stops the listener and
+// waits, until ctx is done, for every handler to return.
 func (in *instance) shutdown(ctx context.Context) error {
-	return errors.Join(in.provider.Shutdown(ctx), in.server.Shutdown(ctx))
+	err := errors.Join(in.provider.Shutdown(ctx), in.server.Shutdown(ctx))
+	returned := make(chan struct{})
+	go func() {
+		in.handlers.Wait()
+		close(returned)
+	}()
+	select {
+	case <-returned:
+	case <-ctx.Done():
+		err = errors.Join(err, fmt.Errorf("%s: handlers still running: %w", in.role, ctx.Err()))
+	}
+	return err
 }

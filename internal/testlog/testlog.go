@@ -13,8 +13,10 @@ import (
 )
 
 // StdLogger sends what the standard logger gets to t.Log until the test
-// ends, then restores its output and flags; what arrives after the test
-// ended is dropped. OpenTelemetry's default error handler writes there
+// ends, then restores its output and flags. A write that took the test's
+// writer as the test ended is dropped; one that comes later goes to the
+// restored output (stderr), so a test waits for the goroutines it started
+// that may log (a server's handlers, an exporter) before it ends. OpenTelemetry's default error handler writes there
 // (otel.Handle: the refusals a Recorder reports without WithErrorHandler,
 // those of a nil Engine, an exporter's errors). It leaves otel's global
 // handler alone: the first otel.SetErrorHandler of a process makes the

@@ -24,14 +24,13 @@ cd "$(dirname "$0")/.."
 # ($INFERMETRICS_CHECKOUT_LINK, by default ~/.cache/infermetrics/checkout;
 # empty: none), held under a lock for the whole run: a clone then reuses
 # what an earlier run at that path kept of every package it did not change.
-# A run that finds the lock taken (another run at once), or something else
-# than a link at that path, goes on at its own path.
+# A run that finds the lock taken (another run at once), something else
+# than a link at that path, or no flock or cache directory, goes on at its
+# own path.
 checkout_link=${INFERMETRICS_CHECKOUT_LINK-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/infermetrics/checkout}
-if [ -n "$checkout_link" ]; then
-	mkdir -p "$(dirname "$checkout_link")"
-	exec 9>"$checkout_link.lock"
-	if flock -n 9 && { [ -L "$checkout_link" ] || [ ! -e "$checkout_link" ]; }; then
-		ln -sfn "$(pwd -P)" "$checkout_link"
+if [ -n "$checkout_link" ] && command -v flock >/dev/null && mkdir -p "$(dirname "$checkout_link")" 2>/dev/null &&
+	exec 9>"$checkout_link.lock" 2>/dev/null; then
+	if flock -n 9 && { [ -L "$checkout_link" ] || [ ! -e "$checkout_link" ]; } && ln -sfn "$(pwd -P)" "$checkout_link"; then
 		cd "$checkout_link"
 	else
 		exec 9>&-

@@ -737,16 +737,16 @@ func (e *env) byLabelAt(t *testing.T, expr string, at time.Time) map[string]floa
 // values: after the load both paths hold each instance's last values.
 func compareStores(t *testing.T, name string, scraped, pushed *env, files []mixin.File, at time.Time, window int, instances []string) {
 	t.Helper()
-	var exprs, recorded []string
+	var recorded []string
 	for l := range strings.SplitSeq(string(fileData(t, files, mixin.RecordingRulesFile)), "\n") {
 		if r, ok := strings.CutPrefix(strings.TrimSpace(l), "- record: "); ok {
 			if q, err := strconv.Unquote(r); err == nil {
 				r = q
 			}
-			exprs = append(exprs, r)
 			recorded = append(recorded, r)
 		}
 	}
+	exprs := slices.Clone(recorded)
 	sub, subOn := dashboardVars(window), dashboardVarsFor(window, instances)
 	var instant []string
 	for _, f := range files {

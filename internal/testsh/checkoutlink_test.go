@@ -9,9 +9,14 @@ import (
 	"testing"
 )
 
-// checkoutLinkBlock is the part of scripts/test.sh that moves the run to
-// its fixed path: from the variable's assignment to the line that prints
-// the path.
+// The first and the last line of the part of scripts/test.sh that moves
+// the run to its fixed path: the variable's assignment, the path printed.
+const (
+	blockStart = "\ncheckout_link="
+	blockEnd   = "\nprintf 'test.sh: at %s\\n' \"$PWD\"\n"
+)
+
+// checkoutLinkBlock is that part of scripts/test.sh.
 func checkoutLinkBlock(t *testing.T) string {
 	t.Helper()
 	data, err := os.ReadFile("../../scripts/test.sh")
@@ -19,12 +24,11 @@ func checkoutLinkBlock(t *testing.T) string {
 		t.Fatal(err)
 	}
 	s := string(data)
-	start := strings.Index(s, "\ncheckout_link=")
-	end := strings.Index(s, "\nprintf 'test.sh: at %s\\n' \"$PWD\"\n")
+	start, end := strings.Index(s, blockStart), strings.Index(s, blockEnd)
 	if start < 0 || end < start {
-		t.Fatal("scripts/test.sh: no checkout link block (checkout_link= ... printf 'test.sh: at')")
+		t.Fatalf("scripts/test.sh: no checkout link block (%q ... %q)", blockStart, blockEnd)
 	}
-	return s[start+1 : end+len("\nprintf 'test.sh: at %s\\n' \"$PWD\"\n")]
+	return s[start+1 : end+len(blockEnd)]
 }
 
 // runBlock runs the block in dir with link as INFERMETRICS_CHECKOUT_LINK

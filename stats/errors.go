@@ -46,6 +46,11 @@ var (
 	ErrUnknownTier = errors.New("unknown cache tier")
 	// ErrUnknownOperation reports an Operation that is not one of Operations().
 	ErrUnknownOperation = errors.New("unknown GenAI operation")
+	// ErrUnknownErrorType reports an ErrorType that is not one of ErrorTypes() nor ErrorNone.
+	ErrUnknownErrorType = errors.New("unknown error type")
+	// ErrDetailExceedsTotal reports a part of a request's tokens (reasoning,
+	// audio, image, cache writes) larger than the whole it is a part of.
+	ErrDetailExceedsTotal = errors.New("token detail exceeds the tokens it is a part of")
 	// ErrTiersExceedExternal reports external tiers (host, p2p, disk) that
 	// attribute more tokens than were received through the KV connector.
 	ErrTiersExceedExternal = errors.New("tiers exceed the external KV tokens they split")

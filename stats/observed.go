@@ -3,6 +3,7 @@ package stats
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // ObservedRequest is what a front end observes of one finished request: an
@@ -60,6 +61,31 @@ type ObservedRequest struct {
 	// prefix cache hits (local_cache_hit).
 	CachedByKVTransfer bool
 
+	// Details are the kinds of tokens the usage broke out beyond the prompt
+	// and generation counts: TokenCacheRead when the usage had a cached
+	// count (CachedPromptTokens, then, is that count), TokenCacheWrite (a
+	// part of PromptTokens beside the cached ones), TokenReasoning and the
+	// audio and image kinds. Only those kinds may be set; a kind the usage
+	// did not report is not set, and is recorded nowhere. Tokens derives
+	// the input and output kinds.
+	Details TokenUsage
+
+	// ErrorType says why a request failed (Reason FinishError) or was
+	// aborted (FinishAbort: ErrorClientCanceled, ErrorTimeout, ...);
+	// ErrorNone for a request that did neither, and ErrorNone for a failed
+	// one is recorded as ErrorOther.
+	ErrorType ErrorType
+	// ResponseModel is the model the response named
+	// (gen_ai.response.model, a dated snapshot of the requested one, for
+	// example); "" when it named none.
+	ResponseModel string
+	// Cost is what the request cost, from a price table.
+	Cost Cost
+	// Attribution holds the request's value of each attribution dimension
+	// of the Recorder (instrument.WithAttribution), in their order; a
+	// missing value is "".
+	Attribution []string
+
 	// MaxTokens and N are the request's max_tokens and n parameters; 0
 	// means not set. Priority is its scheduling priority, if any.
 	MaxTokens int64
@@ -98,6 +124,18 @@ func (r ObservedRequest) Validate() error {
 			// Counts without usage would be invented.
 			return hintedErr(c.name, c.v, ErrOutOfRange, "want 0 without UsageKnown")
 		}
+	}
+	if err := r.ErrorType.Validate(); err != nil {
+		return err
+	}
+	if r.ErrorType != ErrorNone && r.Reason != FinishError && r.Reason != FinishAbort {
+		return hintedErr("ErrorType", r.ErrorType.String(), ErrOutOfRange, "want ErrorNone unless Reason is FinishError or FinishAbort")
+	}
+	if err := r.validateDetails(); err != nil {
+		return err
+	}
+	if err := r.Cost.Validate(); err != nil {
+		return err
 	}
 	for _, d := range [...]struct {
 		name string
@@ -173,8 +211,91 @@ func (r ObservedRequest) Bounded() (ObservedRequest, error) {
 		errs = append(errs, hintedErr("CachedPromptTokens", r.CachedPromptTokens, ErrCachedExceedsPrompt,
 			fmt.Sprintf("above PromptTokens (%d): the split of the prompt is unknown, all of it computed", r.PromptTokens)))
 		r.CachedPromptTokens = 0
+		r.Details.drop(TokenCacheRead)
+	}
+	errs = append(errs, r.boundDetails()...)
+	if r.ResponseModel != "" && (len(r.ResponseModel) > MaxResponseModelLen || !utf8.ValidString(r.ResponseModel)) {
+		errs = append(errs, hintedErr("ResponseModel", len(r.ResponseModel), ErrInvalidLabel, "want UTF-8 of at most 256 bytes: dropped"))
+		r.ResponseModel = ""
 	}
 	return r, errors.Join(errs...)
+}
+
+// MaxResponseModelLen bounds ResponseModel, in bytes (as instrument bounds
+// a model name).
+const MaxResponseModelLen = 256
+
+// detailKinds are the kinds Details may hold.
+const detailKinds = 1<<TokenCacheRead | 1<<TokenCacheWrite | 1<<TokenReasoning |
+	1<<TokenInputAudio | 1<<TokenInputImage | 1<<TokenOutputAudio | 1<<TokenOutputImage
+
+// validateDetails refuses details that cannot be: a kind Details may not
+// hold (input and output are derived), a negative count, details without
+// usage, or a cache read count other than CachedPromptTokens.
+func (r ObservedRequest) validateDetails() error {
+	if r.Details.Known&^detailKinds != 0 {
+		return hintedErr("Details.Known", r.Details.Known, ErrOutOfRange, "input and output are derived from the usage: set only the other kinds")
+	}
+	for _, k := range TokenKinds() {
+		n, ok := r.Details.Get(k)
+		if !ok {
+			if r.Details.Tokens[k] != 0 {
+				return hintedErr("Details."+k.String(), r.Details.Tokens[k], ErrOutOfRange, "want 0 for a kind not Known")
+			}
+			continue
+		}
+		if err := checkCount("Details."+k.String(), n); err != nil {
+			return err
+		}
+		if !r.UsageKnown {
+			return hintedErr("Details."+k.String(), n, ErrOutOfRange, "want no details without UsageKnown")
+		}
+	}
+	if n, ok := r.Details.Get(TokenCacheRead); ok && n != r.CachedPromptTokens {
+		return hintedErr("Details.cache_read", n, ErrOutOfRange, fmt.Sprintf("want CachedPromptTokens (%d)", r.CachedPromptTokens))
+	}
+	return nil
+}
+
+// boundDetails drops, for this request, each detail kind that is more than
+// the tokens it is a part of (an upstream's counts, which Validate cannot
+// refuse), and returns what it dropped.
+func (r *ObservedRequest) boundDetails() []error {
+	var errs []error
+	part := func(k TokenKind, whole int64, of string) {
+		if n, ok := r.Details.Get(k); ok && (n > whole || n > MaxRequestTokens) {
+			errs = append(errs, hintedErr("Details."+k.String(), n, ErrDetailExceedsTotal, "above "+of+": dropped"))
+			r.Details.drop(k)
+		}
+	}
+	part(TokenCacheWrite, r.PromptTokens-r.CachedPromptTokens, "the prompt tokens not cached")
+	part(TokenReasoning, r.GenerationTokens, "GenerationTokens")
+	audio, _ := r.Details.Get(TokenInputAudio)
+	part(TokenInputAudio, r.PromptTokens, "PromptTokens")
+	part(TokenInputImage, r.PromptTokens-min(audio, r.PromptTokens), "PromptTokens less the audio ones")
+	audio, _ = r.Details.Get(TokenOutputAudio)
+	part(TokenOutputAudio, r.GenerationTokens, "GenerationTokens")
+	part(TokenOutputImage, r.GenerationTokens-min(audio, r.GenerationTokens), "GenerationTokens less the audio ones")
+	return errs
+}
+
+// Tokens returns the request's tokens by kind: input (the prompt less its
+// cache reads and writes) and output whenever the usage is known, and each
+// kind of Details. It is empty without usage.
+func (r ObservedRequest) Tokens() TokenUsage {
+	if !r.UsageKnown {
+		return TokenUsage{}
+	}
+	u := r.Details
+	cached := r.CachedPromptTokens
+	if r.cachedUnknown() {
+		cached = 0
+		u.drop(TokenCacheRead)
+	}
+	write, _ := u.Get(TokenCacheWrite)
+	u.Set(TokenInput, max(r.PromptTokens-cached-write, 0))
+	u.Set(TokenOutput, r.GenerationTokens)
+	return u
 }
 
 // cachedUnknown reports cached tokens above the prompt: a split no prompt

@@ -90,11 +90,11 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 	metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: c.readHeaderTimeout, IdleTimeout: c.idleTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 
-	pl, err := net.Listen("tcp", c.listen)
+	pl, err := c.listenOn("listen", c.listen)
 	if err != nil {
 		return errors.Join(err, provider.Shutdown(context.Background()))
 	}
-	ml, err := net.Listen("tcp", c.metricsListen)
+	ml, err := c.listenOn("metrics-listen", c.metricsListen)
 	if err != nil {
 		return errors.Join(err, pl.Close(), provider.Shutdown(context.Background()))
 	}
@@ -135,6 +135,21 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// listenOn listens on addr, the value of the flag name; its error names
+// the flag (or its variable) and the address: "-listen 127.0.0.1:8787:
+// bind: address already in use".
+func (c *config) listenOn(name, addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err // without "listen tcp ADDR", which the flag's name replaces
+		}
+		return nil, fmt.Errorf("%s: %w", c.setting(name, addr), err)
+	}
+	return l, nil
 }
 
 // waitGroup waits for wg at most d; it reports whether wg is done.

@@ -185,14 +185,16 @@ func newHandler(c *config, base http.RoundTripper, engineFor func(string) *instr
 		ErrorLog:   slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		// A client that left (or was cut at the drain deadline) gets
 		// nothing: openaihttp records it as an abort, counted 200 in the
-		// HTTP families as vLLM counts a client that disconnected.
+		// HTTP families as vLLM counts a client that disconnected. A
+		// client whose upstream failed gets a 502 that says why.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				log.Debug("client went away", "path", r.URL.Path, "error", err)
 				return
 			}
-			log.Warn("upstream", "upstream", upstreamFrom(r.Context()).String(), "path", r.URL.Path, "error", err)
-			w.WriteHeader(http.StatusBadGateway)
+			u := upstreamFrom(r.Context())
+			log.Warn("upstream", "upstream", u.String(), "path", r.URL.Path, "error", err)
+			writeUpstreamError(w, u, err)
 		},
 	}
 	// The handler records a ReverseProxy's panic(http.ErrAbortHandler) (its

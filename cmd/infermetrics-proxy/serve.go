@@ -67,7 +67,8 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 	var inflight sync.WaitGroup
 	// The HTTP families carry no model_name: they go on -default-model's
 	// Engine, which they create at start.
-	h := newHandler(c, upstreamTransport(c), m.engine, m.engine(""), onErr, log)
+	transport := upstreamTransport(c)
+	h := newHandler(c, transport, m.engine, m.engine(""), onErr, log)
 	proxySrv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inflight.Add(1)
@@ -101,17 +102,30 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 	errc := make(chan error, 2)
 	go func() { errc <- proxySrv.Serve(pl) }()
 	go func() { errc <- metricsSrv.Serve(ml) }()
+	for _, u := range c.upstreams {
+		if w := apiPathWarning(u); w != "" {
+			log.Warn(w)
+		}
+	}
 	log.Info("infermetrics-proxy serving", "listen", pl.Addr().String(), "metrics", "http://"+ml.Addr().String()+"/metrics",
 		"upstreams", c.upstreams.String(), "routes", c.routes.String(), "include_usage", c.includeUsage, "exporters", provider.Exporters())
 	if ready != nil {
 		ready <- addrs{proxy: pl.Addr().String(), metrics: ml.Addr().String()}
 	}
+	checkCtx, stopCheck := context.WithCancel(ctx)
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		checkUpstreams(checkCtx, c.upstreams, transport.Proxy, log)
+	}()
 
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	stopCheck()
+	<-checked
 	draining.Store(true)
 	log.Info("draining", "timeout", c.shutdownTimeout.String())
 	dctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)

@@ -263,8 +263,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 		fmt.Fprint(out, usageText)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.listen, "listen", ":8787", "address the proxy serves clients on")
-	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8787", "address the proxy serves clients on, loopback only by default; :8787 serves every\ninterface (a container, clients on other hosts)")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "127.0.0.1:9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining),\nloopback only by default; :9464 serves every interface (a container, a Prometheus\nelsewhere)")
 	fs.Var(&c.upstreamValues, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional), URL\nwithout user info (the clients' credentials pass on); repeat for several: requests go\nto them in turn (round robin). Required")
 	fs.Var(&c.routes, "route", wrap("`PATTERN=API`: record the POSTs to the paths that match PATTERN as API, one of "+
 		strings.Join(openaihttp.APIs(), ", ")+" (not recorded); tried before the built-in paths; repeatable, one route per flag. "+

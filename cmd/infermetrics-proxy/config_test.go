@@ -25,7 +25,7 @@ func TestConfigPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.listen != ":2222" || c.maxModels != 7 || !c.includeUsage || c.shutdownTimeout != 3*time.Second || c.metricsListen != ":9464" {
+	if c.listen != ":2222" || c.maxModels != 7 || !c.includeUsage || c.shutdownTimeout != 3*time.Second || c.metricsListen != "127.0.0.1:9464" {
 		t.Errorf("config %+v", c)
 	}
 	if got := c.upstreams.String(); got != "http://a:1,decode=http://b:2/base" {

@@ -198,7 +198,8 @@ func TestImageConfig(t *testing.T) {
 	help := runHelp(t, extract(t, hostImage(t, dir), strings.TrimPrefix(proxyimage.Entrypoint, "/")))
 	var ports []string
 	for _, f := range []string{"listen", "metrics-listen"} {
-		m := regexp.MustCompile(`(?m)^  -` + f + ` string\n.*\(default "[^"]*:(\d+)"\)`).FindStringSubmatch(help)
+		// The flag's line, then its indented description, which ends with the default.
+		m := regexp.MustCompile(`(?m)^  -` + f + ` string\n(?:[\t ]+.*\n)*?[\t ]+.*\(default "[^"]*:(\d+)"\)`).FindStringSubmatch(help)
 		if m == nil {
 			t.Fatalf("-%s's default not found in -h:\n%s", f, help)
 		}
@@ -247,8 +248,8 @@ func TestImageFiles(t *testing.T) {
 	t.Logf("%s: %d root certificates", proxyimage.CAFile, n)
 }
 
-// TestCranePush pushes the layout as docs/kubernetes.md says (go tool
-// crane push DIR REF, from deploy/) to a registry on the loopback
+// TestCranePush pushes the layout as docs/kubernetes.md says (go run
+// .../cmd/crane push DIR REF, from deploy/) to a registry on the loopback
 // (go-containerregistry's, in memory) and checks that the registry serves
 // the layout's digest under the tag.
 func TestCranePush(t *testing.T) {
@@ -261,13 +262,13 @@ func TestCranePush(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := u.Host + "/infermetrics-proxy:" + instrument.Version
-	cmd := exec.Command("go", "tool", "crane", "push", dir, ref)
+	cmd := exec.Command("go", "run", "github.com/google/go-containerregistry/cmd/crane", "push", dir, ref)
 	cmd.Dir = ".." // deploy/, whose go.mod pins crane
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go tool crane push: %v\n%s", err, stderr.String())
+		t.Fatalf("crane push: %v\n%s", err, stderr.String())
 	}
 	if got := strings.TrimSpace(string(out)); !strings.HasSuffix(got, "@"+want.String()) {
 		t.Errorf("crane push printed %q, want the layout's digest %s", got, want)

@@ -1,9 +1,9 @@
 // Command proxy-image builds infermetrics-proxy's container image, without
 // a container daemon, as an OCI image layout (package proxyimage), and
-// prints its digest. From the repository's root:
+// prints its digest. From deploy/:
 //
-//	go -C deploy run ./cmd/proxy-image -o ../bin/infermetrics-proxy.oci
-//	go -C deploy tool crane push ../bin/infermetrics-proxy.oci REGISTRY/infermetrics-proxy:VERSION
+//	go run ./cmd/proxy-image -o ../bin/infermetrics-proxy.oci
+//	go run github.com/google/go-containerregistry/cmd/crane push ../bin/infermetrics-proxy.oci REGISTRY/infermetrics-proxy:VERSION
 //
 // The layout is written into an empty or new directory (bin/ is ignored by
 // git); docs/kubernetes.md has the rest.

@@ -72,9 +72,11 @@
 // Series cardinality is bounded by the SDK: each stream keeps at most its
 // provider's cardinality limit (2000 by default, see
 // exporters.WithCardinalityLimit) and adds the rest into one overflow
-// series. vllm:lora_requests_info reports each engine's current LoRA state
-// only (adapter names sorted), so it has at most one series per engine
-// however many distinct adapter lists it sees.
+// series. vllm:lora_requests_info reports each engine's last distinct LoRA
+// states (adapter names sorted; the current one only by default), so it has
+// at most k series per engine (k of WithLoRAHistory, DefaultLoRAHistory by
+// default) however many distinct adapter lists it sees; a state several
+// engines keep is one series.
 //
 // Prompt tokens are one counter (vllm.prompt_tokens) measured with a source
 // attribute; package views derives both vllm:prompt_tokens (the total) and

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"slices"
 	"strconv"
 	"strings"
@@ -539,5 +541,32 @@ func TestLoRANewestAboveOtherEngines(t *testing.T) {
 	old, newest := got[loraKeyOf(loraStates[0])], got[loraKeyOf(loraStates[1])]
 	if len(got) != 2 || old.value != unixOf(ahead) || newest.value <= old.value || newest.value > unixOf(ahead)+1e-3 {
 		t.Errorf("after engine 2's state set behind engine 1's time: %v, want engine 2's just above %v", got, unixOf(ahead))
+	}
+}
+
+// The package doc's bound on vllm:lora_requests_info's series is the one
+// the Recorder keeps: the sentence that gives it names WithLoRAHistory's k,
+// and k distinct states set on each of two engines, then more, leave k
+// series per engine.
+func TestPackageDocLoRABound(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const claim = "at most k series per engine (k of WithLoRAHistory"
+	doc := strings.Join(strings.Fields(f.Doc.Text()), " ")
+	if !strings.Contains(doc, claim) {
+		t.Errorf("instrument's package doc does not bound vllm:lora_requests_info by WithLoRAHistory: want %q in\n%s", claim, doc)
+	}
+	for _, k := range []int{instrument.DefaultLoRAHistory, 3} {
+		h := newHarness(t, instrument.WithEngines(0, 1), instrument.WithLoRAHistory(k))
+		for i := range 2 * k {
+			for rank := range 2 {
+				setLoRAAt(t, h.engine(rank), stats.LoRA{Running: []string{fmt.Sprint(rank, "-", i)}}, loraAt(i))
+			}
+		}
+		if got := loraSeries(h.collect()); len(got) != 2*k {
+			t.Errorf("WithLoRAHistory(%d), two engines, %d states each: %d series, want %d", k, 2*k, len(got), 2*k)
+		}
 	}
 }

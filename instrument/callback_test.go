@@ -3,7 +3,6 @@ package instrument_test
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,9 +134,9 @@ func TestErrorHandlerCallsBack(t *testing.T) {
 			}},
 		{"Events window refused whole", []instrument.Option{manualWindows}, "iteration", "Events refused",
 			func(c *callbackRecorder) { // the second window passes the generation tokens' total
-				c.ev.Output(scheduled(), ms(2), math.MaxInt64/2+1)
+				c.ev.Output(scheduled(), ms(2), instrument.MaxTotal/2+1)
 				c.ev.Flush()
-				c.ev.Output(scheduled(), ms(2), math.MaxInt64/2+1)
+				c.ev.Output(scheduled(), ms(2), instrument.MaxTotal/2+1)
 				c.ev.Flush()
 			}},
 		{"Events of a closed Recorder", []instrument.Option{manualWindows}, "", "Events.Output refused",

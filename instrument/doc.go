@@ -40,9 +40,11 @@
 // and Iteration refused (stats.Iteration.Refused) are counted and reported
 // by RecordIteration. Tests use testutil.StrictErrors. Each engine also
 // keeps the totals since start of what it adds to integer counters and
-// histogram sums, which the SDK keeps in int64s that would wrap around: a
-// step that would take one past math.MaxInt64 is refused (stats.ErrOverflow). (A view that merges engines or models into one
-// series adds their totals, which this check does not see.) Recording never
+// histogram sums, which the SDK keeps in int64s that would wrap around and,
+// before sdk/metric 1.47, serves exactly only up to 2^53: a step that would
+// take one past MaxTotal (2^53) is refused (stats.ErrOverflow). (A view
+// that merges engines or models into one series adds their totals, which
+// this check does not see.) Recording never
 // blocks on an exporter.
 //
 // NewRecorder fails with ErrDuplicateSeries when a live Recorder already

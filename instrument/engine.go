@@ -43,6 +43,7 @@ type cells struct {
 	bySource                                     [3]atomic.Int64 // prompt tokens
 	success                                      [5]atomic.Int64 // by finish reason
 	generation, preemptions, corrupted           atomic.Int64
+	recomputed                                   atomic.Int64 // requests that computed one prompt token
 	prefixQ, prefixH, mmQ, mmH, extQ, extH       atomic.Int64
 	specDrafts, specDraftTokens, specAccepted    atomic.Int64
 	specPos                                      [maxSpecPositions]atomic.Int64
@@ -250,6 +251,7 @@ func (e *engineState) observe(o metric.Observer) {
 		o.ObserveInt64(in.promptCached, c.cachedByTier[t].Load(), e.byTier[t].obs...)
 	}
 	o.ObserveInt64(in.generationTokens, c.generation.Load(), plain...)
+	o.ObserveInt64(in.promptRecomputed, c.recomputed.Load(), plain...)
 	o.ObserveInt64(in.preemptions, c.preemptions.Load(), plain...)
 	o.ObserveInt64(in.prefixQueries, c.prefixQ.Load(), plain...)
 	o.ObserveInt64(in.prefixHits, c.prefixH.Load(), plain...)
@@ -439,6 +441,9 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	if f.PromptTokens > 0 { // else it ended before its prompt length was known
 		in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
 		in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
+		if f.PrefillComputedTokens == 1 { // bounded by the requests' total
+			e.c.recomputed.Add(1)
+		}
 	}
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
 	if f.MaxTokens > 0 {

@@ -357,6 +357,9 @@ var notOnPanel = func() map[string]string {
 	out := map[string]string{}
 	for _, f := range views.LegacyFamilies() {
 		out[f.Name] = "an older vLLM's name (views.WithVersion) of " + f.Replacement + ", which the dashboards read"
+		if f.Replacement == "" {
+			out[f.Name] = "a family of older vLLM versions (views.WithVersion) removed without a successor"
+		}
 	}
 	for _, f := range views.ServerFamilies() {
 		out[f.Name] = "a GenAI server family (instrument.WithGenAISemconv): the e2e latency, TTFT and time per output token the dashboards read from vLLM's families, under OpenTelemetry's names"

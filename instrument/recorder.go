@@ -163,8 +163,11 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	}
 	life := &lifetime{flush: flushOf(cfg.meterProvider), report: (&reporter{handle: report}).report}
 	r := &Recorder{inst: inst, life: life}
+	admission := newAdmissionState(&cfg)
 	for _, rank := range cfg.engines {
-		r.engines = append(r.engines, newEngine(inst, life, &cfg, rank))
+		e := newEngine(inst, life, &cfg, rank)
+		e.admission = admission
+		r.engines = append(r.engines, e)
 	}
 	release, err := claimSeries(&cfg, meter, global, r.engines)
 	if err != nil {
@@ -182,6 +185,7 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 		for _, st := range states {
 			st.observe(o)
 		}
+		admission.observe(o, inst.admissionRejections)
 		return nil
 	}, inst.observed...)
 	if err != nil {

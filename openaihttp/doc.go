@@ -197,6 +197,16 @@
 // upstream, a body that is not JSON) is an error: the server, not the
 // client, ended it.
 //
+// # Admission refusals
+//
+// A vLLM with --max-num-queued-reqs or --max-num-queued-tokens refuses a
+// request it would not queue with HTTP 503 and one of two fixed error
+// messages. The handler counts each such response it writes to its client
+// (an upstream's passed on) in vllm:admission_rejections_total by the limit
+// the message names, besides the failed request; any other 503 is only a
+// failed request (see instrument.Engine.RecordAdmissionRejection and
+// docs/metrics.md).
+//
 // # HTTP server families
 //
 // WithHTTPMetrics adds the HTTP families vLLM's API server exports through

@@ -108,6 +108,8 @@ operation each, from the request to its end, by ` + "`operation`" + ` only: like
 (` + "`instrument.Engine.RecordSleepModeOperation`, `RecordWeightUpdateOperation`" + `). Not exported: their
 ` + "`_in_flight`" + ` gauges, which no vLLM dashboard reads.
 
+` + admissionText + `
+
 A front end that sees requests but no engine step (` + "`openaihttp.NewHandler`" + `, or
 ` + "`instrument.Engine.RecordRequest`" + `) records, per request, only what it observes:
 ` + "`vllm:request_success_total`" + `, ` + "`vllm:e2e_request_latency_seconds`" + `, ` + "`vllm:time_to_first_token_seconds`" + ` and
@@ -386,6 +388,39 @@ else) and ` + "`status`" + ` the class (` + "`2xx`" + `). The instrumentator's t
 |---|---|---|---|---|---|---|
 `
 
+// admissionText describes vllm:admission_rejections_total: what vLLM
+// defines, what was read of it, what is assumed, and who records it.
+const admissionText = "`vllm:admission_rejections_total` counts the requests a front end refused to queue, HTTP 503,\n" +
+	"because a limit of vLLM's admission control was reached: `--max-num-queued-reqs` (requests waiting\n" +
+	"or running, a request with n > 1 taking n; checked first) or `--max-num-queued-tokens` (prompt\n" +
+	"tokens of the requests still in prefill), `reason` `max_num_queued_reqs` or `max_num_queued_tokens`\n" +
+	"(`stats.AdmissionReason`). As vLLM's, it counts one per refused attempt whatever the request's n,\n" +
+	"and has `model_name` and `reason` but no `engine`: vLLM counts it in its front end\n" +
+	"(`AsyncLLM.check_admission`, through its `StatLoggerManager`) before the request reaches an engine;\n" +
+	"here it is the Recorder's, whichever engine records it\n" +
+	"(`instrument.Engine.RecordAdmissionRejection`; an unknown reason is refused and counted in\n" +
+	"`infermetrics_invalid_events_total{kind=\"admission_rejection\"}`, not mapped). Two Recorders of one\n" +
+	"model on one MeterProvider sum into one series; on two providers exported together (one Prometheus\n" +
+	"registry) the second is refused with `instrument.ErrDuplicateSeries`, as the scrape would fail.\n" +
+	"Read: the descriptions of PR #49445 (the limits, merged) and PR #55812 (the counter: `reason` label,\n" +
+	"no `engine` label, one per attempt, listed in the metrics test's `EXPECTED_METRICS_V1`), vLLM\n" +
+	"v0.32.0's metrics page (docs.vllm.ai/en/v0.32.0/usage/metrics/, `vllm:admission_rejections`, \"Number\n" +
+	"of admission attempts rejected\"), `tests/v1/engine/test_admission_control.py`\n" +
+	"@00ec631b51caa7575aab9817e96cd984c3bd6f60 (the two errors, their 503 and the request limit checked\n" +
+	"first) and `vllm/exceptions.py` (a stored copy, commit not known: the two messages). Not found: PR\n" +
+	"#55812's final code. So the `reason` values (the options' names, which the PR says the label tells\n" +
+	"apart), the `model_name` label (every family of vLLM's `PrometheusStatLogger` has it) and the series\n" +
+	"at zero from start-up with or without the limits (the PR's tests assert the counter \"stays at 0\" on\n" +
+	"success, and the metrics test expects the family from a server started without them) are ours.\n" +
+	"`openaihttp.NewHandler` (and so `infermetrics-proxy`) counts each refusal it writes to its client:\n" +
+	"status 503 and a JSON error body (at most 1 KiB, unencoded) whose `error.message` is exactly one of\n" +
+	"vLLM's two admission messages (`QueueOverflowError`, `MaxQueuedTokensError`, serialized by\n" +
+	"`create_error_response` in `vllm/entrypoints/serve/exception_handling/error_response.py`\n" +
+	"@ba638200e9731168ac964ebcee2f704f9f01098d as `{\"error\":{\"message\":...,\"type\":\"Service\n" +
+	"Unavailable\",\"param\":null,\"code\":503}}`); the message tells it from vLLM's other 503s and from a\n" +
+	"load balancer's, and names the limit. A refusal a router retries on another instance is not its\n" +
+	"client's: it is the leg's failure in the GenAI client metrics, not counted here."
+
 // vllmCommits names the vLLM sources the families were compared against.
 // The vLLM repository is too large to fetch whole; these are the files read.
 const vllmCommits = `Compared against vLLM's metric code at these commits (vllm-project/vllm):
@@ -403,5 +438,8 @@ Not read in final code: ` + "`vllm:prompt_tokens_cached_by_source_total`" + ` fo
 final code not read. That description says vLLM counts it "at admission", so after a preemption vLLM's tiers
 can differ from ` + "`vllm:prompt_tokens_cached_total`" + `; we count it at the first output, with
 ` + "`vllm:prompt_tokens_by_source_total`" + `, so that the tiers always sum exactly to ` + "`vllm:prompt_tokens_cached_total`" + `.
+` + "`vllm:admission_rejections_total`" + ` follows PR #55812's description and vLLM v0.32.0's metrics page
+(see below), and the P/D router's source split PR #54222's thread (see "P/D router"): the release this
+reference matches is v0.32.0.
 The registration of ` + "`vllm:nixl_num_notifications_after_expiry_total`" + ` is known
 from the KV Cache dashboard @8aed4e52, whose generator fails unless a queried name is defined in vLLM.`

@@ -2,6 +2,7 @@ package instrument_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -96,5 +97,27 @@ func TestAdmissionRejectionsTwoRecorders(t *testing.T) {
 	engines[1].RecordAdmissionRejection(t.Context(), stats.AdmissionQueuedTokens)
 	if got := r.Value("vllm:admission_rejections_total", "model_name", model, "reason", "max_num_queued_tokens"); got != 3 {
 		t.Errorf("two Recorders' rejections = %v, want their sum 3", got)
+	}
+}
+
+// A front end's request refused at admission (stats.ErrorAdmissionRejected)
+// is in none of vLLM's request families, as vLLM counts it only as an
+// admission rejection, and is a failed request of the GenAI server metrics.
+func TestRecordRequestRefusedAtAdmission(t *testing.T) {
+	h := newSemconvHarness(t, instrument.WithGenAI("chat", "acme"))
+	e := h.engine(0)
+	refused := stats.ObservedRequest{Reason: stats.FinishError, ErrorType: stats.ErrorAdmissionRejected, E2ELatency: 0.004}
+	e.RecordRequest(t.Context(), &refused)
+	s := h.collect()
+	if p := s.get(t, instrument.NameGenAIServerRequestDuration, genAILabels(instrument.KeyErrorType, "_OTHER")...); p.count != 1 {
+		t.Errorf("GenAI request duration of failed requests: %d, want the refused one", p.count)
+	}
+	if p := s.get(t, "vllm:request_success", engineLabels("0", "finished_reason", "error")...); p.value != 0 {
+		t.Errorf("vllm:request_success{finished_reason=error} = %v, want 0: vLLM does not count a refused attempt", p.value)
+	}
+	for k := range s {
+		if strings.HasPrefix(k, "vllm:e2e_request_latency") || strings.HasPrefix(k, "vllm:request_params_n") {
+			t.Errorf("%s recorded for a request refused at admission", k)
+		}
 	}
 }

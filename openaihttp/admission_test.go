@@ -22,8 +22,8 @@ const (
 // NewTransport, as infermetrics-proxy is) in front of a vLLM that sheds
 // load: each admission refusal it passes on counts once, by the limit its
 // message names, in vllm:admission_rejections_total (model_name and reason,
-// no engine); vLLM's other 503 and a success count none; the refusals are
-// failed requests too.
+// no engine), and in no request family, as vLLM counts it; vLLM's other 503
+// is a failed request, and a success a finished one.
 func TestHandlerCountsAdmissionRejections(t *testing.T) {
 	c := newRec(t)
 	answers := []struct {
@@ -49,8 +49,13 @@ func TestHandlerCountsAdmissionRejections(t *testing.T) {
 			t.Errorf("vllm:admission_rejections_total{reason=%q} = %v, want %v", reason, got, want)
 		}
 	}
-	if got := r.Value("vllm:request_success_total", c.labels("finished_reason", "error")...); got != 4 {
-		t.Errorf("failed requests = %v, want the 4 503s", got)
+	for reason, want := range map[string]float64{"error": 1, "length": 1} {
+		if got := r.Value("vllm:request_success_total", c.labels("finished_reason", reason)...); got != want {
+			t.Errorf("vllm:request_success_total{finished_reason=%q} = %v, want %v", reason, got, want)
+		}
+	}
+	if h := r.Histogram("vllm:e2e_request_latency_seconds", c.labels()...); h.Count != 2 {
+		t.Errorf("%d requests in vllm:e2e_request_latency_seconds, want the 2 not refused", h.Count)
 	}
 }
 

@@ -203,9 +203,10 @@
 // request it would not queue with HTTP 503 and one of two fixed error
 // messages. The handler counts each such response it writes to its client
 // (an upstream's passed on) in vllm:admission_rejections_total by the limit
-// the message names, besides the failed request; any other 503 is only a
-// failed request (see instrument.Engine.RecordAdmissionRejection and
-// docs/metrics.md).
+// the message names, and records the request with ErrorType
+// stats.ErrorAdmissionRejected: in no vLLM request family, as vLLM counts a
+// refused attempt (see instrument.Engine.RecordRequest). Any other 503 is a
+// failed request.
 //
 // # HTTP server families
 //

@@ -10,6 +10,7 @@ import (
 	"github.com/felixge/httpsnoop"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // NewHandler returns middleware that records the requests next serves to
@@ -120,8 +121,12 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	o.CachedByKVTransfer = trace.KVTransferred()
 	o.MaxTokens, o.N = info.maxTokens, info.n
 	o = trace.boundedOnce(o, true) // a leg passed on may have counted its drop
+	reason, refused := admissionRejection(rw.status, rw.refused)
+	if refused {
+		o.ErrorType = stats.ErrorAdmissionRejected // in no vLLM request family, as vLLM counts it
+	}
 	e.RecordRequest(r.Context(), &o)
-	if reason, ok := admissionRejection(rw.status, rw.refused); ok {
+	if refused {
 		e.RecordAdmissionRejection(r.Context(), reason)
 	}
 	if pd, ok := trace.PD(); ok {

@@ -11,7 +11,8 @@ import (
 
 // In front of a vLLM that sheds load, the proxy passes each admission
 // refusal on unchanged and counts it in vllm:admission_rejections_total by
-// its reason; a 503 of a load balancer is a failed request only.
+// its reason, not as a request, as vLLM counts it; a 503 of a load balancer
+// is a failed request only.
 func TestAdmissionRejectionsThroughProxy(t *testing.T) {
 	t.Parallel()
 	const refusal = `{"error":{"message":"The engine has reached its prefill token backlog limit. ` +
@@ -44,7 +45,8 @@ func TestAdmissionRejectionsThroughProxy(t *testing.T) {
 	waitFor(t, func() (bool, string) {
 		s := p.scrape(t)
 		failed, _ := value(s, "vllm:request_success_total", "model_name", "m", "finished_reason", "error")
-		return failed == 3, fmt.Sprintf("failed %v", failed)
+		refused, _ := value(s, "vllm:admission_rejections_total", "model_name", "m")
+		return failed == 1 && refused == 2, fmt.Sprintf("failed %v, refused %v", failed, refused)
 	})
 	s := p.scrape(t)
 	if got := mustValue(t, s, "vllm:admission_rejections_total", "model_name", "m", "reason", "max_num_queued_tokens"); got != 2 {

@@ -418,8 +418,11 @@ const admissionText = "`vllm:admission_rejections_total` counts the requests a f
 	"`create_error_response` in `vllm/entrypoints/serve/exception_handling/error_response.py`\n" +
 	"@ba638200e9731168ac964ebcee2f704f9f01098d as `{\"error\":{\"message\":...,\"type\":\"Service\n" +
 	"Unavailable\",\"param\":null,\"code\":503}}`); the message tells it from vLLM's other 503s and from a\n" +
-	"load balancer's, and names the limit. A refusal a router retries on another instance is not its\n" +
-	"client's: it is the leg's failure in the GenAI client metrics, not counted here."
+	"load balancer's, and names the limit. It records the request with `ErrorType`\n" +
+	"`stats.ErrorAdmissionRejected`, which `instrument.Engine.RecordRequest` records in no vLLM request\n" +
+	"family (vLLM counts a refused attempt only here) and, with `WithGenAISemconv`, as a failed GenAI\n" +
+	"request. A refusal a router retries on another instance is not its client's: it is the leg's\n" +
+	"failure in the GenAI client metrics, not counted here."
 
 // vllmCommits names the vLLM sources the families were compared against.
 // The vLLM repository is too large to fetch whole; these are the files read.

@@ -118,7 +118,13 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	ended := end{status: status, aborted: r.Context().Err() != nil || rw.writeErr}
 	o := rw.obs.result(time.Now(), ended)
 	rw.body.settle(&o, ended)
-	o.CachedByKVTransfer = trace.KVTransferred()
+	if cached, ok := trace.PrefillCached(); ok && o.UsageKnown {
+		// A P/D request: the prefill instance's cached tokens, whatever
+		// the decode response's cached_tokens holds (see PrefillCached).
+		o.CachedPromptTokens, o.CachedByKVTransfer = cached, false
+	} else {
+		o.CachedByKVTransfer = trace.KVTransferred()
+	}
 	o.MaxTokens, o.N = info.maxTokens, info.n
 	o = trace.boundedOnce(o, true) // a leg passed on may have counted its drop
 	reason, refused := admissionRejection(rw.status, rw.refused)

@@ -456,8 +456,12 @@ Not read in final code: ` + "`vllm:prompt_tokens_cached_by_source_total`" + ` fo
 final code not read. That description says vLLM counts it "at admission", so after a preemption vLLM's tiers
 can differ from ` + "`vllm:prompt_tokens_cached_total`" + `; we count it at the first output, with
 ` + "`vllm:prompt_tokens_by_source_total`" + `, so that the tiers always sum exactly to ` + "`vllm:prompt_tokens_cached_total`" + `.
-` + "`vllm:admission_rejections_total`" + ` follows PR #55812's description and vLLM v0.32.0's metrics page
-(see below), and the P/D router's source split PR #54222's thread (see "P/D router"): the release this
-reference matches is v0.32.0.
+Beside those commits: ` + "`vllm:admission_rejections_total`" + ` follows PR #55812's description,
+` + "`tests/v1/engine/test_admission_control.py`" + ` @00ec631b51caa7575aab9817e96cd984c3bd6f60 and the error body of
+` + "`vllm/entrypoints/serve/exception_handling/error_response.py`" + ` @ba638200e9731168ac964ebcee2f704f9f01098d
+(see below), and the P/D router's source split PR #54222 (see "P/D router"). Release: vLLM v0.32.0, the
+newest whose metrics page was read (docs.vllm.ai/en/v0.32.0/usage/metrics/: its general metrics list
+` + "`vllm:admission_rejections`" + `); its source code was not compared whole, so a family it changed past the
+commits above and not named here may differ.
 The registration of ` + "`vllm:nixl_num_notifications_after_expiry_total`" + ` is known
 from the KV Cache dashboard @8aed4e52, whose generator fails unless a queried name is defined in vLLM.`

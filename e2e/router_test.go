@@ -49,9 +49,11 @@ type usage struct {
 // scrapes prefill, decode and the router: the tokens of the usage the
 // clients got are the router's, prompt tokens counted once per request;
 // the router's TTFT is at least its prefill legs plus handoffs (and at most
-// what the clients measured); the router's external_kv_transfer is the
-// decode instance's external_kv_transfer plus local_cache_hit; the
-// hung-up client is an abort at the router and on the decode instance.
+// what the clients measured); the router's prompt tokens by source are the
+// prefill instance's, and the clients' cached_tokens the decode instance's
+// external_kv_transfer plus local_cache_hit (vLLM before PR #54222, the
+// example's default); the hung-up client is an abort at the router and on
+// the decode instance.
 func TestRouterClients(t *testing.T) {
 	tl := needTools(t)
 	curl, err := exec.LookPath("curl")
@@ -133,20 +135,18 @@ func TestRouterClients(t *testing.T) {
 			t.Errorf("sum(%s) = %v, want %d", name, got, routerRequests)
 		}
 	}
-	// (c) The router's external_kv_transfer is the decode leg's
-	// cached_tokens: the decode instance's external_kv_transfer plus its
-	// local_cache_hit (none here: every system prompt differs).
+	// (c) The clients' cached_tokens are the decode leg's: the decode
+	// instance's external_kv_transfer plus its local_cache_hit (none here:
+	// every system prompt differs). The router's sources are the prefill
+	// instance's, which its prefill legs report, not those.
 	router := e.prom.byLabel(t, `sum by (source) (vllm:prompt_tokens_by_source_total{path="direct",role="router"})`, "source", at)
 	decode := e.prom.byLabel(t, `sum by (source) (vllm:prompt_tokens_by_source_total{path="direct",role="decode"})`, "source", at)
-	t.Logf("prompt tokens by source: router %v, decode %v", router, decode)
-	if want := decode["external_kv_transfer"] + decode["local_cache_hit"]; router["external_kv_transfer"] != want || want != float64(cached) {
-		t.Errorf("external_kv_transfer: router %v, decode external_kv_transfer + local_cache_hit %v, clients' cached_tokens %d: want all equal",
-			router["external_kv_transfer"], want, cached)
+	prefill := e.prom.byLabel(t, `sum by (source) (vllm:prompt_tokens_by_source_total{path="direct",role="prefill"})`, "source", at)
+	t.Logf("prompt tokens by source: router %v, prefill %v, decode %v", router, prefill, decode)
+	if want := decode["external_kv_transfer"] + decode["local_cache_hit"]; want != float64(cached) {
+		t.Errorf("decode external_kv_transfer + local_cache_hit %v, clients' cached_tokens %d: want equal", want, cached)
 	}
-	if router["local_cache_hit"] != 0 || router["local_compute"] != decode["local_compute"] {
-		t.Errorf("router local_cache_hit = %v, local_compute %v (decode %v): want 0, the decode instance's", router["local_cache_hit"],
-			router["local_compute"], decode["local_compute"])
-	}
+	checkRouterSources(t, router, prefill)
 
 	// 2. A client that hangs up mid-stream.
 	hung := runCurl(curl, api, `{"messages":[{"role":"user","content":"a long story"}],"max_tokens":4000,"ignore_eos":true,"stream":true}`, true)
@@ -320,4 +320,25 @@ func runCurl(curl, url, body string, hangUp bool) streamResult {
 	r.exitErr = errors.Join(r.exitErr, cmd.Wait())
 	r.stderr = stderr.String()
 	return r
+}
+
+// checkRouterSources checks a P/D router's prompt tokens by source against
+// its prefill instance's, which its prefill legs report: the prefill
+// instance's cache hits (local and through its connector) are the router's
+// local_cache_hit, its computed tokens the router's local_compute, and the
+// router has no external_kv_transfer (openaihttp.Trace.PrefillCached).
+func checkRouterSources(t *testing.T, router, prefill map[string]float64) {
+	t.Helper()
+	for _, c := range []struct {
+		source    string
+		got, want float64
+	}{
+		{"local_cache_hit", router["local_cache_hit"], prefill["local_cache_hit"] + prefill["external_kv_transfer"]},
+		{"local_compute", router["local_compute"], prefill["local_compute"]},
+		{"external_kv_transfer", router["external_kv_transfer"], 0},
+	} {
+		if c.got != c.want {
+			t.Errorf("router %s = %v, want %v (the prefill instance's)", c.source, c.got, c.want)
+		}
+	}
 }

@@ -79,9 +79,10 @@ func (r sdkReasons) check(t *testing.T, e *env, sel string, at time.Time) {
 // cancels, and Anthropic messages streamed and not. On the real
 // Prometheus: the router's tokens and successes are the clients' usage,
 // the cancelled stream is one abort at the router and on the decode
-// instance, and the router's external_kv_transfer is the decode instance's
-// external_kv_transfer plus local_cache_hit (vLLM's decode response tells
-// them apart nowhere). Every request carries a fixed X-Request-Id, so the
+// instance, and the router's prompt tokens by source are the prefill
+// instance's (its legs report its cache hits), not the decode leg's
+// cached_tokens, which the clients get (vLLM's decode response before PR
+// #54222 reports there its own hits and the KV it received together). Every request carries a fixed X-Request-Id, so the
 // example draws the same stop tokens on every run; each finish reason must
 // agree with the tokens the client got, and the router and the decode
 // instance count the requests by the reasons the clients saw.
@@ -160,19 +161,17 @@ func TestRouterSDKClients(t *testing.T) {
 	bySource := func(sel string) map[string]float64 {
 		return e.prom.byLabel(t, "sum by (source) (vllm:prompt_tokens_by_source_total"+sel+")", "source", at)
 	}
-	rs, ds := bySource(router), bySource(decode)
-	t.Logf("prompt tokens by source: router %v, decode %v", rs, ds)
-	if ds["local_cache_hit"] <= 0 {
-		t.Errorf("decode local_cache_hit = %v: want the shared system prompt found in the decode engines' cache", ds["local_cache_hit"])
+	rs, ds, ps := bySource(router), bySource(decode), bySource(`{path="direct",role="prefill"}`)
+	t.Logf("prompt tokens by source: router %v, prefill %v, decode %v", rs, ps, ds)
+	if ds["local_cache_hit"] <= 0 || ps["local_cache_hit"] <= 0 {
+		t.Errorf("local_cache_hit: decode %v, prefill %v: want the shared system prompt found in both instances' cache",
+			ds["local_cache_hit"], ps["local_cache_hit"])
 	}
-	if rs["external_kv_transfer"] != ds["external_kv_transfer"]+ds["local_cache_hit"] || rs["external_kv_transfer"] != float64(chat.cached) {
-		t.Errorf("router external_kv_transfer %v, want decode external_kv_transfer + local_cache_hit %v = the clients' cached_tokens %d",
-			rs["external_kv_transfer"], ds["external_kv_transfer"]+ds["local_cache_hit"], chat.cached)
+	if ds["external_kv_transfer"]+ds["local_cache_hit"] != float64(chat.cached) {
+		t.Errorf("decode external_kv_transfer + local_cache_hit %v, want the clients' cached_tokens %d",
+			ds["external_kv_transfer"]+ds["local_cache_hit"], chat.cached)
 	}
-	if rs["local_compute"] != ds["local_compute"] || rs["local_cache_hit"] != 0 {
-		t.Errorf("router local_compute %v (decode %v), local_cache_hit %v: want the decode instance's, and 0",
-			rs["local_compute"], ds["local_compute"], rs["local_cache_hit"])
-	}
+	checkRouterSources(t, rs, ps)
 
 	// 3. A stream the client cancels after its first content.
 	cctx, cancel := context.WithCancel(ctx)

@@ -123,6 +123,9 @@ func TestSeriesPerInstance(t *testing.T) {
 	// perEngine is the doc's figure for one (model, engine) pair: every
 	// vLLM family but the LoRA info gauge carries model_name and engine.
 	const perEngine, process = 334, 9
+	// perModel are the front end's series of each model, without engine:
+	// vllm:admission_rejections_total by reason.
+	const perModel = 2
 	// With views.WithExponentialLatency, the 8 latency histograms' 189
 	// series per engine become 8 native histograms (protobuf scrape), or 8
 	// times _count, _sum and le="+Inf" (text scrape).
@@ -143,33 +146,33 @@ func TestSeriesPerInstance(t *testing.T) {
 	}
 	exp := []views.Option{views.WithExponentialLatency()}
 	base := countInstance(t, shape{models: 1, engines: 1})
-	check("one model, one engine (text)", base.text, perEngine)
-	check("one model, one engine (protobuf)", base.native, perEngine)
+	check("one model, one engine (text)", base.text, perEngine+perModel)
+	check("one model, one engine (protobuf)", base.native, perEngine+perModel)
 	check("process_*", base.process, process)
 	check("WithoutProcessMetrics: process_*", countInstance(t, shape{models: 1, engines: 1,
 		setup: []Option{WithoutProcessMetrics()}}).process, 0)
-	check("per extra model", countInstance(t, shape{models: 2, engines: 1}).text-base.text, perEngine)
+	check("per extra model", countInstance(t, shape{models: 2, engines: 1}).text-base.text, perEngine+perModel)
 	check("per extra engine", countInstance(t, shape{models: 1, engines: 2}).text-base.text, perEngine)
-	// The rows of the doc's table (S = perEngine*N*E + L + process).
-	check("1 model x 8 engines", countInstance(t, shape{models: 1, engines: 8}).text+process, 2681)
-	check("1 model x 8 engines, native", countInstance(t, shape{models: 1, engines: 8, opts: exp}).native+process, 1233)
+	// The rows of the doc's table (S = perEngine*N*E + perModel*N + L + process).
+	check("1 model x 8 engines", countInstance(t, shape{models: 1, engines: 8}).text+process, 2683)
+	check("1 model x 8 engines, native", countInstance(t, shape{models: 1, engines: 8, opts: exp}).native+process, 1235)
 	pd := shape{models: 4, engines: 2, lora: 1, distinctLoRA: true}
-	check("4 models x 2 engines, a LoRA state each", countInstance(t, pd).text+process, 2689)
+	check("4 models x 2 engines, a LoRA state each", countInstance(t, pd).text+process, 2697)
 	pd.opts = exp
-	check("4 models x 2 engines, a LoRA state each, native", countInstance(t, pd).native+process, 1241)
+	check("4 models x 2 engines, a LoRA state each, native", countInstance(t, pd).native+process, 1249)
 
 	// LoRA: one vllm:lora_requests_info series per current state, the
 	// adapters in its label values: more adapters add none; the
 	// WithLoRAHistory(k) states one each.
 	check("one LoRA state", countInstance(t, shape{models: 1, engines: 1, lora: 1}).text-base.text, 1)
 	check("4 LoRA states, the last kept", countInstance(t, shape{models: 1, engines: 1, lora: 4}).text-base.text, 1)
-	check("2 engines in the same LoRA state", countInstance(t, shape{models: 1, engines: 2, lora: 1}).text-2*perEngine, 1)
+	check("2 engines in the same LoRA state", countInstance(t, shape{models: 1, engines: 2, lora: 1}).text-2*perEngine-perModel, 1)
 	check("4 LoRA states, WithLoRAHistory(4)",
 		countInstance(t, shape{models: 1, engines: 1, lora: 4, history: 4}).text-base.text, 4)
 
 	native := countInstance(t, shape{models: 1, engines: 1, opts: exp})
-	check("WithExponentialLatency (protobuf)", native.native, perEngineNative)
-	check("WithExponentialLatency (text)", native.text, perEngineNativeText)
+	check("WithExponentialLatency (protobuf)", native.native, perEngineNative+perModel)
+	check("WithExponentialLatency (text)", native.text, perEngineNativeText+perModel)
 	check("WithExponentialLatency, per extra engine (protobuf)",
 		countInstance(t, shape{models: 1, engines: 2, opts: exp}).native-native.native, perEngineNative)
 
@@ -181,14 +184,14 @@ func TestSeriesPerInstance(t *testing.T) {
 		}
 	}
 	merged := countInstance(t, shape{models: 1, engines: 1, opts: noEngine})
-	check("without the engine label, one engine", merged.text, perEngine)
+	check("without the engine label, one engine", merged.text, perEngine+perModel)
 	check("without the engine label, at start-up, per extra engine",
 		countInstance(t, shape{models: 1, engines: 2, opts: noEngine}).text-merged.text, perEngine-perEngineCounters)
 	// driveScenario records on engines 0 and 1: it adds no series to the
 	// default (every label value exists from start-up).
-	check("2 engines recorded on", countInstance(t, shape{models: 1, engines: 2, drive: true}).text, 2*perEngine)
+	check("2 engines recorded on", countInstance(t, shape{models: 1, engines: 2, drive: true}).text, 2*perEngine+perModel)
 	driven := countInstance(t, shape{models: 1, engines: 2, drive: true, opts: noEngine}).text
-	check("without the engine label, 2 engines recorded on", driven, perEngine+perEngineGauges)
+	check("without the engine label, 2 engines recorded on", driven, perEngine+perModel+perEngineGauges)
 	check("without the engine label, recorded on, a third engine",
 		countInstance(t, shape{models: 1, engines: 3, drive: true, opts: noEngine}).text-driven, perEngineGauges)
 
@@ -197,9 +200,10 @@ func TestSeriesPerInstance(t *testing.T) {
 	// matching view, each its own stream.
 	drop := sdkmetric.NewView(sdkmetric.Instrument{Name: instrument.NameTimeToFirstToken},
 		sdkmetric.Stream{Aggregation: sdkmetric.AggregationDrop{}})
-	check("beside an SDK view dropping TTFT", countInstance(t, shape{models: 1, engines: 1, extra: []sdkmetric.View{drop}}).text, perEngine)
+	check("beside an SDK view dropping TTFT", countInstance(t, shape{models: 1, engines: 1, extra: []sdkmetric.View{drop}}).text, perEngine+perModel)
 
 	t.Logf("per (model, engine) %d series (%d with WithExponentialLatency on a protobuf scrape, %d on a text one), "+
-		"%d per extra engine without the engine label once recorded on; process_* %d; 1,000 instances of 1 model x 1 engine: %d",
-		perEngine, perEngineNative, perEngineNativeText, perEngineGauges, process, 1000*(perEngine+process))
+		"%d per model, %d per extra engine without the engine label once recorded on; process_* %d; "+
+		"1,000 instances of 1 model x 1 engine: %d",
+		perEngine, perEngineNative, perEngineNativeText, perModel, perEngineGauges, process, 1000*(perEngine+perModel+process))
 }

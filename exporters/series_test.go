@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -61,14 +62,22 @@ func TestDuplicateSeriesSharedRegistry(t *testing.T) {
 			t.Fatalf("the same series from another provider of the registry: %v, want ErrDuplicateSeries", err)
 		}
 		t.Logf("error: %v", err)
+		// Another engine of the model has the model's admission rejections,
+		// which have no engine label: refused too.
+		_, err = instrument.NewRecorder(instrument.WithMeterProvider(p2), instrument.WithModelName("m"), instrument.WithEngines(2))
+		if !errors.Is(err, instrument.ErrDuplicateSeries) || !strings.Contains(err.Error(), instrument.NameAdmissionRejections) {
+			t.Fatalf("another engine of the model from another provider of the registry: %v, want ErrDuplicateSeries "+
+				"for the front end's series", err)
+		}
 		// Other series are fine, and the registry still gathers.
-		second, err := instrument.NewRecorder(instrument.WithMeterProvider(p2), instrument.WithModelName("m"), instrument.WithEngines(2))
+		second, err := instrument.NewRecorder(instrument.WithMeterProvider(p2), instrument.WithModelName("m"), instrument.WithEngines(2),
+			instrument.WithAttributes(attribute.String("role", "decode")))
 		if err != nil {
 			t.Fatal(err)
 		}
 		recordGeneration(t, first, 1)
 		if code, body, _ := scrape(t, prom1.Handler, ""); code != 200 ||
-			!strings.Contains(body, `vllm:generation_tokens_total{engine="2",model_name="m"} 0`) ||
+			!strings.Contains(body, `vllm:generation_tokens_total{engine="2",model_name="m",role="decode"} 0`) ||
 			!strings.Contains(body, `vllm:generation_tokens_total{engine="0",model_name="m"} 1`) {
 			t.Errorf("scrape: HTTP %d, want both providers' series:\n%s", code, body)
 		}

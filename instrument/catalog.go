@@ -218,6 +218,10 @@ type Descriptor struct {
 	// Priority marks the finished-request families that carry the priority
 	// label (KeyPriority) under priority scheduling (WithPriorityScheduling).
 	Priority bool
+	// FrontEnd marks a family vLLM's front end counts before any engine
+	// (NameAdmissionRejections): it carries model_name but no engine, one
+	// series set per Recorder.
+	FrontEnd bool
 }
 
 const (
@@ -269,6 +273,10 @@ var catalog = []Descriptor{
 	{Name: NameRequestSuccess, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perFinished,
 		Attributes:  []string{KeyFinishedReason},
 		Description: "Finished requests by finish reason: stop, length, abort, error or repetition."},
+	{Name: NameAdmissionRejections, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perAdmission, FrontEnd: true,
+		Attributes: []string{KeyWaitingReason},
+		Description: "Admission attempts the front end refused (HTTP 503) because a queue limit was reached, by reason: " +
+			admissionReasonList() + "; one per attempt, whatever its n."},
 	{Name: NameCorruptedRequests, Kind: Counter, Integer: true, Unit: "{request}", Recorded: perIter, Feature: Corruption,
 		Description: "Requests whose outputs were found corrupted (for example NaN logits)."},
 	{Name: NameNumRequestsKVFetchByStage, Kind: Gauge, Integer: true, Unit: "{request}", Recorded: perStep, Feature: KVConsumer,

@@ -77,10 +77,11 @@ type Engine struct {
 	totalsMu sync.Mutex
 	totals   [numTotals]int64 // see total
 
-	backends  backends   // the client metrics' handles, see Backend
-	http      httpSeries // the HTTP server families' attribute sets, see RecordHTTPRequest
-	events    *Events    // the engine's steps without a scheduler, see Events
-	synthetic *Synthetic // chosen values, see Synthetic
+	backends  backends        // the client metrics' handles, see Backend
+	http      httpSeries      // the HTTP server families' attribute sets, see RecordHTTPRequest
+	events    *Events         // the engine's steps without a scheduler, see Events
+	synthetic *Synthetic      // chosen values, see Synthetic
+	admission *admissionState // the Recorder's, see RecordAdmissionRejection
 
 	warned [numFeatures]atomic.Bool // feature data reported without its option, see unconfigured
 

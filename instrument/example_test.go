@@ -103,3 +103,47 @@ func ExampleEngine_RecordSleepModeOperation() {
 	// vllm.sleep_mode_operation_duration{operation="sleep"}: 1 in 3.2 s (1 attribute)
 	// vllm.sleep_mode_operation_duration{operation="wake"}: 1 in 1.4 s (1 attribute)
 }
+
+// A Go front end with vLLM's admission control: when its queue of waiting
+// and running requests is full it answers 503 instead of queueing, and
+// counts the refusal by the limit reached, once per attempt, in one series
+// per reason without an engine label.
+func ExampleEngine_RecordAdmissionRejection() {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(ctx)
+
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(mp), instrument.WithModelName("llama-3.1-8b"),
+		instrument.WithEngines(0, 1))
+	if err != nil {
+		panic(err)
+	}
+	engine, err := rec.Engine(1)
+	if err != nil {
+		panic(err)
+	}
+	const maxQueued = 64
+	for queued := 63; queued <= 65; queued++ { // three arrivals as the queue fills
+		if queued >= maxQueued {
+			engine.RecordAdmissionRejection(ctx, stats.AdmissionQueuedRequests) // and answer 503
+		}
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		panic(err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if s, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == instrument.NameAdmissionRejections {
+			for _, dp := range s.DataPoints {
+				reason, _ := dp.Attributes.Value(instrument.KeyWaitingReason)
+				_, hasEngine := dp.Attributes.Value(instrument.KeyEngine)
+				fmt.Printf("%s{reason=%q}: %d (engine label: %v)\n", m.Name, reason.AsString(), dp.Value, hasEngine)
+			}
+		}
+	}
+	// Unordered output:
+	// vllm.admission_rejections{reason="max_num_queued_reqs"}: 2 (engine label: false)
+	// vllm.admission_rejections{reason="max_num_queued_tokens"}: 0 (engine label: false)
+}

@@ -68,6 +68,8 @@ type instruments struct {
 	pdPrefillLeg, pdDecodeFirstChunk, pdHandoff metric.Float64Histogram
 	// The Recorder's own counter of refused input (refusal.go).
 	invalidEvents metric.Int64ObservableCounter
+	// The front end's refused admissions (admission.go).
+	admissionRejections metric.Int64ObservableCounter
 	// The HTTP server families (httpserver.go).
 	httpRequests                   metric.Int64Counter
 	httpDuration, httpDurationHigh metric.Float64Histogram
@@ -170,25 +172,26 @@ func (b *builder) float64Histogram(name string) metric.Float64Histogram {
 func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 	b := &builder{meter: meter, maxModelLen: maxModelLen}
 	i := &instruments{
-		running:          b.int64ObservableGauge(NameNumRequestsRunning),
-		waiting:          b.int64ObservableGauge(NameNumRequestsWaiting),
-		waitingByReason:  b.int64ObservableGauge(NameNumRequestsWaitingByReason),
-		sleepState:       b.int64ObservableGauge(NameEngineSleepState),
-		kvCacheUsage:     b.float64ObservableGauge(NameKVCacheUsage),
-		prefixQueries:    b.int64ObservableCounter(NamePrefixCacheQueries),
-		prefixHits:       b.int64ObservableCounter(NamePrefixCacheHits),
-		extPrefixQueries: b.int64ObservableCounter(NameExternalPrefixCacheQueries),
-		extPrefixHits:    b.int64ObservableCounter(NameExternalPrefixCacheHits),
-		mmQueries:        b.int64ObservableCounter(NameMMCacheQueries),
-		mmHits:           b.int64ObservableCounter(NameMMCacheHits),
-		preemptions:      b.int64ObservableCounter(NameNumPreemptions),
-		promptTokens:     b.int64ObservableCounter(NamePromptTokens),
-		promptCached:     b.int64ObservableCounter(NamePromptTokensCached),
-		promptRecomputed: b.int64ObservableCounter(NamePromptTokensRecomputed),
-		generationTokens: b.int64ObservableCounter(NameGenerationTokens),
-		requestSuccess:   b.int64ObservableCounter(NameRequestSuccess),
-		corrupted:        b.int64ObservableCounter(NameCorruptedRequests),
-		invalidEvents:    b.int64ObservableCounter(NameInvalidEvents),
+		running:             b.int64ObservableGauge(NameNumRequestsRunning),
+		waiting:             b.int64ObservableGauge(NameNumRequestsWaiting),
+		waitingByReason:     b.int64ObservableGauge(NameNumRequestsWaitingByReason),
+		sleepState:          b.int64ObservableGauge(NameEngineSleepState),
+		kvCacheUsage:        b.float64ObservableGauge(NameKVCacheUsage),
+		prefixQueries:       b.int64ObservableCounter(NamePrefixCacheQueries),
+		prefixHits:          b.int64ObservableCounter(NamePrefixCacheHits),
+		extPrefixQueries:    b.int64ObservableCounter(NameExternalPrefixCacheQueries),
+		extPrefixHits:       b.int64ObservableCounter(NameExternalPrefixCacheHits),
+		mmQueries:           b.int64ObservableCounter(NameMMCacheQueries),
+		mmHits:              b.int64ObservableCounter(NameMMCacheHits),
+		preemptions:         b.int64ObservableCounter(NameNumPreemptions),
+		promptTokens:        b.int64ObservableCounter(NamePromptTokens),
+		promptCached:        b.int64ObservableCounter(NamePromptTokensCached),
+		promptRecomputed:    b.int64ObservableCounter(NamePromptTokensRecomputed),
+		generationTokens:    b.int64ObservableCounter(NameGenerationTokens),
+		requestSuccess:      b.int64ObservableCounter(NameRequestSuccess),
+		corrupted:           b.int64ObservableCounter(NameCorruptedRequests),
+		invalidEvents:       b.int64ObservableCounter(NameInvalidEvents),
+		admissionRejections: b.int64ObservableCounter(NameAdmissionRejections),
 
 		requestPrompt:     b.int64Histogram(NameRequestPromptTokens),
 		requestGeneration: b.int64Histogram(NameRequestGenerationTokens),

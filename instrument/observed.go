@@ -88,7 +88,11 @@ func (e *Engine) recordChunkGap(ctx context.Context, seconds float64) error {
 // can bring a total near its limit and make later ones unrecordable. Cached
 // tokens above the prompt (an upstream whose prompt_tokens leaves them out)
 // are dropped alike: the prompt and generation tokens are recorded, the
-// prompt all local_compute.
+// prompt all local_compute. A request refused at admission (ErrorType
+// stats.ErrorAdmissionRejected) is in none of vLLM's request families, as
+// vLLM counts it only in vllm:admission_rejections_total (see
+// RecordAdmissionRejection); with WithGenAISemconv it is a failed request
+// of the GenAI server metrics.
 func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) {
 	dropped, err := e.recordObserved(ctx, r)
 	if err != nil {
@@ -109,6 +113,14 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 	}
 	bounded, dropped := req.Bounded()
 	r := &bounded
+	if r.ErrorType == stats.ErrorAdmissionRejected {
+		// Refused before it was queued: not one of vLLM's requests, which
+		// counts it in vllm:admission_rejections_total alone
+		// (RecordAdmissionRejection); a failed operation of the GenAI
+		// conventions.
+		e.recordServerFinished(ctx, r.Operation, r.Reason, r.E2ELatency, 0, false)
+		return dropped, nil
+	}
 	var inc increments
 	inc.observed(r)
 	if err := e.reserve(&inc); err != nil {

@@ -164,8 +164,11 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	life := &lifetime{flush: flushOf(cfg.meterProvider), report: (&reporter{handle: report}).report}
 	r := &Recorder{inst: inst, life: life}
 	lora := &loraStates{}
+	admission := newAdmissionState(&cfg)
 	for _, rank := range cfg.engines {
-		r.engines = append(r.engines, newEngine(inst, life, lora, &cfg, rank))
+		e := newEngine(inst, life, lora, &cfg, rank)
+		e.admission = admission
+		r.engines = append(r.engines, e)
 	}
 	release, err := claimSeries(&cfg, meter, global, r.engines)
 	if err != nil {
@@ -184,6 +187,7 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 			st.observe(o)
 		}
 		lora.observe(o, inst.loraInfo, states)
+		admission.observe(o, inst.admissionRejections)
 		return nil
 	}, inst.observed...)
 	if err != nil {

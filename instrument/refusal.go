@@ -68,6 +68,7 @@ const (
 	refusedValue     // a value beyond its bound, dropped from a request recorded without it
 	refusedUnwrapped // an engine an exporter found on a provider it could not complete (CountUnwrapped)
 	refusedServerOperation
+	refusedAdmission
 
 	numRefusals = iota + len(eventKinds)
 )
@@ -80,7 +81,7 @@ var eventKinds = [...]stats.EventKind{stats.KindRequest, stats.KindQueued, stats
 var refusalLabels = [numRefusals - len(eventKinds)]string{"iteration", "scheduler", "finished_request",
 	"observed_request", "chunk_gap", "pd_legs", "client_request", "client_chunk_gap",
 	"http_request", "recorded_twice", "feature_not_configured", "value_dropped", "unwrapped_provider",
-	"server_operation"}
+	"server_operation", "admission_rejection"}
 
 // String returns the KeyKind value.
 func (k refusal) String() string {

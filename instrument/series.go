@@ -158,10 +158,12 @@ func viaGlobal(mp metric.MeterProvider, meter metric.Meter) bool {
 type seriesKey struct {
 	engine *Engine
 	key    string
-	// info marks the series of an info gauge without model_name (today
-	// vllm:cache_config_info, by engine and cache configuration). Recorders
-	// of one provider share it harmlessly (the SDK keeps one series, value
-	// 1); only a Recorder of another provider in the same set conflicts.
+	// info marks a series that Recorders of one provider share harmlessly:
+	// that of an info gauge without model_name (vllm:cache_config_info, by
+	// engine and cache configuration: the SDK keeps one series, value 1),
+	// and the front end's vllm:admission_rejections_total, without engine
+	// (the SDK sums the Recorders' counts). Only a Recorder of another
+	// provider in the same set conflicts.
 	info bool
 	what string // the series, as said in an error
 }
@@ -169,7 +171,8 @@ type seriesKey struct {
 // keysOf returns the claims of a Recorder's engines: model_name, engine and
 // the constant attributes, by their exported Prometheus label names so that
 // attributes that become one label ("role.x" and "role_x") are caught too;
-// and the cache configuration info series of each engine.
+// the cache configuration info series of each engine; and the front end's
+// series, model_name and the constant attributes without engine.
 func keysOf(cfg *config, engines []*Engine) []seriesKey {
 	constant := make([]string, 0, len(cfg.attributes))
 	for _, kv := range cfg.attributes {
@@ -194,6 +197,13 @@ func keysOf(cfg *config, engines []*Engine) []seriesKey {
 				key:  fmt.Sprintf("%s{engine=%d,%s}", NameCacheConfigInfo, e.rank, strings.Join(config, ",")),
 				what: fmt.Sprintf("%s of engine %d with this cache configuration", NameCacheConfigInfo, e.rank)})
 		}
+	}
+	if len(engines) > 0 {
+		keys = append(keys, seriesKey{engine: engines[0], info: true,
+			key: fmt.Sprintf("%s{model_name=%q,%s}", NameAdmissionRejections, cfg.modelName, strings.Join(constant, ",")),
+			what: fmt.Sprintf("%s of model_name %q%s (the front end's series, which have no engine label: "+
+				"give one Recorder every engine of the model)",
+				NameAdmissionRejections, cfg.modelName, attrs)})
 	}
 	return keys
 }

@@ -6,26 +6,15 @@ import (
 	"slices"
 	"testing"
 
-	"go.opentelemetry.io/otel/attribute"
-
 	"github.com/infermetrics/infermetrics/instrument"
-	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
-	"github.com/infermetrics/infermetrics/testutil"
 )
 
 // The API server's operations are recorded by operation only, without
 // model_name, engine or constant attributes, as vLLM's API server has
 // them, with vLLM's buckets; bad input is refused and counted.
 func TestServerOperations(t *testing.T) {
-	testlog.StdLogger(t) // what a nil Engine refuses goes to otel.Handle, which logs it: to the test's log
-	r := testutil.New(t)
-	errs := &testutil.Errors{}
-	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(model),
-		instrument.WithEngines(0, 1), instrument.WithAttributes(attribute.String("role", "decode")), errs.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, errs, rec := decodeRecorder(t, 0, 1)
 	defer rec.Close()
 	e0, _ := rec.Engine(0)
 	e1, _ := rec.Engine(1)

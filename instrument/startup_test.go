@@ -73,6 +73,11 @@ func startupSeries(ranks []string, constant []string, connector bool, specPositi
 			want[series("vllm:spec_decode_num_accepted_tokens_per_pos", append(labels, "position", string(rune('0'+p)))...)] = 0
 		}
 	}
+	// The front end's admission rejections: one series per reason, without
+	// engine, whatever the ranks.
+	for _, reason := range []string{"max_num_queued_reqs", "max_num_queued_tokens"} {
+		want[series("vllm:admission_rejections", append([]string{"model_name", model, "reason", reason}, constant...)...)] = 0
+	}
 	return want
 }
 
@@ -100,10 +105,10 @@ func checkStartup(t *testing.T, s snapshot, want map[string]float64) {
 func TestStartupSeries(t *testing.T) {
 	h := newHarness(t, instrument.WithEngines(0, 1))
 	// 2 engines x (13 counters + 3 gauges + 3 sources + 5 tiers + 5 reasons + 2 waiting reasons
-	// + 3 sleep states + 2 scheduler policies) = 72.
+	// + 3 sleep states + 2 scheduler policies) + 2 admission reasons = 74.
 	want := startupSeries([]string{"0", "1"}, nil, false, 0)
-	if len(want) != 72 {
-		t.Fatalf("expected list has %d series, want 72", len(want))
+	if len(want) != 74 {
+		t.Fatalf("expected list has %d series, want 74", len(want))
 	}
 	checkStartup(t, h.collect(), want)
 }
@@ -117,9 +122,9 @@ func TestStartupSeriesWithFeatures(t *testing.T) {
 	for _, rank := range []string{"0", "1"} {
 		want[series("vllm:cache_config_info", "engine", rank, "block_size", "16", "num_gpu_blocks", "2048")] = 1
 	}
-	// 72 + 2 engines x (4 connector + 3 spec + 2 positions + 1 info) = 92.
-	if len(want) != 92 {
-		t.Fatalf("expected list has %d series, want 92", len(want))
+	// 74 + 2 engines x (4 connector + 3 spec + 2 positions + 1 info) = 94.
+	if len(want) != 94 {
+		t.Fatalf("expected list has %d series, want 94", len(want))
 	}
 	checkStartup(t, h.collect(), want)
 }

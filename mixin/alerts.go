@@ -162,7 +162,8 @@ func (r rules) alerts(sel labelSet) []alert {
 	engine0 := target.with(labelPair{instrument.KeyModelName, testModel}, labelPair{instrument.KeyEngine, "0"})
 	perModel := r.aggregated(engine0)
 	w := minutes(r.RateWindow)
-	out := []alert{r.errorsAlert(engine0, perModel, w), r.httpErrorsAlert(target, engine0, w)}
+	out := []alert{r.errorsAlert(engine0, perModel, w), r.httpErrorsAlert(target, engine0, w),
+		r.sheddingAlert(target, engine0, perModel, w)}
 	for _, s := range r.slos() {
 		out = append(out, r.burnAlert(s, engine0, perModel))
 	}
@@ -642,27 +643,46 @@ func httpSeries(target labelSet, status, values string) inputSeries {
 		labelPair{httpStatus, status}).series(httpRequests.ScrapeName()), values}
 }
 
+// admissionSeries is a test series of vllm:admission_rejections_total of a
+// target's model, the request limit's.
+func admissionSeries(target labelSet, values string) inputSeries {
+	return inputSeries{target.with(labelPair{instrument.KeyModelName, testModel},
+		labelPair{label(instrument.KeyWaitingReason), stats.AdmissionQueuedRequests.String()}).series(admission.ScrapeName()), values}
+}
+
+// serverErrorRate is the rate of a deployment's HTTP requests answered 5xx
+// less its admission refusals (vLLM's 503s that shed load, which its HTTP
+// families count as 5xx too), never below 0: none where the deployment has
+// no admission counter (vLLM before PR #55812).
+func (r rules) serverErrorRate() string {
+	status := r.q.with(eq(httpStatus, serverErrors))
+	return "clamp_min(\n  " + status.sumRate(httpRequests, r.agg) + "\n  - (" + r.q.sumRate(admission, r.deploy) +
+		" or 0 * " + status.sumRate(httpRequests, r.agg) + "),\n  0\n)"
+}
+
 func (r rules) httpErrorsAlert(target, engine0 labelSet, w int) alert {
 	at := w + minutes(r.HTTPErrorRatio.For) + 5
-	requests := func(errShare float64) []inputSeries {
+	requests := func(errShare, refusedShare float64) []inputSeries {
 		return []inputSeries{
 			httpSeries(target, "2xx", ramp(0, 60*(1-errShare), at+5)),
 			httpSeries(target, serverErrors, ramp(0, 60*errShare, at+5)),
 			{engine0.series(running.ScrapeName()), steady(0, at+5)},
+			admissionSeries(target, ramp(0, 60*refusedShare, at+5)),
 		}
 	}
 	status := r.q.with(eq(httpStatus, serverErrors))
 	return alert{
 		name:    "VLLMHTTPServerErrors",
 		summary: "A deployment answers HTTP requests with server errors.",
-		description: fmt.Sprintf("More than %s of the HTTP requests deployment %s served over the last %s got a 5xx status.",
+		description: fmt.Sprintf("More than %s of the HTTP requests deployment %s served over the last %s got a 5xx status other than an admission refusal.",
 			percent(r.HTTPErrorRatio.Value), r.where(), r.RateWindow),
-		means: fmt.Sprintf("`%s{%s=%q}` is more than %s of `%s` (every handler, summed over the deployment's servers) "+
+		means: fmt.Sprintf("`%s{%s=%q}`, less the admission refusals of `%s` (503s of a server that sheds load: "+
+			"VLLMLoadShedding's), is more than %s of `%s` (every handler, summed over the deployment's servers) "+
 			"for %s. It counts what a client saw, requests refused before an engine took them included (an engine that "+
 			"refuses every request finishes none, so VLLMRequestErrors has no data then); behind a gateway "+
 			"(infermetrics-proxy, a P/D router), its 502 and 504 answers for an upstream that failed.",
-			httpRequests.ScrapeName(), httpStatus, serverErrors, percent(r.HTTPErrorRatio.Value), httpRequests.ScrapeName(),
-			r.HTTPErrorRatio.For),
+			httpRequests.ScrapeName(), httpStatus, serverErrors, admission.ScrapeName(), percent(r.HTTPErrorRatio.Value),
+			httpRequests.ScrapeName(), r.HTTPErrorRatio.For),
 		confirm: []string{
 			r.byServer().also(httpHandler).aggregate("sum", status.rate(httpRequests.ScrapeName())) + "\n/\n" +
 				r.byServer().also(httpHandler).aggregate("sum", r.q.rate(httpRequests.ScrapeName())),
@@ -672,13 +692,66 @@ func (r rules) httpErrorsAlert(target, engine0 labelSet, w int) alert {
 			"--since=30m | grep -E ' 5[0-9][0-9] |error'`). Behind a gateway, the gateway dashboard's *Backends* row " +
 			"for which upstream fails and how (`error_type`), and `up` of the upstreams.",
 		conditions: []condition{{
-			expr: r.onDeployments(status.sumRate(httpRequests, r.agg) + "\n/\n" + r.q.sumRate(httpRequests, r.agg) +
+			expr: r.onDeployments(r.serverErrorRate() + "\n/\n" + r.q.sumRate(httpRequests, r.agg) +
 				"\n> " + number(r.HTTPErrorRatio.Value)),
 			forDuration: r.HTTPErrorRatio.For, labels: severity("critical")}},
 		scenarios: []scenario{
-			{name: "server errors above the threshold", series: requests(min(0.99, 2*r.HTTPErrorRatio.Value)), at: minute(at),
+			{name: "server errors above the threshold", series: requests(min(0.99, 2*r.HTTPErrorRatio.Value), 0), at: minute(at),
 				firing: fires(r.jobOf(target))},
-			{name: "server errors below the threshold", series: requests(r.HTTPErrorRatio.Value / 2), at: minute(at)},
+			{name: "server errors below the threshold", series: requests(r.HTTPErrorRatio.Value / 2, 0), at: minute(at)},
+			{name: "the server errors are admission refusals", at: minute(at),
+				series: requests(min(0.99, 2*r.HTTPErrorRatio.Value), min(0.99, 2*r.HTTPErrorRatio.Value))},
+			{name: "server errors above the threshold beside admission refusals", at: minute(at), firing: fires(r.jobOf(target)),
+				series: requests(min(0.99, 3*r.HTTPErrorRatio.Value), r.HTTPErrorRatio.Value/2)},
+			{name: "server errors above the threshold, no admission counter (vLLM before PR #55812)", at: minute(at),
+				firing: fires(r.jobOf(target)), series: requests(min(0.99, 2*r.HTTPErrorRatio.Value), 0)[:3]},
+		},
+	}
+}
+
+// sheddingAlert is a warning: a server that refuses what it would not
+// serve in time works as configured; a share that stays high says the
+// deployment lacks capacity, not that it fails.
+func (r rules) sheddingAlert(target, engine0, perModel labelSet, w int) alert {
+	at := w + minutes(r.LoadShedding.For) + 5
+	attempts := func(refusedShare float64) []inputSeries {
+		return []inputSeries{
+			{engine0.with(labelPair{finishedReason, stats.FinishStop.String()}).series(requestSuccess.ScrapeName()),
+				ramp(0, 60*(1-refusedShare), at+5)},
+			admissionSeries(target, ramp(0, 60*refusedShare, at+5)),
+		}
+	}
+	refused := r.q.sumRate(admission, r.agg)
+	return alert{
+		name:    "VLLMLoadShedding",
+		summary: "A model's servers refuse requests at admission: they shed load.",
+		description: fmt.Sprintf("More than %s of the admission attempts of model %s (%s) were refused over the last %s: "+
+			"its queue limits were reached.", percent(r.LoadShedding.Value), model, r.where(), r.RateWindow),
+		means: fmt.Sprintf("`%s` (by `reason`: `%s` for --max-num-queued-reqs, `%s` for --max-num-queued-tokens) is more "+
+			"than %s of it and `%s` together for %s: the servers answer 503 to what they would not serve in time, as "+
+			"their admission control is configured to, and a client or load balancer retries elsewhere. Shedding is "+
+			"not failing: these 503s are left out of VLLMHTTPServerErrors, and vLLM counts no refused attempt as a "+
+			"request (nor does infermetrics-proxy). Sustained, it says the deployment lacks capacity for its traffic.",
+			admission.ScrapeName(), stats.AdmissionQueuedRequests, stats.AdmissionQueuedTokens, percent(r.LoadShedding.Value),
+			requestSuccess.ScrapeName(), r.LoadShedding.For),
+		confirm: []string{
+			r.byServer().also(label(instrument.KeyWaitingReason)).aggregate("sum", r.q.rate(admission.ScrapeName())),
+			r.q.sumRate(admission, r.byServer()) + "\n/\n(" + r.q.sumRate(admission, r.byServer()) + " + " +
+				r.q.sumRate(requestSuccess, r.byServer()) + ")",
+		},
+		action: "The first query says which limit refuses on which servers. Compare the queue with the limit " +
+			"(`vllm:num_requests_waiting` and `vllm:num_requests_running` against --max-num-queued-reqs) and the " +
+			"traffic with what the servers finish: add replicas or engines, let the load balancer spread requests " +
+			"more evenly (a refusal asks it to retry elsewhere), or raise the limit if the latency objectives allow " +
+			"the longer queue. A limit of prefill tokens refusing long prompts is working as intended.",
+		conditions: []condition{{
+			expr: refused + "\n/\n(\n  " + refused + "\n  + " + r.q.sumRate(requestSuccess, r.agg) + "\n)\n> " +
+				number(r.LoadShedding.Value),
+			forDuration: r.LoadShedding.For, labels: severity("warning")}},
+		scenarios: []scenario{
+			{name: "refusals above the threshold", series: attempts(min(0.99, 2*r.LoadShedding.Value)), at: minute(at),
+				firing: fires(perModel)},
+			{name: "refusals below the threshold", series: attempts(r.LoadShedding.Value / 2), at: minute(at)},
 		},
 	}
 }

@@ -68,6 +68,10 @@ type Config struct {
 	// ErrorRatio: the share of finished requests that ended in error
 	// (finished_reason="error") above which VLLMRequestErrors fires.
 	ErrorRatio Threshold
+	// LoadShedding: the share of a model's admission attempts refused
+	// (vllm:admission_rejections_total over it and the finished requests)
+	// above which VLLMLoadShedding fires.
+	LoadShedding Threshold
 	// TTFT is the time-to-first-token objective: Objective of requests
 	// get their first token within Seconds.
 	TTFT SLO
@@ -170,7 +174,8 @@ func Default() Config {
 		TrafficStoppedFor:      "5m",
 		RestartWindow:          "15m",
 
-		ErrorRatio: Threshold{Value: 0.05, For: "10m"},
+		ErrorRatio:   Threshold{Value: 0.05, For: "10m"},
+		LoadShedding: Threshold{Value: 0.05, For: "10m"},
 		TTFT:       SLO{Seconds: 2.5, Objective: 0.99},
 		ITL:        SLO{Seconds: 0.1, Objective: 0.99},
 		// kubernetes-mixin's tiers: 2% of a 30-day budget in an hour, 5%
@@ -205,7 +210,8 @@ func (c Config) WithFor(d Duration) Config {
 	for i := range c.BurnRates {
 		c.BurnRates[i].For = d
 	}
-	for _, t := range []*Threshold{&c.ErrorRatio, &c.KVCacheUsage, &c.PreemptionRatio, &c.QueueWaiting, &c.Handoff, &c.HTTPErrorRatio} {
+	for _, t := range []*Threshold{&c.ErrorRatio, &c.KVCacheUsage, &c.PreemptionRatio, &c.QueueWaiting, &c.Handoff, &c.HTTPErrorRatio,
+		&c.LoadShedding} {
 		t.For = d
 	}
 	for _, f := range []*Duration{&c.StuckFor, &c.AbsentFor, &c.InvalidEventsFor, &c.OverflowFor, &c.CardinalityOverflowFor,
@@ -278,6 +284,7 @@ func (c Config) Validate() error {
 		{"HTTPErrorRatio.For", c.HTTPErrorRatio.For, true}, {"TrafficStoppedWindow", c.TrafficStoppedWindow, false},
 		{"TrafficStoppedLookback", c.TrafficStoppedLookback, false}, {"TrafficStoppedFor", c.TrafficStoppedFor, true},
 		{"RestartWindow", c.RestartWindow, false}, {"ValueDroppedFor", c.ValueDroppedFor, true},
+		{"LoadShedding.For", c.LoadShedding.For, true},
 	}
 	if c.Interval != "" {
 		durations = append(durations, namedDuration{"Interval", c.Interval, false})
@@ -323,6 +330,7 @@ func (c Config) Validate() error {
 	check(c.RunbookURL != "", "RunbookURL: empty")
 	check(!strings.ContainsAny(c.Selector, "{}"), "Selector %q: want matchers without braces, such as job=\"vllm\"", c.Selector)
 	check(c.ErrorRatio.Value > 0 && c.ErrorRatio.Value < 1, "ErrorRatio.Value %g, want a share between 0 and 1", c.ErrorRatio.Value)
+	check(c.LoadShedding.Value > 0 && c.LoadShedding.Value < 1, "LoadShedding.Value %g, want a share between 0 and 1", c.LoadShedding.Value)
 	check(c.KVCacheUsage.Value > 0 && c.KVCacheUsage.Value < 1, "KVCacheUsage.Value %g, want a usage between 0 and 1", c.KVCacheUsage.Value)
 	check(c.PreemptionRatio.Value > 0, "PreemptionRatio.Value %g, want a ratio above 0", c.PreemptionRatio.Value)
 	check(c.QueueWaiting.Value >= 0, "QueueWaiting.Value %g, want a number of requests", c.QueueWaiting.Value)

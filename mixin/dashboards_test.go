@@ -745,10 +745,12 @@ func TestDashboardImportShape(t *testing.T) {
 
 // frontEndState are the families a front end's panels read although its
 // requests leave no count behind: its requests in flight (0 again when
-// they end) and the events any Recorder refuses (none here).
+// they end), the events any Recorder refuses and the admission refusals
+// of an upstream vLLM (none here).
 var frontEndState = map[string]string{
 	running.ScrapeName():       "a front end's requests in flight, 0 again once they end",
 	invalidEvents.ScrapeName(): "the events any Recorder refuses, a front end's too",
+	admission.ScrapeName():     "the 503s of an upstream vLLM that sheds load, which a front end counts",
 }
 
 // A panel of the engine dashboards is marked engine only exactly when an

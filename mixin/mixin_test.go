@@ -167,6 +167,7 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	deaf.StuckFor, deaf.AbsentFor, deaf.InvalidEventsFor, deaf.OverflowFor = "1d", "1d", "1d", "1d"
 	deaf.CardinalityOverflowFor, deaf.ValueDroppedFor = "1d", "1d"
 	deaf.HTTPErrorRatio.Value = 0.999
+	deaf.LoadShedding.Value = 0.999
 	deaf.TrafficStoppedFor, deaf.TrafficStoppedLookback = "1d", "3d"
 	deaf.RestartWindow = "1m" // the restart is older
 	deaf.Handoff.Value = 2000
@@ -177,8 +178,9 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	eager.PreemptionRatio.Value = 0.0001
 	eager.Handoff.Value = 0.0001
 	eager.HTTPErrorRatio.Value = 0.0001
+	eager.LoadShedding.Value = 0.0001
 	threshold := []string{"VLLMRequestErrors", "VLLMTimeToFirstTokenBudgetBurn", "VLLMInterTokenLatencyBudgetBurn",
-		"VLLMKVCacheSaturated", "VLLMPreemptionsHigh", "InfermetricsPDHandoffSlow", "VLLMHTTPServerErrors"}
+		"VLLMKVCacheSaturated", "VLLMPreemptionsHigh", "InfermetricsPDHandoffSlow", "VLLMHTTPServerErrors", "VLLMLoadShedding"}
 	var every []string
 	for _, a := range newRules(def).alerts(nil) {
 		every = append(every, a.name)
@@ -188,7 +190,8 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	// nothing.
 	eager.ExtraGroupLabels = []string{"priority"}
 	var readPriority []string
-	for _, a := range []string{"VLLMRequestErrors", "VLLMTimeToFirstTokenBudgetBurn", "VLLMPreemptionsHigh", "InfermetricsModelOverflow"} {
+	for _, a := range []string{"VLLMRequestErrors", "VLLMTimeToFirstTokenBudgetBurn", "VLLMPreemptionsHigh", "InfermetricsModelOverflow",
+		"VLLMLoadShedding"} {
 		readPriority = append(readPriority, "name: "+a+": "+priorityScenario)
 	}
 	// Rules that sum the job away add the two deployments together.

@@ -78,6 +78,7 @@ var (
 	invalidEvents    = family(instrument.NameInvalidEvents)
 	corrupted        = family(instrument.NameCorruptedRequests)
 	sleepState       = family(instrument.NameEngineSleepState)
+	admission        = family(instrument.NameAdmissionRejections)
 	errorReason      = stats.FinishError.String()
 	finishedReason   = label(instrument.KeyFinishedReason)
 	quantileFamilies = []views.Family{ttft, itl, e2eLatency, queueTime, prefillLeg, handoff, decodeLegChunk}

@@ -197,6 +197,17 @@
 // upstream, a body that is not JSON) is an error: the server, not the
 // client, ended it.
 //
+// # Admission refusals
+//
+// A vLLM with --max-num-queued-reqs or --max-num-queued-tokens refuses a
+// request it would not queue with HTTP 503 and one of two fixed error
+// messages. The handler counts each such response it writes to its client
+// (an upstream's passed on) in vllm:admission_rejections_total by the limit
+// the message names, and records the request with ErrorType
+// stats.ErrorAdmissionRejected: in no vLLM request family, as vLLM counts a
+// refused attempt (see instrument.Engine.RecordRequest). Any other 503 is a
+// failed request.
+//
 // # HTTP server families
 //
 // WithHTTPMetrics adds the HTTP families vLLM's API server exports through
@@ -243,13 +254,16 @@
 // with that context, adds each leg (backend, role, start, status, and what
 // it observed: time to first chunk, duration, usage, finish reason). The
 // client request is recorded once, by the handler, from what the router
-// sends its client; a leg to a backend of role instrument.RoleDecode makes
-// its cached prompt tokens external_kv_transfer, not local_cache_hit. That
-// is "not computed on the decode instance": vLLM's decode response reports
-// its own prefix-cache hits and the KV transferred from the prefill
-// instance together in cached_tokens, and nothing in it tells them apart,
-// so the router's external_kv_transfer is the decode instance's
-// external_kv_transfer plus its local_cache_hit (docs/metrics.md). When the
+// sends its client, but for its cached prompt tokens when a leg went to a
+// backend of role instrument.RoleDecode: vLLM's decode response reports in
+// cached_tokens either what the decode instance did not compute (its own
+// prefix-cache hits and the KV it received) or, since vLLM PR #54222, the
+// prefill instance's count, and nothing in it says which. The handler
+// takes the prefill leg's count instead (Trace.PrefillCached: the
+// remote_prefill_cached_tokens of the kv_transfer_params it returned, else
+// its usage's cached_tokens) as local_cache_hit, the rest local_compute;
+// without one, the decode leg's cached tokens as external_kv_transfer
+// (docs/metrics.md, "P/D router"). When the
 // trace has a prefill and a decode leg, the handler also records, once,
 // the legs' pairing (Trace.PD, instrument.Engine.RecordPDLegs):
 // router.pd.prefill_leg.duration, router.pd.handoff.duration and

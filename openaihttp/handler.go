@@ -10,6 +10,7 @@ import (
 	"github.com/felixge/httpsnoop"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // NewHandler returns middleware that records the requests next serves to
@@ -117,10 +118,23 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	ended := end{status: status, aborted: r.Context().Err() != nil || rw.writeErr}
 	o := rw.obs.result(time.Now(), ended)
 	rw.body.settle(&o, ended)
-	o.CachedByKVTransfer = trace.KVTransferred()
+	if cached, ok := trace.PrefillCached(); ok && o.UsageKnown {
+		// A P/D request: the prefill instance's cached tokens, whatever
+		// the decode response's cached_tokens holds (see PrefillCached).
+		o.CachedPromptTokens, o.CachedByKVTransfer = cached, false
+	} else {
+		o.CachedByKVTransfer = trace.KVTransferred()
+	}
 	o.MaxTokens, o.N = info.maxTokens, info.n
 	o = trace.boundedOnce(o, true) // a leg passed on may have counted its drop
+	reason, refused := admissionRejection(rw.status, rw.refused)
+	if refused {
+		o.ErrorType = stats.ErrorAdmissionRejected // in no vLLM request family, as vLLM counts it
+	}
 	e.RecordRequest(r.Context(), &o)
+	if refused {
+		e.RecordAdmissionRejection(r.Context(), reason)
+	}
 	if pd, ok := trace.PD(); ok {
 		e.RecordPDLegs(r.Context(), &pd)
 	}
@@ -140,6 +154,10 @@ type responseWriter struct {
 	unsent   bool // the status came after the client left
 	writeErr bool
 	hijacked bool
+	// refused holds the body of a 503, up to one byte past
+	// maxAdmissionBody: an upstream vLLM's admission refusal passed on
+	// (see admissionRejection).
+	refused []byte
 
 	// The leg whose reads the handler takes (see share.go): linking until
 	// the first write, then leg when it is one a leg read.
@@ -264,7 +282,11 @@ func (rw *responseWriter) wrote(p []byte, err error) {
 	if err != nil {
 		rw.writeErr = true
 	}
-	if rw.status >= 400 || len(p) == 0 || (rw.leg != nil || rw.linking) && rw.take(p) {
+	if rw.status >= 400 {
+		rw.keepRefusal(p)
+		return
+	}
+	if len(p) == 0 || (rw.leg != nil || rw.linking) && rw.take(p) {
 		return
 	}
 	if rw.body.identity() {
@@ -272,6 +294,18 @@ func (rw *responseWriter) wrote(p []byte, err error) {
 		return
 	}
 	rw.body.write(p)
+}
+
+// keepRefusal keeps the bytes of a 503 body sent unencoded, up to one past
+// maxAdmissionBody, for admissionRejection.
+func (rw *responseWriter) keepRefusal(p []byte) {
+	if rw.status != http.StatusServiceUnavailable || !rw.body.identity() || len(rw.refused) > maxAdmissionBody {
+		return
+	}
+	if rw.refused == nil {
+		rw.refused = make([]byte, 0, maxAdmissionBody+1)
+	}
+	rw.refused = append(rw.refused, p[:min(len(p), maxAdmissionBody+1-len(rw.refused))]...)
 }
 
 // take takes what a leg read when p is what it read, passed on unchanged

@@ -75,7 +75,11 @@ type bodyFacts struct {
 	anth      doc // Anthropic: usage fields merged over the events
 	cacheN    int64
 	hasCacheN bool
-	server    struct {
+	// remoteCached is vLLM's kv_transfer_params.remote_prefill_cached_tokens
+	// (hasRemoteCached: the last document that had one).
+	remoteCached    int64
+	hasRemoteCached bool
+	server          struct {
 		known           bool
 		prefill, decode float64
 	}
@@ -422,6 +426,9 @@ func (o *observer) apply(d *doc, timed bool) {
 	if d.has&fCacheN != 0 {
 		o.cacheN, o.hasCacheN = d.cacheN, true
 	}
+	if d.has&fRemoteCached != 0 {
+		o.remoteCached, o.hasRemoteCached = d.remoteCached, true
+	}
 	if d.has&(fPrefill|fDecode) == fPrefill|fDecode || (d.done && d.has&(fPrefill|fDecode) != 0) {
 		o.server.known, o.server.prefill, o.server.decode = true, d.prefill, d.decode
 	}
@@ -681,6 +688,20 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 		r.ServerTimes, r.PrefillTime, r.DecodeTime = true, o.server.prefill, o.server.decode
 	}
 	return r
+}
+
+// prefillCached returns the prompt tokens a response reported cached for
+// a decode instance (see Leg.PrefillCached): its
+// kv_transfer_params.remote_prefill_cached_tokens, else its usage's
+// cached_tokens; false when it reported neither.
+func (o *observer) prefillCached() (int64, bool) {
+	switch {
+	case o.hasRemoteCached:
+		return o.remoteCached, true
+	case o.usage.known && o.usage.cachedKnown:
+		return o.usage.cached, true
+	}
+	return 0, false
 }
 
 // complete reports a response that said all it had to: a finish reason, or

@@ -21,11 +21,12 @@ const (
 
 // A P/D router built with NewHandler, NewTransport and ContextWithBackend,
 // handler and transport on one Engine, in front of a prefill backend
-// (non-streamed, max_tokens 1) and a streaming decode backend whose usage
-// reports the prompt as cached (received from the prefill instance). The
-// client request is counted once, its tokens from usage, its cached tokens
-// as external_kv_transfer; the three leg families are recorded once, with
-// the values of the trace's legs and at least the injected delays.
+// (non-streamed, max_tokens 1, no cache hit) and a streaming decode backend
+// whose usage reports the prompt as cached (received from the prefill
+// instance). The client request is counted once, its tokens from usage,
+// its cached tokens the prefill leg's (none: the prompt computed, as
+// local_compute); the three leg families are recorded once, with the values
+// of the trace's legs and at least the injected delays.
 func TestPDLegFamilies(t *testing.T) {
 	c := newRec(t)
 	prefill := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,8 +67,8 @@ func TestPDLegFamilies(t *testing.T) {
 	s.wait()
 
 	// The client request, once: tokens from the usage the router forwarded.
-	c.want("stop", 100, 3, 96)
-	for source, want := range map[string]float64{"external_kv_transfer": 96, "local_compute": 4, "local_cache_hit": 0} {
+	c.want("stop", 100, 3, 0)
+	for source, want := range map[string]float64{"external_kv_transfer": 0, "local_compute": 100, "local_cache_hit": 0} {
 		if got := c.value("vllm:prompt_tokens_by_source_total", "source", source); got != want {
 			t.Errorf("prompt tokens from %s on the router = %v, want %v", source, got, want)
 		}

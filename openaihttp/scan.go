@@ -124,6 +124,7 @@ type doc struct {
 	cached, cacheRead   int64
 	cacheCreation       int64
 	cacheN              int64   // llama.cpp timings.cache_n
+	remoteCached        int64   // vLLM's kv_transfer_params.remote_prefill_cached_tokens
 	prefill, decode     float64 // server-reported, in seconds
 }
 
@@ -165,6 +166,7 @@ const (
 	fCacheN
 	fPrefill
 	fDecode
+	fRemoteCached
 
 	usageFields = fPrompt | fCompletion | fCached | fCacheRead | fCacheCreation
 )
@@ -230,6 +232,7 @@ const (
 	cOllamaRequest      // Ollama native: a request
 	cOllamaOptions      // Ollama native: a request's options
 	cOllamaEmbedRequest // Ollama native: an embeddings request
+	cKVParams           // vLLM: a response's kv_transfer_params
 )
 
 // Roles: what a value means.
@@ -282,6 +285,8 @@ const (
 	rOllamaMsg
 	rDone
 	rOllamaOptions
+	rKVParams
+	rRemoteCached // kv_transfer_params.remote_prefill_cached_tokens
 )
 
 // utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
@@ -900,6 +905,8 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		}
 	case rDeltaText:
 		d.deltaText = d.deltaText || s.slen > 0
+	case rRemoteCached:
+		d.has &^= fRemoteCached // a string: not an integer
 	case rFinish:
 		s.setFinish(reasonSeen{true, finishReason(v, over)})
 	case rError:
@@ -973,6 +980,14 @@ func (s *jsonScan) endScalar() {
 	case rCacheN:
 		if n, st := parseCount(v, s.over); st == countOK {
 			d.cacheN, d.has = n, d.has|fCacheN
+		}
+	case rRemoteCached:
+		// An integer, as vLLM's decode instance reads it; anything else
+		// (null included) is none, the last key winning.
+		if n, st := parseCount(v, s.over); st == countOK {
+			d.remoteCached, d.has = n, d.has|fRemoteCached
+		} else {
+			d.has &^= fRemoteCached
 		}
 	case rIndex:
 		if n, st := parseCount(v, s.over); st == countOK {
@@ -1118,6 +1133,14 @@ func keyRole(ctx uint8, key []byte) uint8 {
 			return rError
 		case "timings":
 			return rTimings
+		case "kv_transfer_params":
+			return rKVParams
+		}
+	case cKVParams:
+		// What a vLLM prefill instance counts cached for the decode
+		// instance (PR #54222): see Leg.PrefillCached.
+		if string(key) == "remote_prefill_cached_tokens" {
+			return rRemoteCached
 		}
 	case cChoice:
 		switch string(key) {
@@ -1242,6 +1265,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 			return rFinish
 		case "error":
 			return rError
+		case "kv_transfer_params": // vLLM's /v1/messages, as its chat completions
+			return rKVParams
 		}
 	case cAnthDelta:
 		switch string(key) {
@@ -1311,6 +1336,8 @@ func containerContext(role uint8, array bool, root uint8) uint8 {
 		return cStreamOptions
 	case rTimings:
 		return cTimings
+	case rKVParams:
+		return cKVParams
 	case rResponse:
 		return cRespRoot
 	case rIncomplete:

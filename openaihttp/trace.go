@@ -37,6 +37,14 @@ type Leg struct {
 	// recorded for it, times from Start.
 	Done     bool
 	Observed stats.ObservedRequest
+	// PrefillCached is the prompt tokens the backend reported it found
+	// cached, as a vLLM prefill instance reports them for the decode
+	// instance: the remote_prefill_cached_tokens of the kv_transfer_params
+	// it returned (vLLM since PR #54222), else its usage's
+	// prompt_tokens_details.cached_tokens; PrefillCachedKnown says it
+	// reported either. Set when Done. See Trace.PrefillCached.
+	PrefillCached      int64
+	PrefillCachedKnown bool
 }
 
 // End returns when the leg ended (Start + E2ELatency); zero until Done.
@@ -120,9 +128,11 @@ func (t *Trace) Legs() []Leg {
 
 // KVTransferred reports a trace with a decode leg (role
 // instrument.RoleDecode): NewHandler then records the request's cached
-// tokens as external_kv_transfer. Those are the tokens the decode instance
-// did not compute, its own prefix-cache hits included: vLLM's decode
-// response reports both in cached_tokens and nothing tells them apart.
+// tokens as external_kv_transfer unless its prefill leg reported its own
+// (PrefillCached). Those are the tokens the decode instance did not
+// compute, its own prefix-cache hits included: vLLM's decode response
+// before PR #54222 reports both in cached_tokens and nothing tells them
+// apart.
 func (t *Trace) KVTransferred() bool {
 	if t == nil {
 		return false
@@ -237,14 +247,60 @@ func (t *Trace) start(l *Leg, b Backend, at time.Time) *Leg {
 	return l
 }
 
-// finish ends a leg.
-func (t *Trace) finish(l *Leg, status int, r *stats.ObservedRequest) {
+// finish ends a leg, with the cached prompt tokens it reported for a
+// decode instance, if known.
+func (t *Trace) finish(l *Leg, status int, r *stats.ObservedRequest, cached int64, cachedKnown bool) {
 	if t == nil || l == nil {
 		return
 	}
 	t.mu.Lock()
 	l.Status, l.Done, l.Observed = status, true, *r
+	l.PrefillCached, l.PrefillCachedKnown = cached, cachedKnown
 	t.mu.Unlock()
+}
+
+// pdLegs returns the first decode leg (role instrument.RoleDecode) and the
+// last prefill leg (role instrument.RolePrefill) that ended, sent before
+// it; nil when there is none (p nil too without a decode leg). t.mu is
+// held.
+func (t *Trace) pdLegs() (p, d *Leg) {
+	for _, l := range t.legs {
+		if l.Backend.Role == instrument.RoleDecode {
+			d = l
+			break
+		}
+	}
+	if d == nil {
+		return nil, nil
+	}
+	for _, l := range t.legs {
+		if l.Backend.Role == instrument.RolePrefill && l.Done && !l.Start.After(d.Start) {
+			p = l
+		}
+	}
+	return p, d
+}
+
+// PrefillCached returns the prompt tokens the prefill instance found
+// cached for a routed request (Leg.PrefillCached of the prefill leg PD
+// pairs with the first decode leg), and whether it reported them. vLLM's
+// decode response reports, as cached_tokens, either what the decode
+// instance did not compute (its own prefix-cache hits and the KV it
+// received together) or, since PR #54222 and when the router passed the
+// prefill leg's kv_transfer_params on, the prefill instance's own count:
+// the prefill leg tells the same whichever the decode instance does.
+// NewHandler records the client request's cached tokens from it
+// (local_cache_hit; the rest of the prompt local_compute).
+func (t *Trace) PrefillCached() (int64, bool) {
+	if t == nil {
+		return 0, false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, _ := t.pdLegs(); p != nil && p.PrefillCachedKnown {
+		return p.PrefillCached, true
+	}
+	return 0, false
 }
 
 // PD returns the P/D figures of a trace that has a decode leg (role
@@ -262,21 +318,7 @@ func (t *Trace) PD() (stats.PDLegs, bool) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var p, d *Leg
-	for _, l := range t.legs {
-		if l.Backend.Role == instrument.RoleDecode {
-			d = l
-			break
-		}
-	}
-	if d == nil {
-		return stats.PDLegs{}, false
-	}
-	for _, l := range t.legs {
-		if l.Backend.Role == instrument.RolePrefill && l.Done && !l.Start.After(d.Start) {
-			p = l
-		}
-	}
+	p, d := t.pdLegs()
 	if p == nil {
 		return stats.PDLegs{}, false
 	}

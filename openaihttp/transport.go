@@ -192,5 +192,6 @@ func (b *legBody) endLocked(at time.Time, e end) {
 	b.body.settle(&o, e)
 	recorded := b.trace.boundedOnce(o, false) // the handler passing it on may have counted its drop
 	b.backend.RecordRequest(b.ctx, &recorded)
-	b.trace.finish(b.leg, e.status, &o)
+	cached, known := b.obs.prefillCached()
+	b.trace.finish(b.leg, e.status, &o, cached, known)
 }

@@ -165,8 +165,10 @@ func sendLeg(t *testing.T, rt http.RoundTripper, ctx context.Context, base, role
 }
 
 // A P/D router: NewHandler in front, a prefill and a decode leg through the
-// transport. The router's request is counted once, with the decode leg's
-// cached tokens as KV transferred, and each leg per backend.
+// transport. The router's request is counted once, with the prefill leg's
+// cached tokens as local cache hits (not the decode leg's, which count the
+// KV transferred: see TestRouterCachedTokensEitherDecode), and each leg per
+// backend.
 func TestRouterLegs(t *testing.T) {
 	router, backends := newRec(t), newRec(t)
 	prefill := httptest.NewServer(jsonHandler(200, `{"choices":[{"text":"","finish_reason":"length"}],"usage":{"prompt_tokens":100,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":10}}}`))
@@ -190,9 +192,11 @@ func TestRouterLegs(t *testing.T) {
 	}))
 	readAll(t, post(t, s.URL+"/v1/chat/completions", streamBody))
 	s.wait()
-	router.want("stop", 100, 2, 100)
-	if got := router.value("vllm:prompt_tokens_by_source_total", "source", "external_kv_transfer"); got != 100 {
-		t.Errorf("external_kv_transfer on the router = %v, want 100", got)
+	router.want("stop", 100, 2, 10)
+	for source, want := range map[string]float64{"local_cache_hit": 10, "local_compute": 90, "external_kv_transfer": 0} {
+		if got := router.value("vllm:prompt_tokens_by_source_total", "source", source); got != want {
+			t.Errorf("%s on the router = %v, want %v", source, got, want)
+		}
 	}
 	if len(legs) != 2 || legs[0].Backend.Role != "prefill" || legs[1].Backend.Role != "decode" || !legs[0].Done || !legs[1].Done {
 		t.Fatalf("legs %+v", legs)

@@ -56,12 +56,16 @@ func Families() []Family {
 }
 
 // labels returns the label names of an instrument's vLLM family: model_name
-// and engine plus its own attributes; the info gauges and the API server's
-// operation histograms carry only their own.
+// and engine plus its own attributes; the front end's families
+// (Descriptor.FrontEnd) have no engine; the info gauges and the API
+// server's operation histograms carry only their own.
 func labels(d instrument.Descriptor) []string {
 	var keys []string
-	if d.Name != instrument.NameLoRARequestsInfo && d.Name != instrument.NameCacheConfigInfo &&
-		d.Feature != instrument.ServerOperations {
+	switch {
+	case d.FrontEnd:
+		keys = append(keys, instrument.KeyModelName)
+	case d.Name != instrument.NameLoRARequestsInfo && d.Name != instrument.NameCacheConfigInfo &&
+		d.Feature != instrument.ServerOperations:
 		keys = append(keys, instrument.KeyModelName, instrument.KeyEngine)
 	}
 	return append(keys, d.Attributes...)

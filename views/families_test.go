@@ -155,6 +155,9 @@ var specFamilies = []specFamily{
 	gauge("vllm:simple_kv_offload_pending_store_blocks"),
 	{name: "vllm:simple_kv_offload_info", typ: dto.MetricType_GAUGE,
 		labels: []string{"engine", "model_name", "backend", "page_cache", "lazy_offload", "capacity_blocks"}},
+	// The front end's admission rejections (PR #55812): reason, no engine.
+	{name: "vllm:admission_rejections_total", typ: dto.MetricType_COUNTER, labels: []string{"model_name", "reason"},
+		extra: "reason", values: []string{"max_num_queued_reqs", "max_num_queued_tokens"}},
 	// The API server's operations: the operation label only.
 	{name: "vllm:sleep_mode_operation_duration_seconds", typ: dto.MetricType_HISTOGRAM, buckets: "operations",
 		labels: []string{"operation"}, extra: "operation", values: []string{"sleep", "wake"}},

@@ -139,7 +139,8 @@ func stopReason(st streamState) *string {
 
 // anthropicUsageOf is the Messages API usage of a job so far.
 func anthropicUsageOf(c *apiCall, st streamState, output int64) anthropicUsage {
-	return anthropicUsage{InputTokens: c.job.prompt - st.cached, OutputTokens: output, CacheReadInputTokens: st.cached}
+	cached := c.cachedTokens(st)
+	return anthropicUsage{InputTokens: c.job.prompt - cached, OutputTokens: output, CacheReadInputTokens: cached}
 }
 
 func (c *apiCall) message(st streamState, output int64) *anthropicMessage {
@@ -156,7 +157,7 @@ func (in *instance) fullMessage(w http.ResponseWriter, r *http.Request, c *apiCa
 	m := c.message(last, last.generated)
 	m.Content = []anthropicBlock{{Type: "text", Text: t}}
 	if c.remoteDecode && last.reason == stats.FinishLength {
-		m.KVTransferParams = in.kvParams(c, e)
+		m.KVTransferParams = in.kvParams(c, e, last.cached)
 	}
 	writeJSON(w, http.StatusOK, m)
 }

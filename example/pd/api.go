@@ -83,7 +83,17 @@ type kvTransferParams struct {
 	RemoteHost      *string `json:"remote_host"`
 	RemotePort      *int    `json:"remote_port"`
 	TPSize          int     `json:"tp_size,omitempty"`
+	// RemotePrefillCachedTokens is the prefill instance's cached prompt
+	// tokens, which vLLM's prefill instance returns (and its decode
+	// instance reports in its usage) from PR #54222 on.
+	RemotePrefillCachedTokens *int64 `json:"remote_prefill_cached_tokens,omitempty"`
 }
+
+// The values of -cached-tokens.
+const (
+	cachedTransfer = "transfer"
+	cachedPrefill  = "prefill"
+)
 
 // Response objects, with the fields and order of vLLM's.
 type (
@@ -132,6 +142,22 @@ type apiCall struct {
 	transfer     bool  // do_remote_prefill: the prompt's KV comes from the prefill node
 	remoteDecode bool  // do_remote_decode: keep the KV for the decode node
 	cachedExcess int64 // added to the usage's cached tokens (-cached-excess)
+	// remoteCached is the prefill instance's cached tokens that a decode
+	// instance of vLLM from PR #54222 reports in place of its own (nil:
+	// its own, see cachedTokens).
+	remoteCached *int64
+}
+
+// cachedTokens is the cached prompt tokens the usage reports: the prompt
+// tokens found computed at the first scheduling (on a decode instance, its
+// prefix-cache hits and the KV received), or with -cached-tokens prefill
+// the prefill instance's count that came with a remote prefill's
+// kv_transfer_params, as vLLM's OutputProcessor reports it since PR #54222.
+func (c *apiCall) cachedTokens(st streamState) int64 {
+	if c.remoteCached != nil {
+		return *c.remoteCached
+	}
+	return st.cached
 }
 
 // apiError is an error answer in vLLM's shape.
@@ -277,6 +303,9 @@ func (in *instance) accept(req *apiRequest, chat bool, id string, now time.Time)
 	c.job.maxTokens = c.limit
 	if p := req.KVTransferParams; p != nil {
 		c.transfer, c.remoteDecode = p.DoRemotePrefill, p.DoRemoteDecode
+		if in.prefillCached && p.DoRemotePrefill {
+			c.remoteCached = p.RemotePrefillCachedTokens
+		}
 	}
 	return c, nil
 }
@@ -407,7 +436,7 @@ func (in *instance) follow(r *http.Request, s *stream, out func(st streamState) 
 // usageOf is the usage object of a finished job.
 func usageOf(c *apiCall, st streamState) *usage {
 	u := &usage{PromptTokens: c.job.prompt, CompletionTokens: st.generated, TotalTokens: c.job.prompt + st.generated}
-	u.PromptTokensDetails.CachedTokens = st.cached + c.cachedExcess
+	u.PromptTokensDetails.CachedTokens = c.cachedTokens(st) + c.cachedExcess
 	return u
 }
 
@@ -549,7 +578,7 @@ func (in *instance) fullResponse(w http.ResponseWriter, r *http.Request, c *apiC
 	resp := c.response([]choice{ch})
 	resp.Usage = usageOf(c, last)
 	if c.remoteDecode && last.reason == stats.FinishLength {
-		resp.KVTransferParams = in.kvParams(c, e)
+		resp.KVTransferParams = in.kvParams(c, e, last.cached)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
@@ -557,8 +586,9 @@ func (in *instance) fullResponse(w http.ResponseWriter, r *http.Request, c *apiC
 
 // kvParams is what the prefill node returns for the decode node to read
 // the request's KV: NixlConnectorScheduler.request_finished's fields, with
-// made-up block ids and this instance's host.
-func (in *instance) kvParams(c *apiCall, e *engine) *kvTransferParams {
+// made-up block ids and this instance's host; with -cached-tokens prefill,
+// its cached prompt tokens too (vLLM from PR #54222).
+func (in *instance) kvParams(c *apiCall, e *engine, cached int64) *kvTransferParams {
 	blocks := (c.job.prompt + blockSize - 1) / blockSize
 	first := int64(draw(c.job.id, blockSalt) * float64(max(e.kvCapacity/blockSize-blocks, 1)))
 	ids := make([]int64, blocks)
@@ -569,7 +599,11 @@ func (in *instance) kvParams(c *apiCall, e *engine) *kvTransferParams {
 	if err != nil {
 		host = in.listener.Addr().String()
 	}
-	return &kvTransferParams{DoRemotePrefill: true, RemoteBlockIDs: ids,
+	p := &kvTransferParams{DoRemotePrefill: true, RemoteBlockIDs: ids,
 		RemoteEngineID:  new(string(in.role) + "-dp" + strconv.Itoa(e.rec.Rank())),
 		RemoteRequestID: c.id, RemoteHost: &host, RemotePort: new(sideChannelPort + e.rec.Rank()), TPSize: 1}
+	if in.prefillCached {
+		p.RemotePrefillCachedTokens = &cached
+	}
+	return p
 }

@@ -28,7 +28,11 @@ type deployment struct {
 	router          *routerServer
 }
 
-func startDeployment(t *testing.T) *deployment {
+func startDeployment(t *testing.T) *deployment { return startDeploymentCached(t, false) }
+
+// startDeploymentCached is startDeployment with the instances' P/D usage
+// of vLLM from PR #54222 (prefillCached: -cached-tokens prefill) or before.
+func startDeploymentCached(t *testing.T, prefillCached bool) *deployment {
 	t.Helper()
 	// Whatever the instances' and the router's Recorders refuse fails the
 	// test, once the engines have stopped (cleanups run last-registered
@@ -39,13 +43,20 @@ func startDeployment(t *testing.T) *deployment {
 			t.Errorf("the Recorders refused %d times; the first: %v", len(errs), errs[0])
 		}
 	})
-	return startFaultyDeployment(t, faults{}, refused)
+	return startDeploymentOf(t, faults{}, prefillCached, refused)
 }
 
 // startFaultyDeployment is startDeployment with faults injected (see
 // faults.go) and every server's Setup options beside, whose Recorders
 // report what they refuse to refused.
 func startFaultyDeployment(t *testing.T, f faults, refused *testutil.Errors, setup ...exporters.Option) *deployment {
+	t.Helper()
+	return startDeploymentOf(t, f, false, refused, setup...)
+}
+
+// startDeploymentOf is startFaultyDeployment with the instances'
+// prefillCached (see instanceConfig).
+func startDeploymentOf(t *testing.T, f faults, prefillCached bool, refused *testutil.Errors, setup ...exporters.Option) *deployment {
 	t.Helper()
 	// A scrape whose connection the shutdown closes mid-write is reported to
 	// otel.Handle, which logs: to the test's log, not stderr.
@@ -58,7 +69,7 @@ func startFaultyDeployment(t *testing.T, f faults, refused *testutil.Errors, set
 		{role: prefillRole, engines: 1, kvCapacity: 64 << 10, seed: 2},
 		{role: decodeRole, engines: 2, kvCapacity: 10 << 10, seed: 1},
 	} {
-		c.listen, c.model, c.faults, c.setup = "127.0.0.1:0", testModel, f, setup
+		c.listen, c.model, c.faults, c.setup, c.prefillCached = "127.0.0.1:0", testModel, f, setup, prefillCached
 		c.recorder = []instrument.Option{refused.Option()}
 		in, err := newInstance(ctx, c)
 		if err != nil {

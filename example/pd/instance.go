@@ -32,6 +32,8 @@ type instance struct {
 	// cachedExcess is added to the cached tokens of its API usage
 	// (-cached-excess).
 	cachedExcess int64
+	// prefillCached: see instanceConfig.prefillCached.
+	prefillCached bool
 }
 
 type instanceConfig struct {
@@ -60,6 +62,9 @@ type instanceConfig struct {
 	// faults are the faults injected (see faults.go); the instance takes
 	// its role's.
 	faults faults
+	// prefillCached: the P/D usage of vLLM from PR #54222 (-cached-tokens
+	// prefill, see apiCall.cachedTokens).
+	prefillCached bool
 	// observed keeps the recorded latencies for -observations, or is nil.
 	observed *observations
 	// recorder are more Recorder options (tests: an error collector).
@@ -108,7 +113,8 @@ func newInstance(ctx context.Context, c instanceConfig) (*instance, error) {
 	if err != nil {
 		return nil, errors.Join(err, provider.Shutdown(ctx))
 	}
-	in := &instance{role: c.role, model: c.model, stopped: ctx.Done(), provider: provider, cachedExcess: c.faults.cachedExcess}
+	in := &instance{role: c.role, model: c.model, stopped: ctx.Done(), provider: provider, cachedExcess: c.faults.cachedExcess,
+		prefillCached: c.prefillCached}
 	for _, rank := range ranks {
 		e, _ := rec.Engine(rank) // one of the Recorder's own ranks: never an error
 		eng := newEngine(c.role, e, c.seed, c.kvCapacity, c.handoff)

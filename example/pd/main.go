@@ -108,6 +108,10 @@ func run() error {
 	exponential := flag.Bool("exponential-latency", false, "export the latency histograms with the exponential aggregation (views.WithExponentialLatency): native histograms on the protobuf scrape, exponential ones over OTLP")
 	var fl faults
 	fl.register(flag.CommandLine)
+	cachedTokens := flag.String("cached-tokens", cachedTransfer, "what the decode instance's OpenAI usage reports as a P/D request's cached_tokens, as vLLM does: "+
+		cachedTransfer+" (before vLLM PR #54222, v0.30 and older: the prompt tokens it did not compute, its own prefix-cache hits and the KV it received) or "+
+		cachedPrefill+" (from PR #54222: the prefill instance's own count, which it returns in kv_transfer_params as remote_prefill_cached_tokens for the router to pass on); "+
+		"the router's source split is the same for both")
 	vllmVersion := flag.String("vllm-version", "", "also export the families this vLLM version (0.9 and later, for example 0.10) exported that later versions renamed and removed (views.WithVersion), such as vllm:time_per_output_token_seconds")
 	flag.Parse()
 	if *rate <= 0 || *decodeEngines < 1 || *idle < 0 {
@@ -120,6 +124,10 @@ func run() error {
 	if err := fl.check(*decodeEngines); err != nil {
 		return err
 	}
+	if *cachedTokens != cachedTransfer && *cachedTokens != cachedPrefill {
+		return fmt.Errorf("-cached-tokens %q: want %s or %s", *cachedTokens, cachedTransfer, cachedPrefill)
+	}
+	prefillCached := *cachedTokens == cachedPrefill
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -183,7 +191,7 @@ func run() error {
 	decode, err := newInstance(ctx, instanceConfig{role: decodeRole, listen: *decodeAddr, model: *model,
 		engines: *decodeEngines, kvCapacity: fl.decodeKV, seed: *seed, setup: setup(decodeRole), priority: *priority,
 		lora: *lora, specTokens: *specDecode, corruptRate: *corrupt, observed: observed,
-		simpleOffload: *simpleOffload, weightUpdates: *weightUpdates, faults: fl})
+		simpleOffload: *simpleOffload, weightUpdates: *weightUpdates, faults: fl, prefillCached: prefillCached})
 	if err != nil {
 		return err
 	}
@@ -200,7 +208,8 @@ func run() error {
 	}
 	prefill, err := newInstance(ctx, instanceConfig{role: prefillRole, listen: *prefillAddr, model: *model,
 		engines: 1, kvCapacity: 64 << 10, seed: *seed + 1, handoff: handoff, setup: setup(prefillRole),
-		priority: *priority, offload: *kvOffload, lora: *lora, sleepAfter: *sleepAfter, observed: observed, faults: fl})
+		priority: *priority, offload: *kvOffload, lora: *lora, sleepAfter: *sleepAfter, observed: observed, faults: fl,
+		prefillCached: prefillCached})
 	if err != nil {
 		return errors.Join(err, decode.shutdown(context.Background()))
 	}

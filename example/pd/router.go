@@ -26,13 +26,15 @@ import (
 // the decode instance and passes the decode leg's response through, chunk
 // by chunk (chat and text completions, and Anthropic messages). The
 // client's usage comes from the decode leg, whose cached_tokens count, as
-// vLLM's do, every prompt token the decode engine did not compute: a
+// vLLM's do, every prompt token the decode engine did not compute (a
 // remote-prefill request reaches its first scheduling with its local
-// prefix-cache hits and the transferred tokens computed, less the last one
-// (Scheduler._update_waiting_for_remote_kv), and num_cached_tokens is set
-// from them (vllm/v1/core/sched/scheduler.py). The router records them all
-// as external_kv_transfer: the decode instance's external_kv_transfer plus
-// its local_cache_hit.
+// prefix-cache hits and the transferred tokens computed, less the last one:
+// Scheduler._update_waiting_for_remote_kv), or with -cached-tokens prefill,
+// as vLLM's since PR #54222, the prefill instance's own count, which the
+// prefill leg's kv_transfer_params carry (remote_prefill_cached_tokens) and
+// the router passes on unchanged. The router records the prompt's sources
+// from the prefill leg either way (openaihttp.Trace.PrefillCached): the
+// prefill instance's cache hits as local_cache_hit, the rest local_compute.
 type router struct {
 	prefill, decode upstream
 	client          *http.Client // the legs, recorded by openaihttp
@@ -124,9 +126,9 @@ func newRouterServer(ctx context.Context, addr, model string, setup []exporters.
 	}
 	// Each client request is recorded on eng as the client saw it
 	// (openaihttp.NewHandler): TTFT from arrival at the router, e2e, the
-	// usage it forwards (prompt tokens once, the decode leg's cached ones
-	// as external_kv_transfer), the P/D leg families, and every request
-	// but /metrics in the HTTP families of vLLM's API server.
+	// usage it forwards (prompt tokens once, the cached ones the prefill
+	// leg reported as local_cache_hit), the P/D leg families, and every
+	// request but /metrics in the HTTP families of vLLM's API server.
 	handler := withHTTPMetrics(provider.Handler(), newRouter(prefill, decode, eng, handoffDelay).handler(), eng, openaihttp.WithEngine(eng))
 	return &routerServer{provider: provider, listener: l,
 		server: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}}, nil

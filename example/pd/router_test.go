@@ -63,9 +63,13 @@ func TestRouterStream(t *testing.T) {
 			t.Errorf("router %s = %v, want the usage's %d", name, got, want)
 		}
 	}
-	for source, want := range map[string]int64{"external_kv_transfer": u.Details.CachedTokens, "local_cache_hit": 0} {
-		if got := total(router, "vllm:prompt_tokens_by_source_total", map[string]string{"source": source}); got != float64(want) {
-			t.Errorf("router prompt tokens from %s = %v, want %d", source, got, want)
+	// Its prompt's sources are the prefill instance's (its leg reports its
+	// cache hits: none for this first prompt), not the decode leg's
+	// cached_tokens (TestRouterSourcesSharedPrompt).
+	for _, source := range []string{"external_kv_transfer", "local_cache_hit", "local_compute"} {
+		src := map[string]string{"source": source}
+		if got, want := total(router, "vllm:prompt_tokens_by_source_total", src), total(prefill, "vllm:prompt_tokens_by_source_total", src); got != want {
+			t.Errorf("router prompt tokens from %s = %v, want the prefill instance's %v", source, got, want)
 		}
 	}
 	for _, name := range []string{"router_pd_prefill_leg_duration_seconds", "router_pd_handoff_duration_seconds",
@@ -136,41 +140,67 @@ func TestRouterPassesErrors(t *testing.T) {
 }
 
 // TestRouterSourcesSharedPrompt sends requests sharing a system prompt
-// through the router, one after another, so that the decode engines find
-// the prompt's prefix in their own cache. vLLM's decode response reports
-// those local hits and the transferred KV together in cached_tokens (and
-// nothing else tells them apart), so the router's external_kv_transfer is
-// the decode instance's external_kv_transfer plus its local_cache_hit, and
-// their local_compute agree.
+// through the router, one after another, so that both instances find the
+// prompt's prefix in their own cache, with the decode instance's usage of
+// vLLM before PR #54222 (cached_tokens: what it did not compute, its own
+// hits and the KV it received together) and of vLLM since (the prefill
+// instance's count, passed on in kv_transfer_params). Either way the router
+// records the prefill instance's split, which its leg reports: its cache
+// hits as local_cache_hit, the rest local_compute, no
+// external_kv_transfer; only the clients' cached_tokens differ.
 func TestRouterSourcesSharedPrompt(t *testing.T) {
-	d := startDeployment(t)
-	const n = 6
-	var cached int64
-	for i := range n {
-		body := `{"messages":[{"role":"system","content":"` + strings.Repeat("policy ", 200) + `"},
+	for _, c := range []struct {
+		name          string
+		prefillCached bool
+	}{{"before PR 54222", false}, {"from PR 54222", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			d := startDeploymentCached(t, c.prefillCached)
+			const n = 6
+			var cached int64
+			for i := range n {
+				body := `{"messages":[{"role":"system","content":"` + strings.Repeat("policy ", 200) + `"},
 			{"role":"user","content":"question ` + strings.Repeat("x ", i+1) + `"}],"max_tokens":3,"stream":true,"stream_options":{"include_usage":true}}`
-		res := post(t, context.Background(), d.router.base()+"/v1/chat/completions", body, nil)
-		if res.usage.Usage == nil || res.usage.Usage.Details == nil {
-			t.Fatalf("request %d: no usage", i)
-		}
-		cached += res.usage.Usage.Details.CachedTokens
-	}
-	decode := scrapeWhen(t, d.decode, func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == n })
-	router := scrapeWhen(t, d.router, func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == n })
-	src := func(fams map[string]*dto.MetricFamily, source string) float64 {
-		return total(fams, "vllm:prompt_tokens_by_source_total", map[string]string{"source": source})
-	}
-	if src(decode, "local_cache_hit") <= 0 {
-		t.Fatalf("decode local_cache_hit = %v: want the shared prompt found in the decode engines' cache", src(decode, "local_cache_hit"))
-	}
-	if got, want := src(router, "external_kv_transfer"), src(decode, "external_kv_transfer")+src(decode, "local_cache_hit"); got != want || got != float64(cached) {
-		t.Errorf("router external_kv_transfer = %v, want decode external_kv_transfer + local_cache_hit = %v = the usage's cached_tokens %d",
-			got, want, cached)
-	}
-	if got, want := src(router, "local_compute"), src(decode, "local_compute"); got != want {
-		t.Errorf("router local_compute = %v, decode %v: want equal", got, want)
-	}
-	if got := src(router, "local_cache_hit"); got != 0 {
-		t.Errorf("router local_cache_hit = %v, want 0: the decode leg's cached tokens cannot be split", got)
+				res := post(t, context.Background(), d.router.base()+"/v1/chat/completions", body, nil)
+				if res.usage.Usage == nil || res.usage.Usage.Details == nil {
+					t.Fatalf("request %d: no usage", i)
+				}
+				cached += res.usage.Usage.Details.CachedTokens
+			}
+			done := func(f map[string]*dto.MetricFamily) bool { return finished(f, "") == n }
+			decode, router := scrapeWhen(t, d.decode, done), scrapeWhen(t, d.router, done)
+			prefill := scrapeWhen(t, d.prefill, done)
+			src := func(fams map[string]*dto.MetricFamily, source string) float64 {
+				return total(fams, "vllm:prompt_tokens_by_source_total", map[string]string{"source": source})
+			}
+			if src(decode, "local_cache_hit") <= 0 || src(prefill, "local_cache_hit") <= 0 {
+				t.Fatalf("local_cache_hit: decode %v, prefill %v: want the shared prompt found in both instances' cache",
+					src(decode, "local_cache_hit"), src(prefill, "local_cache_hit"))
+			}
+			hits := src(prefill, "local_cache_hit") + src(prefill, "external_kv_transfer")
+			for _, w := range []struct {
+				source    string
+				got, want float64
+			}{
+				{"local_cache_hit", src(router, "local_cache_hit"), hits},
+				{"local_compute", src(router, "local_compute"), src(prefill, "local_compute")},
+				{"external_kv_transfer", src(router, "external_kv_transfer"), 0},
+			} {
+				if w.got != w.want {
+					t.Errorf("router %s = %v, want %v (the prefill instance's)", w.source, w.got, w.want)
+				}
+			}
+			if got := total(router, "vllm:prompt_tokens_cached_total", nil); got != hits {
+				t.Errorf("router vllm:prompt_tokens_cached_total = %v, want the prefill instance's hits %v", got, hits)
+			}
+			// What the clients got: the decode instance's count before PR
+			// #54222, the prefill instance's since.
+			want := src(decode, "external_kv_transfer") + src(decode, "local_cache_hit")
+			if c.prefillCached {
+				want = hits
+			}
+			if float64(cached) != want {
+				t.Errorf("the clients' cached_tokens %d, want %v", cached, want)
+			}
+		})
 	}
 }

@@ -120,6 +120,10 @@ func NewClientGolang(ranks ...int) (*ClientGolang, error) {
 		}
 		c.engines[rank] = e
 	}
+	// The front end's counter: one series per reason, no engine.
+	for _, r := range stats.AdmissionReasons() {
+		c.counters["vllm:admission_rejections_total"].WithLabelValues(Model, r.String())
+	}
 	return c, nil
 }
 

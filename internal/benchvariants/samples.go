@@ -256,7 +256,7 @@ func (s Samples) Families() map[string]bool {
 var notModelled = []string{"vllm:prompt_tokens_cached_by_source_total",
 	"vllm:estimated_flops_per_gpu_total", "vllm:estimated_read_bytes_per_gpu_total",
 	"vllm:estimated_write_bytes_per_gpu_total", "vllm:nixl_num_notifications_after_expiry_total",
-	"vllm:num_requests_kv_fetch_by_stage"}
+	"vllm:num_requests_kv_fetch_by_stage", "vllm:admission_rejections_total"}
 
 // Modelled returns the samples of the families the OpenTelemetry variants record.
 func Modelled(s Samples) Samples {

@@ -119,14 +119,16 @@ operation each, from the request to its end, by ` + "`operation`" + ` only: like
 (` + "`instrument.Engine.RecordSleepModeOperation`, `RecordWeightUpdateOperation`" + `). Not exported: their
 ` + "`_in_flight`" + ` gauges, which no vLLM dashboard reads.
 
+` + admissionText + `
+
 A front end that sees requests but no engine step (` + "`openaihttp.NewHandler`" + `, or
 ` + "`instrument.Engine.RecordRequest`" + `) records, per request, only what it observes:
 ` + "`vllm:request_success_total`" + `, ` + "`vllm:e2e_request_latency_seconds`" + `, ` + "`vllm:time_to_first_token_seconds`" + ` and
 ` + "`vllm:inter_token_latency_seconds`" + ` (streamed: one value per content chunk, however many tokens it carries, from
 the previous chunk of the same choice with n > 1, as vLLM times each choice; choices past the 16th give none),
 ` + "`vllm:request_params_max_tokens`" + `, ` + "`vllm:request_params_n`" + `, and, when the response reports usage,
-` + "`vllm:prompt_tokens_total`" + ` by source (cached tokens as ` + "`local_cache_hit`" + `, or ` + "`external_kv_transfer`" + ` behind a
-P/D decode leg: see below), ` + "`vllm:prompt_tokens_cached_total`" + `, ` + "`vllm:generation_tokens_total`" + `, the request token
+` + "`vllm:prompt_tokens_total`" + ` by source (cached tokens as ` + "`local_cache_hit`" + `; behind a P/D router,
+the prefill leg's: see below), ` + "`vllm:prompt_tokens_cached_total`" + `, ` + "`vllm:generation_tokens_total`" + `, the request token
 histograms and ` + "`vllm:request_time_per_output_token_seconds`" + ` (per choice with n > 1); usage without
 ` + "`completion_tokens`" + ` (OpenAI's for an empty completion) counts its prompt with 0 generated, and usage whose
 cached tokens exceed its prompt (a provider whose ` + "`prompt_tokens`" + ` leaves them out) counts its prompt, all
@@ -140,24 +142,39 @@ server's figures; requests in flight as ` + "`vllm:num_requests_running`" + `. E
 hosted providers' responses yield (679 recordings of their traffic, replayed in the unit tests: counts by
 provider and API, and each provider's quirks) in docs/proxy.md.
 
-What a P/D router's ` + "`external_kv_transfer`" + ` counts: the decode leg's ` + "`usage.prompt_tokens_details.cached_tokens`" + `,
-which vLLM sets from ` + "`num_cached_tokens`" + `, the tokens the decode engine found computed when it first
-scheduled the request: its own prefix-cache hits and the KV transferred from the prefill instance
-together, less the last prompt token, which it recomputes (` + "`Scheduler._update_waiting_for_remote_kv`" + ` and
-the NIXL connector's ` + "`get_num_new_matched_tokens`" + `, which asks the prefill instance only for the tokens past
-the local hits: ` + "`vllm/v1/core/sched/scheduler.py`" + ` @ 00024d314514900f361ad072af6931e403b7f589,
-` + "`vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py`" + ` @ 002a1057e9ae674d7bdc9c4be95bc29d65d2e808).
-The split reaches only the engine's own stats (` + "`EngineCoreOutput.num_external_computed_tokens`" + `); nothing in
-the HTTP response carries it (the decode response's ` + "`kv_transfer_params`" + ` is null). So the router's
-` + "`external_kv_transfer`" + ` is "not computed on the decode instance": the decode instance's ` + "`external_kv_transfer`" + `
-plus its ` + "`local_cache_hit`" + ` for the same requests, and the router's ` + "`local_cache_hit`" + ` stays 0. It does so
-for any leg to a backend of role decode, also one sent without ` + "`kv_transfer_params`" + ` (a prefill leg that
-returned none): the decode instance then prefilled the prompt itself, and the router still counts that
-leg's cached tokens, all local hits, as ` + "`external_kv_transfer`" + `. With clients
-sharing a system prompt the decode engines' own cache holds much of it (the end-to-end test
-` + "`TestRouterSDKClients`" + ` measured 1536 of 1917 cached tokens as decode ` + "`local_cache_hit`" + `, and asserts the
-sum); ` + "`example/pd`" + `'s ` + "`TestRouterSourcesSharedPrompt`" + ` and the e2e tests assert router ` + "`external_kv_transfer`" + ` =
-decode ` + "`external_kv_transfer`" + ` + ` + "`local_cache_hit`" + `, and equal ` + "`local_compute`" + `.
+What a P/D router's source split counts. The client's usage comes from the decode leg, whose
+` + "`usage.prompt_tokens_details.cached_tokens`" + ` (with ` + "`--enable-prompt-tokens-details`" + `) means one of two
+things. Before vLLM PR #54222 ("[P/D] Report prefill worker cache hits in prompt_tokens_details", merged
+2026-09; in the v0.31.0 release notes, as a third-party review of tags v0.30.0 @ced6857a and v0.31.0 @db9527a4
+reports), it is ` + "`num_cached_tokens`" + ` of the decode engine, the tokens it found computed when it first
+scheduled the request: its own prefix-cache hits and the KV transferred from the prefill instance together,
+less the last prompt token, which it recomputes (` + "`Scheduler._update_waiting_for_remote_kv`" + ` and the NIXL
+connector's ` + "`get_num_new_matched_tokens`" + `: ` + "`vllm/v1/core/sched/scheduler.py`" + ` @ 00024d314514900f361ad072af6931e403b7f589,
+` + "`vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py`" + ` @ 002a1057e9ae674d7bdc9c4be95bc29d65d2e808):
+about the whole prompt, what the PR calls "100% match". Since that PR the prefill instance writes its own
+count (its request's ` + "`prefill_stats.num_cached_tokens`" + `: its prefix-cache hits, and what its own KV connector
+loaded) into the ` + "`kv_transfer_params`" + ` it returns, as ` + "`remote_prefill_cached_tokens`" + `, and a decode
+instance that receives it there (the router passing the prefill leg's ` + "`kv_transfer_params`" + ` on, an integer,
+with ` + "`do_remote_prefill`" + `) reports that count instead. Read: the PR's description, its review thread on
+` + "`vllm/distributed/kv_transfer/kv_connector/v1/nixl/pull_scheduler.py`" + ` (the field added to what
+` + "`request_finished`" + ` returns) and its end-to-end comment, which names the field and reproduces the older count
+by dropping it; the rest (what the prefill side writes, that the decode side takes an integer only) is the
+third-party review's; vLLM's own code of the change was not read. The
+router cannot tell from the decode response which it got, so its split does not read it: it takes the prefill
+leg's own report, the same whatever the decode instance does: ` + "`remote_prefill_cached_tokens`" + ` of the
+` + "`kv_transfer_params`" + ` the prefill leg returned, else the prefill leg's usage ` + "`cached_tokens`" + `
+(` + "`openaihttp.Trace.PrefillCached`" + `). These are the router's ` + "`local_cache_hit`" + ` and
+` + "`vllm:prompt_tokens_cached_total`" + `, the rest of the prompt ` + "`local_compute`" + ` (computed by the prefill
+instance), and ` + "`external_kv_transfer`" + ` stays 0: the transfer to the decode instance moves every prompt token's KV
+and is the decode instance's own ` + "`external_kv_transfer`" + `. This is the prefill instance's split (its
+` + "`local_cache_hit`" + ` and ` + "`external_kv_transfer`" + ` summed), and what vLLM since PR #54222 reports to the
+client. Only when the prefill leg reports neither (a prefill instance before the PR without
+` + "`--enable-prompt-tokens-details`" + `) can the decode leg's count be nothing but the older one: the router then
+counts it as before, all ` + "`external_kv_transfer`" + ` ("not computed on the decode instance"), the rest
+` + "`local_compute`" + `. ` + "`openaihttp`" + `'s ` + "`TestRouterCachedTokensEitherDecode`" + ` holds each case with responses in vLLM's
+shape, and ` + "`example/pd`" + `'s ` + "`TestRouterSourcesSharedPrompt`" + ` runs the example with its decode instance's usage
+of either version (` + "`-cached-tokens transfer`" + `, the default, or ` + "`prefill`" + `): the router's
+` + "`local_cache_hit`" + ` and ` + "`local_compute`" + ` equal the prefill instance's in both.
 
 A P/D router (` + "`openaihttp.NewHandler`" + ` in front of ` + "`openaihttp.NewTransport`" + `, or
 ` + "`instrument.Engine.RecordPDLegs`" + `) also records, once per client request it sends to a prefill and then
@@ -434,6 +451,42 @@ else) and ` + "`status`" + ` the class (` + "`2xx`" + `). The instrumentator's t
 |---|---|---|---|---|---|---|
 `
 
+// admissionText describes vllm:admission_rejections_total: what vLLM
+// defines, what was read of it, what is assumed, and who records it.
+const admissionText = "`vllm:admission_rejections_total` counts the requests a front end refused to queue, HTTP 503,\n" +
+	"because a limit of vLLM's admission control was reached: `--max-num-queued-reqs` (requests waiting\n" +
+	"or running, a request with n > 1 taking n; checked first) or `--max-num-queued-tokens` (prompt\n" +
+	"tokens of the requests still in prefill), `reason` `max_num_queued_reqs` or `max_num_queued_tokens`\n" +
+	"(`stats.AdmissionReason`). As vLLM's, it counts one per refused attempt whatever the request's n,\n" +
+	"and has `model_name` and `reason` but no `engine`: vLLM counts it in its front end\n" +
+	"(`AsyncLLM.check_admission`, through its `StatLoggerManager`) before the request reaches an engine;\n" +
+	"here it is the Recorder's, whichever engine records it\n" +
+	"(`instrument.Engine.RecordAdmissionRejection`; an unknown reason is refused and counted in\n" +
+	"`infermetrics_invalid_events_total{kind=\"admission_rejection\"}`, not mapped). Two Recorders of one\n" +
+	"model on one MeterProvider sum into one series; on two providers exported together (one Prometheus\n" +
+	"registry) the second is refused with `instrument.ErrDuplicateSeries`, as the scrape would fail.\n" +
+	"Read: the descriptions of PR #49445 (the limits, merged) and PR #55812 (the counter: `reason` label,\n" +
+	"no `engine` label, one per attempt, listed in the metrics test's `EXPECTED_METRICS_V1`), vLLM\n" +
+	"v0.32.0's metrics page (docs.vllm.ai/en/v0.32.0/usage/metrics/, `vllm:admission_rejections`, \"Number\n" +
+	"of admission attempts rejected\"), `tests/v1/engine/test_admission_control.py`\n" +
+	"@00ec631b51caa7575aab9817e96cd984c3bd6f60 (the two errors, their 503 and the request limit checked\n" +
+	"first) and `vllm/exceptions.py` (a stored copy, commit not known: the two messages). Not found: PR\n" +
+	"#55812's final code. So the `reason` values (the options' names, which the PR says the label tells\n" +
+	"apart), the `model_name` label (every family of vLLM's `PrometheusStatLogger` has it) and the series\n" +
+	"at zero from start-up with or without the limits (the PR's tests assert the counter \"stays at 0\" on\n" +
+	"success, and the metrics test expects the family from a server started without them) are ours.\n" +
+	"`openaihttp.NewHandler` (and so `infermetrics-proxy`) counts each refusal it writes to its client:\n" +
+	"status 503 and a JSON error body (at most 1 KiB, unencoded) whose `error.message` is exactly one of\n" +
+	"vLLM's two admission messages (`QueueOverflowError`, `MaxQueuedTokensError`, serialized by\n" +
+	"`create_error_response` in `vllm/entrypoints/serve/exception_handling/error_response.py`\n" +
+	"@ba638200e9731168ac964ebcee2f704f9f01098d as `{\"error\":{\"message\":...,\"type\":\"Service\n" +
+	"Unavailable\",\"param\":null,\"code\":503}}`); the message tells it from vLLM's other 503s and from a\n" +
+	"load balancer's, and names the limit. It records the request with `ErrorType`\n" +
+	"`stats.ErrorAdmissionRejected`, which `instrument.Engine.RecordRequest` records in no vLLM request\n" +
+	"family (vLLM counts a refused attempt only here) and, with `WithGenAISemconv`, as a failed GenAI\n" +
+	"request. A refusal a router retries on another instance is not its client's: it is the leg's\n" +
+	"failure in the GenAI client metrics, not counted here."
+
 // vllmCommits names the vLLM sources the families were compared against.
 // The vLLM repository is too large to fetch whole; these are the files read.
 const vllmCommits = `Compared against vLLM's metric code at these commits (vllm-project/vllm):
@@ -451,5 +504,12 @@ Not read in final code: ` + "`vllm:prompt_tokens_cached_by_source_total`" + ` fo
 final code not read. That description says vLLM counts it "at admission", so after a preemption vLLM's tiers
 can differ from ` + "`vllm:prompt_tokens_cached_total`" + `; we count it at the first output, with
 ` + "`vllm:prompt_tokens_by_source_total`" + `, so that the tiers always sum exactly to ` + "`vllm:prompt_tokens_cached_total`" + `.
+Beside those commits: ` + "`vllm:admission_rejections_total`" + ` follows PR #55812's description,
+` + "`tests/v1/engine/test_admission_control.py`" + ` @00ec631b51caa7575aab9817e96cd984c3bd6f60 and the error body of
+` + "`vllm/entrypoints/serve/exception_handling/error_response.py`" + ` @ba638200e9731168ac964ebcee2f704f9f01098d
+(see below), and the P/D router's source split PR #54222 (see "P/D router"). Release: vLLM v0.32.0, the
+newest whose metrics page was read (docs.vllm.ai/en/v0.32.0/usage/metrics/: its general metrics list
+` + "`vllm:admission_rejections`" + `); its source code was not compared whole, so a family it changed past the
+commits above and not named here may differ.
 The registration of ` + "`vllm:nixl_num_notifications_after_expiry_total`" + ` is known
 from the KV Cache dashboard @8aed4e52, whose generator fails unless a queried name is defined in vLLM.`

@@ -79,6 +79,8 @@ type Engine struct {
 	events    *Events    // the engine's steps without a scheduler, see Events
 	synthetic *Synthetic // chosen values, see Synthetic
 
+	usage usageSeries // the usage families' attribute sets, see WithAttribution
+
 	warned [numFeatures]atomic.Bool // feature data reported without its option, see unconfigured
 
 	// provider keeps the MeterProvider, whose address identifies the
@@ -181,6 +183,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	e.buildOffload(cfg)
 	e.events = newEvents(e, cfg.eventWindow)
 	e.synthetic = newSynthetic(e, cfg)
+	e.buildUsage(cfg)
 	return e
 }
 

@@ -107,6 +107,9 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	if err := e.checkUsage(req); err != nil {
+		return nil, err
+	}
 	bounded, dropped := req.Bounded()
 	r := &bounded
 	var inc increments
@@ -135,6 +138,7 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 		in.paramsMaxTokens.Record(ctx, r.MaxTokens, rec...)
 	}
 	in.paramsN.Record(ctx, max(r.N, 1), e.plain.rec...)
+	e.recordUsage(ctx, r)
 	if !r.UsageKnown {
 		return dropped, nil
 	}

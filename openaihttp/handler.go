@@ -33,12 +33,16 @@ import (
 // it gets (http.Flusher, http.Hijacker, http.CloseNotifier, io.ReaderFrom,
 // http.Pusher) and Unwrap, for http.ResponseController.
 func NewHandler(next http.Handler, opts ...Option) http.Handler {
-	return &handler{next: next, cfg: newConfig(opts)}
+	h := &handler{next: next, cfg: newConfig(opts)}
+	h.cfg.checkAttribution()
+	h.user = h.cfg.wantsUser()
+	return h
 }
 
 type handler struct {
 	next http.Handler
 	cfg  config
+	user bool // a dimension is the body's user (FromUser)
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +65,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 	}
 	sw.route(r.URL.Path, rt.pattern)
 	start := time.Now()
-	info, body, rewritten := readBody(r, rt, h.cfg.maxRequestBody, h.cfg.includeUsage)
+	info, body, rewritten := readBody(r, rt, h.cfg.maxRequestBody, h.cfg.includeUsage, h.user)
 	if info.err != nil { // values dropped (ErrDropped)
 		h.cfg.onError(info.err)
 	}
@@ -81,6 +85,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 	if rewritten != nil {
 		setBody(r, rewritten)
 	}
+	rw.attrN = h.cfg.attribute(r, &info, &rw.attr)
 	e.RequestStarted()
 	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
 	rw.obs.trace, rw.obs.handler = trace, true
@@ -120,6 +125,8 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	o.CachedByKVTransfer = trace.KVTransferred()
 	o.MaxTokens, o.N = info.maxTokens, info.n
 	o = trace.boundedOnce(o, true) // a leg passed on may have counted its drop
+	o.Attribution = rw.attr[:rw.attrN]
+	h.cfg.price(&o, info.model)
 	e.RecordRequest(r.Context(), &o)
 	if pd, ok := trace.PD(); ok {
 		e.RecordPDLegs(r.Context(), &pd)
@@ -140,6 +147,9 @@ type responseWriter struct {
 	unsent   bool // the status came after the client left
 	writeErr bool
 	hijacked bool
+
+	attr  [instrument.MaxDimensions]string // the request's attribution values (WithAttribution)
+	attrN int
 
 	// The leg whose reads the handler takes (see share.go): linking until
 	// the first write, then leg when it is one a leg read.

@@ -488,10 +488,11 @@ func TestEventsSetWindow(t *testing.T) {
 	ev.Flush()
 
 	// The next window lasts MinEventWindow: its timer records it, where a
-	// window of MaxEventWindow would wait a minute.
+	// window of MaxEventWindow would wait a minute. On a loaded machine the
+	// timer may have fired already (not open): the wait below holds it then.
 	ev.Output(a, time.Now(), 1)
-	if d, open := instrument.OpenWindow(ev); !open || d != instrument.MinEventWindow {
-		t.Errorf("the next window lasts %v (open %v), want %v", d, open, instrument.MinEventWindow)
+	if d, open := instrument.OpenWindow(ev); open && d != instrument.MinEventWindow {
+		t.Errorf("the next window lasts %v, want %v", d, instrument.MinEventWindow)
 	}
 	deadline := time.Now().Add(20 * time.Second) // far above 1 ms, far below a minute
 	for r.Histogram("vllm:iteration_tokens_total", withLabels()...).Count != 2 {

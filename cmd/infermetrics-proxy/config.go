@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -197,6 +198,7 @@ type config struct {
 	instanceID            string
 	logFormat             string
 	logLevel              string
+	fromEnv               map[string]string // flag name -> the variable that set it
 }
 
 // usageText is what -h prints before the flags.
@@ -254,15 +256,15 @@ func wrap(text string, width int) string {
 // parseConfig reads the flags of args and, for flags not given, the
 // environment (getenv); usage and errors go to out.
 func parseConfig(args []string, getenv func(string) string, out io.Writer) (*config, error) {
-	c := &config{}
+	c := &config{fromEnv: map[string]string{}}
 	fs := flag.NewFlagSet("infermetrics-proxy", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
 		fmt.Fprint(out, usageText)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&c.listen, "listen", ":8787", "address the proxy serves clients on")
-	fs.StringVar(&c.metricsListen, "metrics-listen", ":9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining)")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8787", "address the proxy serves clients on, loopback only by default; :8787 serves every\ninterface (a container, clients on other hosts)")
+	fs.StringVar(&c.metricsListen, "metrics-listen", "127.0.0.1:9464", "address of /metrics (Prometheus) and /health (200 while serving, 503 while draining),\nloopback only by default; :9464 serves every interface (a container, a Prometheus\nelsewhere)")
 	fs.Var(&c.upstreamValues, "upstream", "upstream server as [ROLE=]URL, ROLE one of prefill, decode, aggregated (optional), URL\nwithout user info (the clients' credentials pass on); repeat for several: requests go\nto them in turn (round robin). Required")
 	fs.Var(&c.routes, "route", wrap("`PATTERN=API`: record the POSTs to the paths that match PATTERN as API, one of "+
 		strings.Join(openaihttp.APIs(), ", ")+" (not recorded); tried before the built-in paths; repeatable, one route per flag. "+
@@ -298,7 +300,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 		if given[f.Name] {
 			return
 		}
-		name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v := getenv(name); v != "" {
 			var err error
 			if l, ok := f.Value.(listValue); ok {
@@ -307,14 +309,75 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 				err = fs.Set(f.Name, v)
 			}
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				errs = append(errs, envError(name, f, v, err))
 			}
+			c.fromEnv[f.Name] = name
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return c, c.check()
+}
+
+// envName is a flag's environment variable: -metrics-listen is
+// INFERMETRICS_PROXY_METRICS_LISTEN.
+func envName(flag string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// envError is the error of the variable name, whose value v flag f refused
+// with err: it names the variable, the value (shownValue) and, for the
+// flag package's kinds, whose own error is "parse error", the form wanted.
+func envError(name string, f *flag.Flag, v string, err error) error {
+	shown := fmt.Sprintf("%s=%q", name, shownValue(f.Name, v))
+	want := wantForm(f.Value)
+	switch {
+	case want == "":
+		return fmt.Errorf("%s: %w", shown, err)
+	case err.Error() == "value out of range": // the flag package's error for a number too large
+		return fmt.Errorf("%s: value out of range", shown)
+	}
+	return fmt.Errorf("%s: %s", shown, want)
+}
+
+// wantForm says what a value of the flag package's kind of v looks like
+// (the forms its Set accepts: strconv's and time.ParseDuration's), "" for
+// the kinds of this package, whose errors say it.
+func wantForm(v flag.Value) string {
+	g, ok := v.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case bool:
+		return "want true or false (or 1, 0, t, f, T, F, TRUE, FALSE, True, False)"
+	case time.Duration:
+		return "want a Go duration like 30s, 1m30s or 500ms (a unit after each number but 0)"
+	case int, int64:
+		return "want a whole number"
+	case uint, uint64:
+		return "want a whole number, 0 or more"
+	case float64:
+		return "want a number"
+	}
+	return ""
+}
+
+// shownValue is v, the value of the flag name, as an error shows it: an
+// -upstream redacted (redact), the value of a flag named for a secret (a
+// salt, a key, a token, a password) as xxxxx.
+func shownValue(name, v string) string {
+	if name == "upstream" {
+		return redact(v)
+	}
+	for _, w := range strings.Split(name, "-") {
+		switch w {
+		case "salt", "secret", "key", "token", "password":
+			return "xxxxx"
+		}
+	}
+	return v
 }
 
 func (c *config) check() error {
@@ -325,38 +388,52 @@ func (c *config) check() error {
 	for _, v := range c.upstreamValues {
 		u, err := parseUpstream(v)
 		if err != nil {
+			if name, ok := c.fromEnv["upstream"]; ok {
+				err = fmt.Errorf("%s: %w", name, err)
+			}
 			errs = append(errs, err)
 			continue
 		}
 		c.upstreams = append(c.upstreams, u)
 	}
 	if c.maxModels < 1 {
-		errs = append(errs, fmt.Errorf("-max-models %d: want at least 1", c.maxModels))
+		errs = append(errs, fmt.Errorf("%s: want at least 1", c.setting("max-models", strconv.Itoa(c.maxModels))))
 	}
 	if c.maxRequestBody < 0 {
-		errs = append(errs, fmt.Errorf("-max-request-body %d: want 0 or more", c.maxRequestBody))
+		errs = append(errs, fmt.Errorf("%s: want 0 or more", c.setting("max-request-body", strconv.Itoa(c.maxRequestBody))))
 	}
 	if c.defaultModel == "" || c.defaultModel == OverflowModel {
-		errs = append(errs, fmt.Errorf("-default-model %q: want a model name other than %q", c.defaultModel, OverflowModel))
+		errs = append(errs, fmt.Errorf("%s: want a model name other than %q", c.setting("default-model", strconv.Quote(c.defaultModel)), OverflowModel))
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"response-header-timeout", c.responseHeaderTimeout}, {"upstream-idle-timeout", c.upstreamIdleTimeout}, {"read-header-timeout", c.readHeaderTimeout}, {"idle-timeout", c.idleTimeout}, {"shutdown-timeout", c.shutdownTimeout}} {
 		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("-%s %v: want 0 or more", d.name, d.v))
+			errs = append(errs, fmt.Errorf("%s: want 0 or more", c.setting(d.name, d.v.String())))
 		}
 	}
 	if err := c.loadRoots(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
-		errs = append(errs, fmt.Errorf("-log-format %q: want text or json", c.logFormat))
+		errs = append(errs, fmt.Errorf("%s: want text or json", c.setting("log-format", strconv.Quote(c.logFormat))))
 	}
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// setting is a flag's value as an error shows it (shownValue): "-name
+// VALUE", or "VARIABLE=VALUE" when its environment variable set it, so
+// that the error points where the value was given.
+func (c *config) setting(name, value string) string {
+	value = shownValue(name, value)
+	if v, ok := c.fromEnv[name]; ok {
+		return v + "=" + value
+	}
+	return "-" + name + " " + value
 }
 
 // loadRoots reads -upstream-ca-file into the roots https upstreams are
@@ -367,14 +444,14 @@ func (c *config) loadRoots() error {
 	}
 	b, err := os.ReadFile(c.upstreamCAFile)
 	if err != nil {
-		return fmt.Errorf("-upstream-ca-file: %w", err)
+		return fmt.Errorf("%s: %w", c.setting("upstream-ca-file", strconv.Quote(c.upstreamCAFile)), err)
 	}
 	roots, err := x509.SystemCertPool()
 	if err != nil {
 		roots = x509.NewCertPool()
 	}
 	if !roots.AppendCertsFromPEM(b) {
-		return fmt.Errorf("-upstream-ca-file %q: no PEM certificate in it", c.upstreamCAFile)
+		return fmt.Errorf("%s: no PEM certificate in it", c.setting("upstream-ca-file", strconv.Quote(c.upstreamCAFile)))
 	}
 	c.upstreamRoots = roots
 	return nil

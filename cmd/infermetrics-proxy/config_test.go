@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +25,7 @@ func TestConfigPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.listen != ":2222" || c.maxModels != 7 || !c.includeUsage || c.shutdownTimeout != 3*time.Second || c.metricsListen != ":9464" {
+	if c.listen != ":2222" || c.maxModels != 7 || !c.includeUsage || c.shutdownTimeout != 3*time.Second || c.metricsListen != "127.0.0.1:9464" {
 		t.Errorf("config %+v", c)
 	}
 	if got := c.upstreams.String(); got != "http://a:1,decode=http://b:2/base" {
@@ -133,4 +135,125 @@ func TestRouteCommas(t *testing.T) {
 	if err != nil || c.routes.String() != logged || c.routes[0].Pattern() != "/tenants/a,b/{model}/generate" {
 		t.Errorf("INFERMETRICS_PROXY_ROUTE %s: routes %v, %v", logged, c, err)
 	}
+}
+
+// An environment variable's error names the variable, its value and the
+// form wanted, for every kind of flag: the flag package's (bool, int,
+// duration: their own error is "parse error"), and the values this
+// package checks (strings, lists, files), which name the variable rather
+// than the flag it stands for.
+func TestEnvErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, value string
+		want        []string
+	}{
+		{"INCLUDE_USAGE", "yes", []string{`INFERMETRICS_PROXY_INCLUDE_USAGE="yes": want true or false (or 1, 0, t, f, T, F, TRUE, FALSE, True, False)`}},
+		{"MAX_MODELS", "many", []string{`INFERMETRICS_PROXY_MAX_MODELS="many": want a whole number`}},
+		{"MAX_MODELS", "99999999999999999999", []string{`INFERMETRICS_PROXY_MAX_MODELS="99999999999999999999": value out of range`}},
+		{"MAX_MODELS", "0", []string{`INFERMETRICS_PROXY_MAX_MODELS=0: want at least 1`}},
+		{"MAX_REQUEST_BODY", "-1", []string{`INFERMETRICS_PROXY_MAX_REQUEST_BODY=-1: want 0 or more`}},
+		{"SHUTDOWN_TIMEOUT", "30", []string{`INFERMETRICS_PROXY_SHUTDOWN_TIMEOUT="30": want a Go duration like 30s, 1m30s or 500ms`}},
+		{"IDLE_TIMEOUT", "-1s", []string{`INFERMETRICS_PROXY_IDLE_TIMEOUT=-1s: want 0 or more`}},
+		{"LOG_FORMAT", "xml", []string{`INFERMETRICS_PROXY_LOG_FORMAT="xml": want text or json`}},
+		{"LOG_LEVEL", "loud", []string{`INFERMETRICS_PROXY_LOG_LEVEL="loud": want debug, info, warn or error`}},
+		{"DEFAULT_MODEL", OverflowModel, []string{`INFERMETRICS_PROXY_DEFAULT_MODEL="_overflow": want a model name`}},
+		{"UPSTREAM_CA_FILE", "/nonexistent.pem", []string{`INFERMETRICS_PROXY_UPSTREAM_CA_FILE="/nonexistent.pem": open /nonexistent.pem`}},
+		{"ROUTE", "/a={b}", []string{`INFERMETRICS_PROXY_ROUTE="/a={b}": `, `API "{b}"`}},
+		{"UPSTREAM", "ftp://host", []string{`INFERMETRICS_PROXY_UPSTREAM: upstream "ftp://host": want [prefill=`}},
+		{"UPSTREAM", "http://user:pw-secret@host?key=q-secret", []string{`INFERMETRICS_PROXY_UPSTREAM: upstream "http://xxxxx@host?xxxxx": user info`}},
+	} {
+		env := map[string]string{"INFERMETRICS_PROXY_UPSTREAM": "http://x", "INFERMETRICS_PROXY_" + c.name: c.value}
+		var out bytes.Buffer
+		_, err := parseConfig(nil, func(k string) string { return env[k] }, &out)
+		if err == nil {
+			t.Errorf("%s=%s: no error", c.name, c.value)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s=%s: error %q, want %q", c.name, c.value, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: the error shows a secret: %v", c.name, err)
+		}
+	}
+}
+
+// The forms the errors name are the ones the flags take: a bool's (the two
+// words and the list in parentheses), a duration's (the words with a digit).
+func TestEnvErrorForms(t *testing.T) {
+	for _, c := range []struct {
+		name, bad string
+		forms     func(want string) []string
+	}{
+		{"INCLUDE_USAGE", "yes", func(want string) []string {
+			words, list, _ := strings.Cut(want, "(or ")
+			list, _, _ = strings.Cut(list, ")")
+			return append(strings.Fields(strings.ReplaceAll(words, " or ", " ")), strings.Split(list, ", ")...)
+		}},
+		{"SHUTDOWN_TIMEOUT", "30", func(want string) []string {
+			var forms []string
+			for _, w := range strings.FieldsFunc(want, func(r rune) bool { return r == ' ' || r == ',' || r == '(' || r == ')' }) {
+				if strings.ContainsAny(w, "0123456789") {
+					forms = append(forms, w)
+				}
+			}
+			return forms
+		}},
+	} {
+		env := map[string]string{"INFERMETRICS_PROXY_UPSTREAM": "http://x", "INFERMETRICS_PROXY_" + c.name: c.bad}
+		var out bytes.Buffer
+		_, err := parseConfig(nil, func(k string) string { return env[k] }, &out)
+		if err == nil {
+			t.Fatalf("%s=%s: no error", c.name, c.bad)
+		}
+		_, want, _ := strings.Cut(err.Error(), ": want ")
+		forms := c.forms(want)
+		if len(forms) < 4 {
+			t.Fatalf("%s: forms %q in %q", c.name, forms, err)
+		}
+		for _, f := range forms {
+			env["INFERMETRICS_PROXY_"+c.name] = f
+			if _, err := parseConfig(nil, func(k string) string { return env[k] }, &out); err != nil {
+				t.Errorf("%s=%s, a form its error names: %v", c.name, f, err)
+			}
+		}
+	}
+}
+
+// alwaysRefused is a flag.Value that refuses every value.
+type alwaysRefused struct{}
+
+func (alwaysRefused) String() string     { return "" }
+func (alwaysRefused) Set(v string) error { return errors.New("refused") }
+
+// Every kind of the flag package gets its form; a value of a flag named
+// for a secret is never shown, an -upstream's is redacted.
+func TestEnvErrorKinds(t *testing.T) {
+	fs := flag.NewFlagSet("kinds", flag.ContinueOnError)
+	fs.Bool("b", false, "")
+	fs.Int("i", 0, "")
+	fs.Int64("i64", 0, "")
+	fs.Uint("u", 0, "")
+	fs.Uint64("u64", 0, "")
+	fs.Float64("f", 0, "")
+	fs.Duration("d", 0, "")
+	fs.Var(alwaysRefused{}, "attribute-salt", "")
+	fs.Var(alwaysRefused{}, "upstream", "")
+	want := map[string]string{
+		"b": "want true or false", "i": "want a whole number", "i64": "want a whole number", "u": "want a whole number, 0 or more",
+		"u64": "want a whole number, 0 or more", "f": "want a number", "d": "want a Go duration",
+		"attribute-salt": `X="xxxxx": refused`, "upstream": `X="http://xxxxx@h?xxxxx": refused`,
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		v := "http://u:p@h?k=v"
+		err := fs.Set(f.Name, v)
+		if err == nil {
+			t.Fatalf("-%s %s: no error", f.Name, v)
+		}
+		if got := envError("X", f, v, err).Error(); !strings.Contains(got, want[f.Name]) {
+			t.Errorf("-%s: %q, want %q", f.Name, got, want[f.Name])
+		}
+	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -56,5 +57,37 @@ func TestGuideFlagReference(t *testing.T) {
 	slices.Sort(names)
 	if !slices.Equal(rows, names) {
 		t.Errorf("docs/proxy.md's flag table lists %q; -h lists %q", rows, names)
+	}
+}
+
+// TestGuideAddresses keeps the addresses README.md and docs/proxy.md give
+// clients and Prometheus ("Clients then use http://HOST:PORT/v1, Prometheus
+// scrapes HOST:PORT/metrics") equal to the defaults -h shows of -listen and
+// -metrics-listen.
+func TestGuideAddresses(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, func(string) string { return "" }, &out, &out, nil); code != 0 {
+		t.Fatalf("-h exit %d", code)
+	}
+	def := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^  -((?:metrics-)?listen) string\n(?:    \t[^\n]*\n)*?    \t[^\n]*\(default "([^"]+)"\)`).FindAllStringSubmatch(out.String(), -1) {
+		def[m[1]] = m[2]
+	}
+	if def["listen"] == "" || def["metrics-listen"] == "" {
+		t.Fatalf("no default of -listen or -metrics-listen in -h:\n%s", out.String())
+	}
+	for _, file := range []string{"../../README.md", "../../docs/proxy.md"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile("Clients then use `http://([^/`]+)/[^`]*`[^\n]*\n?[^\n]*?scrapes\\s+`([^/`]+)/metrics`").FindSubmatch(b)
+		if m == nil {
+			t.Errorf("%s: no \"Clients then use `http://HOST:PORT/...`, Prometheus scrapes `HOST:PORT/metrics`\"", file)
+			continue
+		}
+		if string(m[1]) != def["listen"] || string(m[2]) != def["metrics-listen"] {
+			t.Errorf("%s: clients use %s and Prometheus scrapes %s; -h's defaults: -listen %s, -metrics-listen %s", file, m[1], m[2], def["listen"], def["metrics-listen"])
+		}
 	}
 }

@@ -17,17 +17,28 @@ import (
 type closingUpstream struct {
 	*httptest.Server
 	mu    sync.Mutex
-	conns int // connections opened
+	conns int // connections that carried a request (not the proxy's check at start)
 }
 
-type lastDoneKey struct{}
+// connState is a connection's: when its last response ended, and whether
+// it carried a request.
+type connState struct {
+	last time.Time
+	used bool
+}
+
+type connStateKey struct{}
 
 func newClosingUpstream(t *testing.T, idle time.Duration) *closingUpstream {
 	u := &closingUpstream{}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		last := r.Context().Value(lastDoneKey{}).(*time.Time)
+		st := r.Context().Value(connStateKey{}).(*connState)
 		u.mu.Lock()
-		expired := !last.IsZero() && time.Since(*last) > idle
+		if !st.used {
+			st.used = true
+			u.conns++
+		}
+		expired := !st.last.IsZero() && time.Since(st.last) > idle
 		u.mu.Unlock()
 		if expired {
 			c, _, err := http.NewResponseController(w).Hijack()
@@ -38,14 +49,11 @@ func newClosingUpstream(t *testing.T, idle time.Duration) *closingUpstream {
 		}
 		chatJSON(w, r)
 		u.mu.Lock()
-		*last = time.Now()
+		st.last = time.Now()
 		u.mu.Unlock()
 	}))
 	u.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
-		u.mu.Lock()
-		u.conns++
-		u.mu.Unlock()
-		return context.WithValue(ctx, lastDoneKey{}, new(time.Time))
+		return context.WithValue(ctx, connStateKey{}, new(connState))
 	}
 	u.Start()
 	t.Cleanup(u.Close)

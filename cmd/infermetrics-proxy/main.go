@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 )
 
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 func (c *config) level() (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", c.logLevel)
+		return 0, fmt.Errorf("%s: want debug, info, warn or error", c.setting("log-level", strconv.Quote(c.logLevel)))
 	}
 	return l, nil
 }

@@ -198,14 +198,6 @@ func cutAtDrain(t *testing.T, p *testProxy, up *credentialCheck) {
 // differs, and with both formats of every case the test took 5 s of CPU
 // under it. Without -race every case runs with both.
 func TestSecretsNeverLeak(t *testing.T) {
-	down := func(t *testing.T) string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.Close()
-		return "http://" + l.Addr().String()
-	}
 	untrusted := func(t *testing.T) string { return newTLSUpstream(t, newTestCA(t), false).url(t) }
 	cases := []struct {
 		name     string
@@ -219,7 +211,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		{name: "streamed", upstream: streamCut, client: sendAll},
 		{name: "upstream 5xx", upstream: serverError, client: sendAll},
 		{name: "upstream hangs up", upstream: hangUp, client: sendAll},
-		{name: "upstream down", target: down, client: sendAll},
+		{name: "upstream down", target: downURL, client: sendAll},
 		{name: "upstream certificate refused", target: untrusted, client: sendAll},
 		{name: "client leaves before the response", upstream: silent, client: leaveOnArrival},
 		{name: "client leaves mid-stream", upstream: streamHeld, client: leaveOnArrival},

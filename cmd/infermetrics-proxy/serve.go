@@ -67,7 +67,8 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 	var inflight sync.WaitGroup
 	// The HTTP families carry no model_name: they go on -default-model's
 	// Engine, which they create at start.
-	h := newHandler(c, upstreamTransport(c), m.engine, m.engine(""), onErr, log)
+	transport := upstreamTransport(c)
+	h := newHandler(c, transport, m.engine, m.engine(""), onErr, log)
 	proxySrv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			inflight.Add(1)
@@ -90,28 +91,41 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 	metricsSrv := &http.Server{Handler: mux, ReadHeaderTimeout: c.readHeaderTimeout, IdleTimeout: c.idleTimeout,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 
-	pl, err := net.Listen("tcp", c.listen)
+	pl, err := c.listenOn("listen", c.listen)
 	if err != nil {
 		return errors.Join(err, provider.Shutdown(context.Background()))
 	}
-	ml, err := net.Listen("tcp", c.metricsListen)
+	ml, err := c.listenOn("metrics-listen", c.metricsListen)
 	if err != nil {
 		return errors.Join(err, pl.Close(), provider.Shutdown(context.Background()))
 	}
 	errc := make(chan error, 2)
 	go func() { errc <- proxySrv.Serve(pl) }()
 	go func() { errc <- metricsSrv.Serve(ml) }()
+	for _, u := range c.upstreams {
+		if w := apiPathWarning(u); w != "" {
+			log.Warn(w)
+		}
+	}
 	log.Info("infermetrics-proxy serving", "listen", pl.Addr().String(), "metrics", "http://"+ml.Addr().String()+"/metrics",
 		"upstreams", c.upstreams.String(), "routes", c.routes.String(), "include_usage", c.includeUsage, "exporters", provider.Exporters())
 	if ready != nil {
 		ready <- addrs{proxy: pl.Addr().String(), metrics: ml.Addr().String()}
 	}
+	checkCtx, stopCheck := context.WithCancel(ctx)
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		checkUpstreams(checkCtx, c.upstreams, transport.Proxy, log)
+	}()
 
 	var serveErr error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
 	}
+	stopCheck()
+	<-checked
 	draining.Store(true)
 	log.Info("draining", "timeout", c.shutdownTimeout.String())
 	dctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
@@ -135,6 +149,21 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 		serveErr = nil
 	}
 	return serveErr
+}
+
+// listenOn listens on addr, the value of the flag name; its error names
+// the flag (or its variable) and the address: "-listen 127.0.0.1:8787:
+// bind: address already in use".
+func (c *config) listenOn(name, addr string) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Err != nil {
+			err = op.Err // without "listen tcp ADDR", which the flag's name replaces
+		}
+		return nil, fmt.Errorf("%s: %w", c.setting(name, addr), err)
+	}
+	return l, nil
 }
 
 // waitGroup waits for wg at most d; it reports whether wg is done.
@@ -170,14 +199,16 @@ func newHandler(c *config, base http.RoundTripper, engineFor func(string) *instr
 		ErrorLog:   slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		// A client that left (or was cut at the drain deadline) gets
 		// nothing: openaihttp records it as an abort, counted 200 in the
-		// HTTP families as vLLM counts a client that disconnected.
+		// HTTP families as vLLM counts a client that disconnected. A
+		// client whose upstream failed gets a 502 that says why.
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				log.Debug("client went away", "path", r.URL.Path, "error", err)
 				return
 			}
-			log.Warn("upstream", "upstream", upstreamFrom(r.Context()).String(), "path", r.URL.Path, "error", err)
-			w.WriteHeader(http.StatusBadGateway)
+			u := upstreamFrom(r.Context())
+			log.Warn("upstream", "upstream", u.String(), "path", r.URL.Path, "error", err)
+			writeUpstreamError(w, u, err)
 		},
 	}
 	// The handler records a ReverseProxy's panic(http.ErrAbortHandler) (its

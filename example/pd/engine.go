@@ -18,7 +18,8 @@ const (
 	kvBytesPerToken  = 128 << 10 // an 8B model: 2 x 32 layers x 8 KV heads x 128 dims x 2 bytes
 	transferRate     = 20e9      // bytes per second between the nodes
 	prefixCacheSlots = 4         // shared prompts a prefix cache holds
-	kvFailureRate    = 0.01      // KV transfers that fail and fall back to local prefill
+	kvFailEvery      = 100       // a KV transfer of one in this many fails and falls back to local prefill
+	kvFailAt         = 5         // the one that fails: the 5th, the 105th, ... of an engine
 	stepBase         = 12 * time.Millisecond
 	modelParams      = 8e9  // parameters, for the MFU estimates
 	weightBytes      = 16e9 // bf16 weights read once per step
@@ -84,6 +85,11 @@ type engine struct {
 	// Prefill role: handoffs so far, and the KV expiries, late and failed
 	// notifications not yet reported.
 	handoffs, expired, lateNotifs, failedNotifs int64
+
+	// Decode role: KV transfers received so far, one in kvFailEvery failing
+	// (the kvFailAt-th first), so that a run of a few requests reports a
+	// failure, whatever the machine's speed.
+	transfers int64
 }
 
 func newEngine(r role, rec *instrument.Engine, seed uint64, kvCapacity int64, handoff func(request)) *engine {
@@ -217,7 +223,7 @@ func (e *engine) admit(kv *stats.KVTransfer) time.Time {
 			continue
 		}
 		bytes := (j.prompt - e.localHit(j)) * kvBytesPerToken
-		if e.rng.Float64() < kvFailureRate {
+		if e.transfers++; e.transfers%kvFailEvery == kvFailAt {
 			kv.FailedTransfers++
 			j.transfer = false // the decode node prefills it itself
 		} else {

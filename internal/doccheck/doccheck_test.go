@@ -13,7 +13,7 @@ import (
 )
 
 // libraryPackages are the packages whose exported API is documented.
-var libraryPackages = []string{"stats", "instrument", "views", "exporters", "testutil", "openaihttp"}
+var libraryPackages = []string{"stats", "instrument", "views", "exporters", "testutil", "openaihttp", "pricing"}
 
 // TestExportedIdentifiersHaveDocs fails on an exported type, function,
 // method (of an exported type), constant or variable of a library package

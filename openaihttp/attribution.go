@@ -65,7 +65,7 @@ func FromHeader(name string) AttributionSource {
 	case canonical == "" || strings.ContainsAny(canonical, " \t\r\n:"):
 		s.err = fmt.Errorf("%w: header %q is not a header name", ErrAttribution, name)
 	case slices.Contains(credentialHeaders, canonical):
-		s.err = fmt.Errorf("%w: header %s carries credentials: take the API key as a salted hash (FromAPIKey)", ErrAttribution, canonical)
+		s.err = fmt.Errorf("%w: header %s carries credentials, which must never be a label value", ErrAttribution, canonical)
 	}
 	return s
 }
@@ -91,6 +91,12 @@ func FromAPIKey(salt []byte) AttributionSource {
 	s.keys = newHasher(s.salt)
 	return s
 }
+
+// Err returns why the source gives no value (ErrAttribution): a header
+// that is no header name or carries credentials, an API key without a
+// salt; nil for a source that gives one. WithAttribution reports it too,
+// when the handler is built; a program may refuse to start instead.
+func (s AttributionSource) Err() error { return s.err }
 
 // WithAttribution takes each request's value of each dimension of a from
 // its source, in the order of a's dimensions, and records it

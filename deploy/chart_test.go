@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
@@ -38,6 +39,17 @@ const (
 // shapes are the values files of the shapes a user deploys.
 var shapes = []string{"sidecar-vllm", "sidecar-sglang", "sidecar-ollama", "gateway"}
 
+// sidecarKinds maps each sidecar shape to its engine kind.
+func sidecarKinds() map[string]string {
+	m := map[string]string{}
+	for _, shape := range shapes {
+		if kind, ok := strings.CutPrefix(shape, "sidecar-"); ok {
+			m[shape] = kind
+		}
+	}
+	return m
+}
+
 func valuesFile(shape string) string {
 	return filepath.Join(chartDir, "ci", shape+"-values.yaml")
 }
@@ -45,11 +57,56 @@ func valuesFile(shape string) string {
 // objects are the rendered objects of one release, each decoded strictly
 // into its type.
 type objects struct {
-	deployments     []*appsv1.Deployment
-	services        []*corev1.Service
-	configMaps      []*corev1.ConfigMap
-	podMonitors     []*monitoringv1.PodMonitor
-	prometheusRules []*monitoringv1.PrometheusRule
+	deployments         []*appsv1.Deployment
+	services            []*corev1.Service
+	configMaps          []*corev1.ConfigMap
+	claims              []*corev1.PersistentVolumeClaim
+	serviceAccounts     []*corev1.ServiceAccount
+	clusterRoles        []*rbacv1.ClusterRole
+	clusterRoleBindings []*rbacv1.ClusterRoleBinding
+	podMonitors         []*monitoringv1.PodMonitor
+	prometheusRules     []*monitoringv1.PrometheusRule
+}
+
+// counts are how many objects of each kind a render made.
+type counts struct {
+	deployments, services, configMaps, claims, serviceAccounts, clusterRoles, clusterRoleBindings, podMonitors, prometheusRules int
+}
+
+func (o objects) counts() counts {
+	return counts{len(o.deployments), len(o.services), len(o.configMaps), len(o.claims), len(o.serviceAccounts),
+		len(o.clusterRoles), len(o.clusterRoleBindings), len(o.podMonitors), len(o.prometheusRules)}
+}
+
+// proxies are the Deployments with the proxy: the engines' and the
+// gateway's (not the collector's).
+func (o objects) proxies() []*appsv1.Deployment {
+	var ds []*appsv1.Deployment
+	for _, d := range o.deployments {
+		if c := d.Labels["app.kubernetes.io/component"]; c == "engine" || c == "gateway" {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
+
+// component returns the one Deployment of a component (engine, gateway,
+// collector).
+func (o objects) component(t *testing.T, component string) *appsv1.Deployment {
+	t.Helper()
+	var found *appsv1.Deployment
+	for _, d := range o.deployments {
+		if d.Labels["app.kubernetes.io/component"] == component {
+			if found != nil {
+				t.Fatalf("two Deployments of component %s", component)
+			}
+			found = d
+		}
+	}
+	if found == nil {
+		t.Fatalf("no Deployment of component %s", component)
+	}
+	return found
 }
 
 // render installs the chart (install) and decodes each object it renders.
@@ -109,6 +166,21 @@ func renderShape(t *testing.T, shape string) objects {
 	return render(t, readValues(t, valuesFile(shape)))
 }
 
+// testImage is the proxy's image repository of the tests' own values (the
+// chart requires one: proxy.image.repository).
+const testImage = "registry.example/infermetrics-proxy"
+
+// withImage adds proxy.image.repository to vals.
+func withImage(vals map[string]any) map[string]any {
+	p, _ := vals["proxy"].(map[string]any)
+	if p == nil {
+		p = map[string]any{}
+		vals["proxy"] = p
+	}
+	p["image"] = map[string]any{"repository": testImage}
+	return vals
+}
+
 func readValues(t *testing.T, file string) map[string]any {
 	t.Helper()
 	v, err := chartutil.ReadValuesFile(file)
@@ -132,6 +204,14 @@ func (o *objects) add(doc string) error {
 		o.services, err = decodeAppend(doc, o.services)
 	case "v1 ConfigMap":
 		o.configMaps, err = decodeAppend(doc, o.configMaps)
+	case "v1 PersistentVolumeClaim":
+		o.claims, err = decodeAppend(doc, o.claims)
+	case "v1 ServiceAccount":
+		o.serviceAccounts, err = decodeAppend(doc, o.serviceAccounts)
+	case "rbac.authorization.k8s.io/v1 ClusterRole":
+		o.clusterRoles, err = decodeAppend(doc, o.clusterRoles)
+	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+		o.clusterRoleBindings, err = decodeAppend(doc, o.clusterRoleBindings)
 	case "monitoring.coreos.com/v1 PodMonitor":
 		o.podMonitors, err = decodeAppend(doc, o.podMonitors)
 	case "monitoring.coreos.com/v1 PrometheusRule":
@@ -159,18 +239,21 @@ func decodeStrict(doc []byte, v any) error {
 
 // TestRender renders every shape and checks the objects it makes.
 func TestRender(t *testing.T) {
-	want := map[string][5]int{ // deployments, services, config maps, pod monitors, rules
-		"sidecar-vllm":   {1, 1, 0, 1, 1},
-		"sidecar-sglang": {1, 1, 0, 1, 1},
-		"sidecar-ollama": {1, 1, 0, 1, 1},
-		"gateway":        {1, 1, 1, 0, 1}, // pushed, not scraped
+	engine := counts{deployments: 1, services: 1, podMonitors: 1, prometheusRules: 1}
+	withClaim := engine
+	withClaim.claims = 1
+	want := map[string]counts{
+		"sidecar-vllm":   engine,
+		"sidecar-sglang": engine,
+		"sidecar-ollama": withClaim, // its models on a claim
+		// the gateway and the collector, each with a Service; pushed, not scraped
+		"gateway": {deployments: 2, services: 2, configMaps: 1, serviceAccounts: 1, clusterRoles: 1, clusterRoleBindings: 1, prometheusRules: 1},
 	}
 	for _, shape := range shapes {
 		t.Run(shape, func(t *testing.T) {
 			o := renderShape(t, shape)
-			got := [5]int{len(o.deployments), len(o.services), len(o.configMaps), len(o.podMonitors), len(o.prometheusRules)}
-			if got != want[shape] {
-				t.Errorf("rendered %v (deployments, services, config maps, pod monitors, rules), want %v", got, want[shape])
+			if got := o.counts(); got != want[shape] {
+				t.Errorf("rendered %+v, want %+v", got, want[shape])
 			}
 		})
 	}
@@ -181,7 +264,7 @@ func TestRender(t *testing.T) {
 func TestLint(t *testing.T) {
 	for _, shape := range append([]string{"defaults"}, shapes...) {
 		t.Run(shape, func(t *testing.T) {
-			vals := map[string]any{}
+			vals := withImage(map[string]any{}) // the defaults but the required repository
 			if shape != "defaults" {
 				vals = readValues(t, valuesFile(shape))
 			}
@@ -201,7 +284,7 @@ func TestLint(t *testing.T) {
 // an object with a misspelt field or a value of the wrong type.
 func TestStrictDecodeRefuses(t *testing.T) {
 	o := renderShape(t, "sidecar-vllm")
-	good, err := yaml.Marshal(o.deployments[0])
+	good, err := yaml.Marshal(o.component(t, "engine"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,20 +321,35 @@ func TestStrictDecodeRefuses(t *testing.T) {
 	}
 }
 
-// TestValuesRefused checks that values.schema.json refuses what a user
-// may get wrong: a misspelt key, an engine the chart does not know, a
-// value of the wrong type; Helm's install fails on it with the key named.
+// TestValuesRefused checks that values.schema.json and the templates
+// refuse what a user may get wrong: a misspelt key, an engine the chart
+// does not know, a value of the wrong type, no image repository for the
+// proxy, a ReadWriteOnce models' volume for several replicas, a proxy both
+// pushed and scraped; Helm's install fails on it with the key named.
 func TestValuesRefused(t *testing.T) {
-	for name, vals := range map[string]map[string]any{
-		"misspelt key":  {"engine": map[string]any{"knd": "sglang"}},
-		"unknown kind":  {"engine": map[string]any{"kind": "tgi"}},
-		"port a string": {"proxy": map[string]any{"port": "8787"}},
-		"top-level key": {"gateways": map[string]any{"enabled": true}},
+	for name, c := range map[string]struct {
+		vals map[string]any
+		want string // in the error
+	}{
+		"misspelt key":        {withImage(map[string]any{"engine": map[string]any{"knd": "sglang"}}), "knd"},
+		"unknown kind":        {withImage(map[string]any{"engine": map[string]any{"kind": "tgi"}}), "kind"},
+		"port a string":       {withImage(map[string]any{"proxy": map[string]any{"port": "8787"}}), "port"},
+		"top-level key":       {withImage(map[string]any{"gateways": map[string]any{"enabled": true}}), "gateways"},
+		"negative GPUs":       {withImage(map[string]any{"engine": map[string]any{"gpus": -1}}), "gpus"},
+		"no image repository": {map[string]any{}, "proxy.image.repository"},
+		"one RWO volume, two replicas": {withImage(map[string]any{"sidecar": map[string]any{"replicas": 2},
+			"engine": map[string]any{"persistence": map[string]any{"enabled": true}}}), "ReadWriteOnce"},
+		"pushed to the collector and scraped": {withImage(map[string]any{"collector": map[string]any{"enabled": true}}), "twice"},
+		"pushed and scraped":                  {withImage(map[string]any{"proxy": map[string]any{"otlpEndpoint": "http://otel:4318"}}), "twice"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := install(t, vals); err == nil {
-				t.Errorf("values %v: installed without error", vals)
-			} else {
+			_, err := install(t, c.vals)
+			switch {
+			case err == nil:
+				t.Errorf("values %v: installed without error", c.vals)
+			case !strings.Contains(err.Error(), c.want):
+				t.Errorf("values %v: %v, want an error naming %q", c.vals, err, c.want)
+			default:
 				t.Log(err)
 			}
 		})
@@ -331,7 +429,7 @@ func TestProxyContainer(t *testing.T) {
 	for _, shape := range shapes {
 		t.Run(shape, func(t *testing.T) {
 			o := renderShape(t, shape)
-			for _, d := range o.deployments {
+			for _, d := range o.proxies() {
 				c := container(t, d, "proxy")
 				flags := flagValues(t, pf, c)
 				metricsPort := portOf(t, one(t, flags, "metrics-listen"))
@@ -403,14 +501,10 @@ func TestProxyContainer(t *testing.T) {
 // and that the engine serves until the proxy has drained.
 func TestSidecarUpstream(t *testing.T) {
 	pf := readProxy(t)
-	for _, shape := range shapes {
-		kind, ok := strings.CutPrefix(shape, "sidecar-")
-		if !ok {
-			continue
-		}
+	for shape, kind := range sidecarKinds() {
 		t.Run(shape, func(t *testing.T) {
 			o := renderShape(t, shape)
-			d := o.deployments[0]
+			d := o.component(t, "engine")
 			proxy, engine := container(t, d, "proxy"), container(t, d, "engine")
 			port, ok := portNamed(engine, "engine")
 			if !ok {
@@ -437,7 +531,11 @@ func TestSidecarUpstream(t *testing.T) {
 			if listen != fmt.Sprint(port) {
 				t.Errorf("%s listens on port %q (args %q, env %v), want the container port %d", kind, listen, engine.Args, engine.Env, port)
 			}
-			for _, pr := range []*corev1.Probe{engine.ReadinessProbe, engine.StartupProbe} {
+			probes := []*corev1.Probe{engine.StartupProbe}
+			if kind != "ollama" { // Ollama's readiness waits for its model (TestEngineOllama)
+				probes = append(probes, engine.ReadinessProbe)
+			}
+			for _, pr := range probes {
 				if pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Port.String() != "engine" {
 					t.Errorf("engine probe %+v: want an HTTP GET on port engine", pr)
 				}
@@ -461,8 +559,8 @@ func TestSidecarUpstream(t *testing.T) {
 // job too); and that engines and gateways are in different jobs.
 func TestPodMonitor(t *testing.T) {
 	pf := readProxy(t)
-	both := map[string]any{"gateway": map[string]any{"enabled": true}} // in front of the sidecars
-	jobs := map[string]string{}                                        // job -> component
+	both := withImage(map[string]any{"gateway": map[string]any{"enabled": true}}) // in front of the sidecars
+	jobs := map[string]string{}                                                   // job -> component
 	for _, shape := range append(slices.Clone(shapes), "sidecar and gateway") {
 		t.Run(shape, func(t *testing.T) {
 			var o objects
@@ -472,7 +570,7 @@ func TestPodMonitor(t *testing.T) {
 				o = renderShape(t, shape)
 			}
 			scraped := 0
-			for _, d := range o.deployments {
+			for _, d := range o.proxies() {
 				if !pushes(t, d) {
 					scraped++
 				}
@@ -486,7 +584,7 @@ func TestPodMonitor(t *testing.T) {
 					t.Fatal(err)
 				}
 				var matched []*appsv1.Deployment
-				for _, d := range o.deployments {
+				for _, d := range o.proxies() {
 					if sel.Matches(labels.Set(d.Spec.Template.Labels)) {
 						matched = append(matched, d)
 					}
@@ -542,7 +640,7 @@ func pushes(t *testing.T, d *appsv1.Deployment) bool {
 func TestScrapeOrPush(t *testing.T) {
 	for _, shape := range shapes {
 		o := renderShape(t, shape)
-		for _, d := range o.deployments {
+		for _, d := range o.proxies() {
 			if !pushes(t, d) {
 				continue
 			}

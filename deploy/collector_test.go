@@ -1,15 +1,22 @@
 package deploy
 
 import (
+	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/infermetrics/infermetrics/mixin"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
 
@@ -158,7 +165,7 @@ func proxyResourceAttributes(t *testing.T) []string {
 	t.Helper()
 	o := renderShape(t, "gateway")
 	var keys []string
-	for _, e := range container(t, o.deployments[0], "proxy").Env {
+	for _, e := range container(t, o.component(t, "gateway"), "proxy").Env {
 		if e.Name != "OTEL_RESOURCE_ATTRIBUTES" {
 			continue
 		}
@@ -299,4 +306,187 @@ func toStrings(v any) []string {
 		}
 	}
 	return s
+}
+
+// serviceOf returns the rendered Service an http://NAME.NAMESPACE.svc:PORT
+// URL reaches, and the port.
+func serviceOf(t *testing.T, o objects, rawURL string) (*corev1.Service, corev1.ServicePort) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, ns, _ := strings.Cut(u.Hostname(), ".")
+	if ns != namespace+".svc" && ns != namespace+".svc.cluster.local" {
+		t.Fatalf("%s: not a Service of the release's namespace %s", rawURL, namespace)
+	}
+	for _, s := range o.services {
+		if s.Name != host {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if fmt.Sprint(p.Port) == u.Port() {
+				return s, p
+			}
+		}
+		t.Fatalf("%s: Service %s has no port %s", rawURL, s.Name, u.Port())
+	}
+	t.Fatalf("%s: no Service %s rendered (%d Services)", rawURL, host, len(o.services))
+	return nil, corev1.ServicePort{}
+}
+
+// otlpEndpoint returns a proxy's OTEL_EXPORTER_OTLP_ENDPOINT, or "".
+func otlpEndpoint(t *testing.T, d *appsv1.Deployment) string {
+	t.Helper()
+	for _, e := range container(t, d, "proxy").Env {
+		if e.Name == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// TestCollectorDeployment checks, in the gateway shape, that the proxies
+// push to a collector the release runs: their OTLP endpoint is its
+// Service, whose port reaches the container port the configuration's OTLP
+// HTTP receiver listens on, in pods of a Deployment that runs the contrib
+// image of the suite collector's release with the rendered configuration
+// (the ConfigMap mounted where --config reads it), probes health_check's
+// port, keeps its memory limit above memory_limiter's, and runs as a
+// ServiceAccount bound to the RBAC k8sattributes needs.
+func TestCollectorDeployment(t *testing.T) {
+	o := renderShape(t, "gateway")
+	gw, col := o.component(t, "gateway"), o.component(t, "collector")
+	endpoint := otlpEndpoint(t, gw)
+	if endpoint == "" {
+		t.Fatal("the gateway's proxy pushes nowhere")
+	}
+	svc, port := serviceOf(t, o, endpoint)
+	sel, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: svc.Spec.Selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set(col.Spec.Template.Labels)) || sel.Matches(labels.Set(gw.Spec.Template.Labels)) {
+		t.Fatalf("Service %s selects %v: not the collector's pods alone", svc.Name, svc.Spec.Selector)
+	}
+	c := container(t, col, "collector")
+	target, ok := portNamed(c, port.TargetPort.String())
+	_, cfg := renderedCollector(t)
+	otlp, _ := yaml.Marshal(cfg.Receivers["otlp"])
+	var rcv struct {
+		Protocols struct {
+			HTTP struct {
+				Endpoint string `json:"endpoint"`
+			} `json:"http"`
+		} `json:"protocols"`
+	}
+	if err := yaml.Unmarshal(otlp, &rcv); err != nil {
+		t.Fatal(err)
+	}
+	if !ok || rcv.Protocols.HTTP.Endpoint == "" || portOf(t, rcv.Protocols.HTTP.Endpoint) != target {
+		t.Errorf("Service port %d -> container port %s (%d, found %v); the OTLP HTTP receiver listens on %q", port.Port, port.TargetPort.String(), target, ok, rcv.Protocols.HTTP.Endpoint)
+	}
+
+	var configPath string
+	for _, a := range c.Args {
+		if p, ok := strings.CutPrefix(a, "--config="); ok {
+			configPath = p
+		}
+	}
+	cm := o.configMaps[0]
+	mounted := false
+	for _, m := range c.VolumeMounts {
+		for _, v := range col.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name && m.MountPath+"/config.yaml" == configPath {
+				mounted = true
+			}
+		}
+	}
+	if !mounted {
+		t.Errorf("--config=%s: not the ConfigMap %s's config.yaml as mounted (%+v)", configPath, cm.Name, c.VolumeMounts)
+	}
+
+	hc, _ := yaml.Marshal(cfg.Extensions["health_check"])
+	var health struct {
+		Endpoint string `json:"endpoint"`
+	}
+	if err := yaml.Unmarshal(hc, &health); err != nil {
+		t.Fatal(err)
+	}
+	for name, pr := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if pr == nil || pr.HTTPGet == nil {
+			t.Errorf("%s probe: want an HTTP GET of health_check", name)
+			continue
+		}
+		if p, _ := portNamed(c, pr.HTTPGet.Port.String()); p != portOf(t, health.Endpoint) {
+			t.Errorf("%s probe on port %s (%d), health_check listens on %s", name, pr.HTTPGet.Port.String(), p, health.Endpoint)
+		}
+	}
+
+	ml, _ := yaml.Marshal(cfg.Processors["memory_limiter"])
+	var limiter struct {
+		LimitMiB int64 `json:"limit_mib"`
+	}
+	if err := yaml.Unmarshal(ml, &limiter); err != nil {
+		t.Fatal(err)
+	}
+	if limit, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok || limit.Value() <= limiter.LimitMiB<<20 {
+		t.Errorf("memory limit %v: want above memory_limiter's %d MiB", limit.String(), limiter.LimitMiB)
+	}
+
+	want := "otel/opentelemetry-collector-contrib:" + strings.TrimPrefix(suiteCollectorVersion(t), "v")
+	if c.Image != want {
+		t.Errorf("collector image %s, want %s (the release of e2e/collector's go.opentelemetry.io/collector/otelcol)", c.Image, want)
+	}
+
+	sa := col.Spec.Template.Spec.ServiceAccountName
+	if len(o.serviceAccounts) != 1 || o.serviceAccounts[0].Name != sa {
+		t.Fatalf("serviceAccountName %q, ServiceAccounts rendered %d", sa, len(o.serviceAccounts))
+	}
+	if len(o.clusterRoleBindings) != 1 || len(o.clusterRoles) != 1 {
+		t.Fatalf("%d ClusterRoleBindings, %d ClusterRoles", len(o.clusterRoleBindings), len(o.clusterRoles))
+	}
+	b, role := o.clusterRoleBindings[0], o.clusterRoles[0]
+	if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != role.Name ||
+		!slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == namespace
+		}) {
+		t.Errorf("ClusterRoleBinding %+v: does not bind ClusterRole %s to ServiceAccount %s/%s", b, role.Name, namespace, sa)
+	}
+	for _, need := range []struct{ group, resource string }{{"", "pods"}, {"", "namespaces"}, {"apps", "replicasets"}} {
+		if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.APIGroups, need.group) && slices.Contains(r.Resources, need.resource) &&
+				slices.Contains(r.Verbs, "get") && slices.Contains(r.Verbs, "list") && slices.Contains(r.Verbs, "watch")
+		}) {
+			t.Errorf("ClusterRole %s: no get, list, watch of %s %q (k8sattributes reads them)", role.Name, need.resource, need.group)
+		}
+	}
+}
+
+// TestOTLPEndpointRendered checks that no shape's proxy pushes to a
+// Service the release does not render (an empty endpoint: it is scraped).
+func TestOTLPEndpointRendered(t *testing.T) {
+	for _, shape := range shapes {
+		o := renderShape(t, shape)
+		for _, d := range o.proxies() {
+			if e := otlpEndpoint(t, d); e != "" {
+				serviceOf(t, o, e)
+			}
+		}
+	}
+}
+
+// suiteCollectorVersion is the version of go.opentelemetry.io/collector/otelcol
+// in e2e/collector/go.mod: the release the suite's collector is built from.
+func suiteCollectorVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../e2e/collector/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s*go\.opentelemetry\.io/collector/otelcol (v\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("e2e/collector/go.mod: no go.opentelemetry.io/collector/otelcol")
+	}
+	return string(m[1])
 }

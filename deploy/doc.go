@@ -4,7 +4,8 @@
 // a collector gateway's configuration). Its tests render the chart with
 // Helm's own packages, lint it as helm lint does and decode every object
 // strictly into its Kubernetes or Prometheus Operator type
-// (docs/kubernetes.md). It is a module of its own, so that the library's
+// (docs/kubernetes.md). Package proxyimage builds the proxy's container
+// image without a container daemon. It is a module of its own, so that the library's
 // go.mod takes none of Helm's and Kubernetes's dependencies.
 package deploy
 

@@ -43,7 +43,7 @@ func TestProxyUsage(t *testing.T) {
 			t.Fatalf("infermetrics-proxy has no flag -%s", name)
 		}
 	}
-	engineVolume := map[string]any{"name": "models", "emptyDir": map[string]any{}}
+	engineVolume := map[string]any{"name": "scratch", "emptyDir": map[string]any{}}
 	for _, shape := range []string{"sidecar", "gateway"} {
 		t.Run(shape, func(t *testing.T) {
 			vals := map[string]any{"proxy": usageValues(), "engine": map[string]any{"volumes": []any{engineVolume}}}
@@ -51,7 +51,11 @@ func TestProxyUsage(t *testing.T) {
 				vals["sidecar"] = map[string]any{"enabled": false}
 				vals["gateway"] = map[string]any{"enabled": true, "upstreams": []any{"http://vllm:8000"}}
 			}
-			d := render(t, vals).deployments[0]
+			component := "engine"
+			if shape == "gateway" {
+				component = "gateway"
+			}
+			d := render(t, withImage(vals)).component(t, component)
 			c := container(t, d, "proxy")
 			flags := flagValues(t, pf, c)
 			if got := flags["attribute"]; !slices.Equal(got, []string{"tenant=header:X-Tenant", "key=apikey"}) {
@@ -78,7 +82,7 @@ func TestProxyUsage(t *testing.T) {
 			for _, v := range d.Spec.Template.Spec.Volumes {
 				volumes[v.Name] = v
 			}
-			if shape == "sidecar" && volumes["models"].EmptyDir == nil {
+			if shape == "sidecar" && volumes["scratch"].EmptyDir == nil {
 				t.Errorf("the engine's volume is lost: %+v", d.Spec.Template.Spec.Volumes)
 			}
 			want := [][2]string{{"litellm-prices", "model_prices_and_context_window.json"}, {"our-prices", "contract.json"}}
@@ -95,7 +99,7 @@ func TestProxyUsage(t *testing.T) {
 	}
 	for _, shape := range shapes {
 		t.Run(shape+" without them", func(t *testing.T) {
-			for _, d := range renderShape(t, shape).deployments {
+			for _, d := range renderShape(t, shape).proxies() {
 				c := container(t, d, "proxy")
 				flags := flagValues(t, pf, c)
 				for _, name := range []string{"attribute", "attribute-max-values", "attribute-salt", "prices"} {
@@ -147,27 +151,34 @@ func TestUsageValuesRefused(t *testing.T) {
 		default:
 			p["attribution"].(map[string]any)[key] = v
 		}
-		return map[string]any{"proxy": p}
+		return withImage(map[string]any{"proxy": p})
 	}
 	dim := func(name, source string) []any {
 		return []any{map[string]any{"name": name, "source": source}}
 	}
-	for name, vals := range map[string]map[string]any{
-		"unknown source":      with("dimensions", dim("t", "cookie")),
-		"header without name": with("dimensions", dim("t", "header:")),
-		"header with a space": with("dimensions", dim("t", "header:X Tenant")),
-		"name with _":         with("dimensions", dim("_t", "user")),
-		"five dimensions": with("dimensions", []any{dim("a", "user")[0], dim("b", "user")[0], dim("c", "user")[0],
-			dim("d", "user")[0], dim("e", "user")[0]}),
-		"cap 0":             with("maxValues", 0),
-		"cap above 10000":   with("maxValues", 10001),
-		"price without key": with("prices", []any{map[string]any{"configMap": "x"}}),
-		"misspelt":          with("dimension", []any{}),
+	for name, c := range map[string]struct {
+		vals map[string]any
+		want string // in the error
+	}{
+		"unknown source":      {with("dimensions", dim("t", "cookie")), "source"},
+		"header without name": {with("dimensions", dim("t", "header:")), "source"},
+		"header with a space": {with("dimensions", dim("t", "header:X Tenant")), "source"},
+		"name with _":         {with("dimensions", dim("_t", "user")), "name"},
+		"five dimensions": {with("dimensions", []any{dim("a", "user")[0], dim("b", "user")[0], dim("c", "user")[0],
+			dim("d", "user")[0], dim("e", "user")[0]}), "dimensions"},
+		"cap 0":             {with("maxValues", 0), "maxValues"},
+		"cap above 10000":   {with("maxValues", 10001), "maxValues"},
+		"price without key": {with("prices", []any{map[string]any{"configMap": "x"}}), "key"},
+		"misspelt":          {with("dimension", []any{}), "dimension"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := install(t, vals); err == nil {
-				t.Errorf("values %v: installed without error", fmt.Sprint(vals))
+			_, err := install(t, c.vals)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("values %v: error %v, want one naming %s", fmt.Sprint(c.vals), err, c.want)
 			}
 		})
+	}
+	if _, err := install(t, withImage(map[string]any{"proxy": usageValues()})); err != nil {
+		t.Errorf("the values without a mistake: %v", err)
 	}
 }

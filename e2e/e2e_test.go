@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -110,27 +111,15 @@ func TestEndToEnd(t *testing.T) {
 	// seconds after start-up.
 	pd := buildExample(t, e.work)
 	mark("example built")
-	// Prometheus's first attempt (up == 0: nothing listens yet) says it
-	// scrapes the targets, so it scrapes the example as soon as it serves,
-	// well within startupIdle.
-	poll(t, 30*time.Second, "prometheus trying to scrape both targets", func() (bool, string) {
-		up, err := e.prom.query(`up{path="direct"}`, time.Now())
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(up) == 2, fmt.Sprintf("%d of 2 targets tried", len(up))
-	})
-	mark("prometheus scraping its targets")
 	exampleStart := time.Now()
-	// Every scrape up to idleAt is one of the freshly started instances,
-	// before the first request: the example waits startupIdle after its own
-	// start, which is after exampleStart.
-	idleAt := exampleStart.Add(startupIdle - 200*time.Millisecond)
-	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort), "-vllm-version", exampleVLLMVersion)
+	// The example sends no request before SIGUSR1 (-start-on-signal), which
+	// comes once Prometheus scraped both freshly started instances.
+	e.startExample(t, pd, prefillAddr, decodeAddr, fmt.Sprintf("127.0.0.1:%d", otlpPort), "-vllm-version", exampleVLLMVersion,
+		"-idle", "0", "-start-on-signal")
 	mark("example serving")
 
-	// Prometheus scrapes both instances.
-	poll(t, 30*time.Second, "prometheus scraping both instances", func() (bool, string) {
+	// Prometheus scrapes both idle instances.
+	poll(t, time.Minute, "prometheus scraping both instances before the first request", func() (bool, string) {
 		e.example.alive(t)
 		up, err := e.prom.query(`up{path="direct"} == 1`, time.Now())
 		if err != nil {
@@ -138,13 +127,19 @@ func TestEndToEnd(t *testing.T) {
 		}
 		return len(up) == 2, fmt.Sprintf("%d of 2 targets up", len(up))
 	})
-	mark("first scrape of both instances in prometheus")
+	// Every scrape up to idleAt is one of the freshly started instances,
+	// before the first request: the load starts after it.
+	idleAt := time.Now()
+	if err := e.example.signal(syscall.SIGUSR1); err != nil {
+		t.Fatalf("SIGUSR1 to the example: %v", err)
+	}
+	mark("first scrape of both instances in prometheus; load started")
 	e.sendAPICalls(t) // the HTTP families vLLM's overview dashboard reads
 
 	// Load ends after loadDuration; then both instances drain. Over is
 	// when several consecutive direct scrapes show nothing running or
 	// waiting and no counter moving.
-	final := e.waitQuiet(t, exampleStart.Add(startupIdle+loadDuration), startupIdle+loadDuration+2*time.Minute)
+	final := e.waitQuiet(t, loadDuration+2*time.Minute)
 	quietAt := time.Now()
 	mark("load over, both instances idle and counters still")
 
@@ -378,27 +373,41 @@ func (e *env) startExample(t *testing.T, bin, prefillAddr, decodeAddr, otlp stri
 }
 
 // waitQuiet polls the /metrics of every server in e.urls (both instances,
-// and the router where a test added it) until the load is over
+// and the router where a test added it) until the example's generated load
+// is over (it logged so: every request sent) and every server idle
 // (waitQuietURLs).
-func (e *env) waitQuiet(t *testing.T, loadEnd time.Time, timeout time.Duration) map[string]*scrape {
+func (e *env) waitQuiet(t *testing.T, timeout time.Duration) map[string]*scrape {
 	t.Helper()
-	return waitQuietURLs(t, e.urls, loadEnd, timeout, func() { e.example.alive(t) })
+	return waitQuietURLs(t, e.urls, e.example.loadFinished, timeout, func() { e.example.alive(t) })
+}
+
+// loadFinishedLine is what the example logs once it sent the last request
+// of its generated load (-duration).
+const loadFinishedLine = `msg="load finished;`
+
+// loadFinished reports whether an example logged the end of its load.
+func (p *proc) loadFinished() (bool, string) {
+	b, err := os.ReadFile(p.stderr)
+	if err != nil {
+		return false, err.Error()
+	}
+	return bytes.Contains(b, []byte(loadFinishedLine)), "its load still running (no " + loadFinishedLine + " in its log)"
 }
 
 // waitQuietURLs polls the /metrics at urls (by name) until the load is
-// over: after loadEnd, quietScrapes consecutive scrapes with
+// over: once loadOver reports so, quietScrapes consecutive scrapes with
 // num_requests_running and num_requests_waiting all 0 and every counter and
 // histogram unchanged; alive fails the test when a process ended. It
 // returns the last scrape of each.
-func waitQuietURLs(t *testing.T, urls map[string]string, loadEnd time.Time, timeout time.Duration, alive func()) map[string]*scrape {
+func waitQuietURLs(t *testing.T, urls map[string]string, loadOver func() (bool, string), timeout time.Duration, alive func()) map[string]*scrape {
 	t.Helper()
 	var prev map[string]float64
 	quiet := 0
 	var final map[string]*scrape
 	poll(t, timeout, "load over and every server idle", func() (bool, string) {
 		alive()
-		if time.Now().Before(loadEnd) {
-			return false, "load still running"
+		if over, detail := loadOver(); !over {
+			return false, detail
 		}
 		cur := map[string]float64{}
 		scrapes := map[string]*scrape{}

@@ -38,6 +38,15 @@ const (
 	fleetRate = "2"
 )
 
+// restartTokens are the generation tokens on each decode engine that the
+// restarted example's first life makes, and every store holds, before it
+// stops; its second life makes at most restartMaxTokens (one request), far
+// fewer: the drop is a reset in every store.
+const (
+	restartTokens    = 10
+	restartMaxTokens = 2
+)
+
 // fleetCluster is the cluster the gateway collector's resource processor
 // names (and the direct scrape's target label).
 const fleetCluster = "fleet"
@@ -107,11 +116,48 @@ type fleetMember struct {
 // byteRelay forwards TCP connections from its listener to target, counting
 // the bytes the clients send (the OTLP pushed): the fleet's bytes per
 // minute. The collector behind it may be down; a connection then fails.
+// While its gate is held, what target answers waits in the relay.
 type byteRelay struct {
 	ln     net.Listener
 	target string
 	sent   atomic.Int64
+	gate   gate
 	wg     sync.WaitGroup
+}
+
+// gate holds back whoever waits on it from hold to release (a test's
+// moment, not a duration).
+type gate struct {
+	mu   sync.Mutex
+	open chan struct{} // closed when not held; nil: never held
+}
+
+func (g *gate) hold() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.open = make(chan struct{})
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open != nil {
+		select {
+		case <-g.open:
+		default:
+			close(g.open)
+		}
+	}
+}
+
+// wait returns once the gate is not held.
+func (g *gate) wait() {
+	g.mu.Lock()
+	open := g.open
+	g.mu.Unlock()
+	if open != nil {
+		<-open
+	}
 }
 
 func startRelay(t *testing.T, listen, target string) *byteRelay {
@@ -130,7 +176,7 @@ func startRelay(t *testing.T, listen, target string) *byteRelay {
 			r.wg.Go(func() { r.serve(c) })
 		}
 	})
-	t.Cleanup(func() { ln.Close(); r.wg.Wait() })
+	t.Cleanup(func() { r.gate.release(); ln.Close(); r.wg.Wait() })
 	return r
 }
 
@@ -143,9 +189,21 @@ func (r *byteRelay) serve(c net.Conn) {
 	defer up.Close()
 	done := make(chan struct{})
 	go func() {
-		io.Copy(c, up)
-		c.Close()
-		close(done)
+		defer close(done)
+		defer c.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := up.Read(buf)
+			r.gate.wait()
+			if n > 0 {
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	}()
 	n, _ := io.Copy(up, c)
 	r.sent.Add(n)
@@ -235,8 +293,9 @@ func TestFleet(t *testing.T) {
 	}
 	n := fleetSize(t)
 	// The polls' deadline grows with the fleet: a large one loads the
-	// machine (and the stores answer slower).
-	deadline := max(2*time.Minute, time.Duration(n)*5*time.Second)
+	// machine (and the stores answer slower). A bound, not an expectation:
+	// idle, each poll ends in seconds.
+	deadline := max(5*time.Minute, time.Duration(n)*10*time.Second)
 	began := time.Now()
 	mark := func(what string) { t.Logf("[%5.1fs] %s", time.Since(began).Seconds(), what) }
 	files, err := mixin.Files(mixin.Default().WithFor("1s"))
@@ -371,7 +430,6 @@ func TestFleet(t *testing.T) {
 	for _, api := range proxyAPIs {
 		traffic.Go(func() { routerTraffic(trafficCtx, api, trafficErrs) })
 	}
-	loadEnd := time.Now().Add(fleetLoad)
 	pushStart := time.Now()
 	mark(fmt.Sprintf("%d instances serving, pushing every %s", len(members), fleetInterval))
 
@@ -430,7 +488,7 @@ func TestFleet(t *testing.T) {
 		return m, nil
 	}
 	var firstLife map[string]float64
-	poll(t, 2*time.Minute, "the restarted example's decode engines generated 10 tokens each", func() (bool, string) {
+	poll(t, 2*time.Minute, fmt.Sprintf("the restarted example's decode engines generated %d tokens each", restartTokens), func() (bool, string) {
 		m, err := genTokens()
 		if err != nil {
 			return false, err.Error()
@@ -438,10 +496,24 @@ func TestFleet(t *testing.T) {
 		firstLife = m
 		ok := len(m) == decodeEngines
 		for _, v := range m {
-			ok = ok && v >= 10
+			ok = ok && v >= restartTokens
 		}
 		return ok, fmt.Sprint(m)
 	})
+	// Every store holds them before the first life ends, however long its
+	// scrape or push takes: then each sees the drop to the second life's
+	// few tokens (at most restartMaxTokens) as the reset.
+	firstSel := fmt.Sprintf(`max by (engine) (vllm:generation_tokens_total{instance=%q}) >= %d`, restarted.decode, restartTokens)
+	for _, name := range slices.Sorted(maps.Keys(stores)) {
+		what := fmt.Sprintf("%s: the restarted example's first life (%d generation tokens or more on each decode engine) in the store", name, restartTokens)
+		poll(t, deadline, what, func() (bool, string) {
+			v, err := stores[name].prom.query(firstSel, time.Now())
+			if err != nil {
+				return false, err.Error()
+			}
+			return len(v) == decodeEngines, fmt.Sprintf("%s: %v", firstSel, v)
+		})
+	}
 	procs[ri].stop(10 * time.Second) // SIGTERM: the example flushes OTLP
 	restartAt := time.Now()
 	lastFirst, err := genTokens()
@@ -452,17 +524,29 @@ func TestFleet(t *testing.T) {
 	args = append(args, "-workload=false")
 	procs[ri] = startProc(t, work, fmt.Sprintf("example-%d-restarted", ri), append(childEnv(), "OTEL_RESOURCE_ATTRIBUTES=k8s.namespace.name="+restarted.ns), args...)
 	waitServing(t, procs[ri], "http://"+restarted.decode+"/metrics")
-	if _, b, err := do(ctx, "POST", "http://"+restarted.decode+"/v1/chat/completions", `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}`); err != nil {
+	if _, b, err := do(ctx, "POST", "http://"+restarted.decode+"/v1/chat/completions",
+		fmt.Sprintf(`{"messages":[{"role":"user","content":"Hi"}],"max_tokens":%d}`, restartMaxTokens)); err != nil {
 		t.Fatalf("API request to the restarted example: %v %s", err, b)
 	}
 	mark(fmt.Sprintf("example %d restarted (first life's generation tokens per engine at least %v)", ri, firstLife))
 
-	// The load ends; the proxies' clients stop; every instance is still.
-	poll(t, fleetLoad+time.Minute, "the examples' load over", func() (bool, string) {
-		return time.Now().After(loadEnd), "load running"
-	})
+	// The load ends (every example but the restarted one, whose second
+	// life runs none, logged so); the proxies' clients stop; every
+	// instance is still.
+	loadOver := func() (bool, string) {
+		for i := range examples {
+			if i == ri {
+				continue
+			}
+			if over, detail := procs[i].loadFinished(); !over {
+				return false, procs[i].name + ": " + detail
+			}
+		}
+		return true, ""
+	}
+	poll(t, fleetLoad+deadline, "the examples' load over", loadOver)
 	stopTraffic()
-	final := waitQuietURLs(t, urls, loadEnd, deadline+time.Minute, func() {
+	final := waitQuietURLs(t, urls, loadOver, deadline+time.Minute, func() {
 		for _, p := range procs {
 			p.alive(t)
 		}
@@ -503,15 +587,42 @@ func TestFleet(t *testing.T) {
 			return len(v) == len(members), fmt.Sprintf("%d of %d targets scraped since", len(v), len(members))
 		})
 	}
-	at := time.Now().Add(2 * fleetInterval)
-	poll(t, time.Minute, "rules evaluated after the last scrape", func() (bool, string) {
-		return time.Now().After(at), "waiting"
-	})
+	// Every store holds the restarted instance's second life (a sample
+	// after the restart of each engine it recorded tokens on), then every
+	// rule group evaluated after all that was in it.
+	var secondLife []string
+	for _, se := range final[restarted.decode].series {
+		if se.name == "vllm:generation_tokens_total" && se.value > 0 {
+			secondLife = append(secondLife, se.labels["engine"])
+		}
+	}
+	if len(secondLife) == 0 {
+		t.Fatalf("the restarted example's second life generated no tokens: %s", final[restarted.decode].body)
+	}
+	secondSel := fmt.Sprintf(`timestamp(vllm:generation_tokens_total{instance=%q}) > %s`, restarted.decode, promTime(restartAt))
+	for _, name := range slices.Sorted(maps.Keys(stores)) {
+		e := stores[name]
+		what := fmt.Sprintf("%s: a sample of the restarted example's second life (after %s) of each engine it recorded on, %v",
+			name, restartAt.Format(time.RFC3339Nano), secondLife)
+		poll(t, deadline, what, func() (bool, string) {
+			v, err := e.prom.query(secondSel, time.Now())
+			if err != nil {
+				return false, err.Error()
+			}
+			seen := map[string]bool{}
+			for _, s := range v {
+				seen[s.labels["engine"]] = true
+			}
+			return !slices.ContainsFunc(secondLife, func(eng string) bool { return !seen[eng] }), fmt.Sprintf("%s: %v", secondSel, v)
+		})
+		e.rulesEvaluatedAfter(t, name, time.Now())
+	}
+	at := time.Now()
 	window := int(math.Ceil(at.Sub(began).Seconds())) + 5
 
 	t.Run("restart in rates", func(t *testing.T) {
 		for _, name := range slices.Sorted(maps.Keys(stores)) {
-			checkRestartRates(t, name, stores[name], restarted.decode, restartAt, at, window)
+			checkRestartRates(t, name, stores[name], restarted.decode, restartAt, at, window, secondLife)
 		}
 	})
 	var steady []string // the instances that did not restart
@@ -690,8 +801,10 @@ func checkFleetTotals(t *testing.T, e *env, final map[string]*scrape, restarted 
 // checkRestartRates: on the restarted decode instance, each engine's
 // vllm:generation_tokens_total resets once, and increase() over the run
 // counts both lives: at least the first life's last value less its first
-// plus the second life's value (rate() treats the drop as a reset).
-func checkRestartRates(t *testing.T, name string, e *env, inst string, restartAt, at time.Time, window int) {
+// plus the second life's value (rate() treats the drop as a reset). Each
+// engine of secondLife (those the second life recorded tokens on) has a
+// sample of it.
+func checkRestartRates(t *testing.T, name string, e *env, inst string, restartAt, at time.Time, window int, secondLife []string) {
 	t.Helper()
 	sel := fmt.Sprintf(`vllm:generation_tokens_total{instance=%q}`, inst)
 	w := fmt.Sprintf("[%ds]", window)
@@ -704,8 +817,10 @@ func checkRestartRates(t *testing.T, name string, e *env, inst string, restartAt
 	lifeW := fmt.Sprintf("[%ds]", int(restartAt.Sub(at.Add(-time.Duration(window)*time.Second)).Seconds()))
 	firstMax := e.byLabelAt(t, `max_over_time(`+sel+lifeW+`)`, restartAt)
 	firstMin := e.byLabelAt(t, `min_over_time(`+sel+lifeW+`)`, restartAt)
-	if len(second) == 0 {
-		t.Errorf("%s: %s: no series of the second life", name, sel)
+	for _, eng := range secondLife {
+		if _, ok := second[eng]; !ok {
+			t.Errorf("%s: %s: engine %s has no sample of the second life at %s", name, sel, eng, at.Format(time.RFC3339Nano))
+		}
 	}
 	for eng := range second {
 		r := resets[eng]

@@ -80,6 +80,9 @@ func (e *env) checkWVAQueries(t *testing.T, at time.Time) {
 // samples of the family that replaced it.
 func (e *env) checkLegacyFamilies(t *testing.T, at time.Time) {
 	for _, f := range views.LegacyFamilies() {
+		if f.Replacement == "" {
+			continue // removed without a successor: no family to compare with, and not one of 0.10
+		}
 		suffixes := []string{""}
 		if f.Type == instrument.Histogram.String() {
 			suffixes = []string{"_bucket", "_sum", "_count"}

@@ -61,7 +61,7 @@ func groupKey(family string, se series) string {
 // series per bound and +Inf.
 func (e *env) checkStartupZero(t *testing.T, idleAt time.Time, final map[string]*scrape) {
 	if up := e.prom.mustQuery(t, `up{path="direct"} == 1`, idleAt); len(up) != 2 {
-		t.Fatalf("%d of 2 instances scraped by Prometheus before the first request (at %s): -idle too short for the scrape interval",
+		t.Fatalf("%d of 2 instances scraped by Prometheus before the first request (at %s), which the test waited for",
 			len(up), idleAt.Format(time.RFC3339Nano))
 	}
 	catalog := histogramFamilies()

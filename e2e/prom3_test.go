@@ -93,8 +93,9 @@ func prom3Run(t *testing.T, e *env, promPort int, scrape bool, extra ...string) 
 	e.startExample(t, pd, prefillAddr, decodeAddr, "", append([]string{
 		"-trace", "-slow-request", "3", "-slow-delay", slowDelay.String()}, extra...)...)
 	trace = e.slowTrace(t)
-	// The suite's load; the slow request arrives slowDelay after the third.
-	e.waitQuiet(t, start.Add(startupIdle+max(loadDuration, time.Second+slowDelay)), 2*time.Minute)
+	// The suite's load, the slow request among it (the example's load ends
+	// once it sent the slow one too).
+	e.waitQuiet(t, startupIdle+loadDuration+slowDelay+2*time.Minute)
 	return trace, start
 }
 

@@ -115,12 +115,15 @@ func TestProxy(t *testing.T) {
 	}
 	began := time.Now()
 	e := &env{tools: tl, work: t.TempDir()}
-	ports := distinctPorts(t, 6)
+	ports := distinctPorts(t, 7)
 	promPort, otlpPort := ports[0], ports[1]
 	prefillAddr := fmt.Sprintf("127.0.0.1:%d", ports[2])
 	decodeAddr := fmt.Sprintf("127.0.0.1:%d", ports[3])
 	proxyAddr := fmt.Sprintf("127.0.0.1:%d", ports[4])
 	proxyMetrics := fmt.Sprintf("127.0.0.1:%d", ports[5])
+	// The proxy reaches the instance through a relay that can hold the
+	// answers (phase 3).
+	relay := startRelay(t, fmt.Sprintf("127.0.0.1:%d", ports[6]), prefillAddr)
 	e.startPrometheus(t, promPort, prefillAddr, decodeAddr, proxyMetrics)
 	e.startCollector(t, otlpPort, promPort)
 	pd := buildExample(t, e.work)
@@ -133,7 +136,7 @@ func TestProxy(t *testing.T) {
 		// -default-model the served model's name: the proxy's series (the HTTP
 		// families on -default-model's Engine) then name one model, as
 		// vLLM's dashboards expect of an instance.
-		bin, "-upstream", "http://"+prefillAddr, "-metrics-listen", proxyMetrics, "-include-usage", "-default-model", proxyModel,
+		bin, "-upstream", "http://"+relay.ln.Addr().String(), "-metrics-listen", proxyMetrics, "-include-usage", "-default-model", proxyModel,
 		"-log-format", "json", "-instance-id", "proxy-0", "-shutdown-timeout", "60s")
 	poll(t, 30*time.Second, "the proxy's /health", func() (bool, string) {
 		proxy.alive(t)
@@ -153,7 +156,7 @@ func TestProxy(t *testing.T) {
 		wg.Go(func() {
 			body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"question %d %s"}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true}}`,
 				proxyModel, i, strings.Repeat("context ", 10*i), 8+4*i)
-			r := runCurl(curl, base+"/v1/chat/completions", body, 0)
+			r := runCurl(curl, base+"/v1/chat/completions", body, false)
 			if r.exitErr != nil || !r.done || r.usage == nil {
 				t.Errorf("curl %d: %v (%s), [DONE] %v, usage %+v", i, r.exitErr, r.stderr, r.done, r.usage)
 				return
@@ -272,7 +275,7 @@ func TestProxy(t *testing.T) {
 	// reaches them, and the proxy counts their tokens all the same.
 	for i := range 3 {
 		r := runCurl(curl, base+"/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"no usage %d"}],"max_tokens":%d,"stream":true}`,
-			proxyModel, i, 6+i), 0)
+			proxyModel, i, 6+i), false)
 		if r.exitErr != nil || !r.done || !r.content || r.usage != nil {
 			t.Errorf("curl without usage %d: %v (%s), [DONE] %v, content %v, usage %+v: want a whole stream without usage", i, r.exitErr, r.stderr, r.done, r.content, r.usage)
 		}
@@ -318,14 +321,27 @@ func TestProxy(t *testing.T) {
 		t.Errorf("requests %v, want %d", v, got.requests+3)
 	}
 
-	// 3. A long stream, running while Prometheus scrapes the proxy (so that
-	// the panels over vllm:num_requests_running see a request), then in
-	// flight at SIGTERM.
+	// The proxy's series reach Prometheus over OTLP too (the collector's
+	// remote write makes service.instance.id the instance label).
+	otlp := `sum(vllm:generation_tokens_total{path="otlp",instance="proxy-0"})`
+	poll(t, 30*time.Second, "the proxy's series over OTLP", func() (bool, string) {
+		v, err := e.prom.query(otlp, time.Now())
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(v) == 1 && v[0].value == genTotal, fmt.Sprintf("%s: %v, want %v", otlp, v, genTotal)
+	})
+
+	// 3. A stream in flight, while Prometheus scrapes the proxy (so that
+	// the panels over vllm:num_requests_running see a request), then at
+	// SIGTERM: the relay holds what the instance answers until after the
+	// signal, so the stream is in flight then however slow the machine.
+	relay.gate.hold()
 	done := make(chan streamResult, 1)
 	go func() {
-		done <- runCurl(curl, base+"/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"a long one"}],"max_tokens":2000,"ignore_eos":true,"stream":true}`, proxyModel), 0)
+		done <- runCurl(curl, base+"/v1/chat/completions", fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"a long one"}],"max_tokens":200,"ignore_eos":true,"stream":true}`, proxyModel), false)
 	}()
-	poll(t, 30*time.Second, "the long stream running at the proxy", func() (bool, string) {
+	poll(t, 30*time.Second, "the held stream running at the proxy", func() (bool, string) {
 		s, err := fetchScrape(e.urls["proxy"])
 		if err != nil {
 			return false, err.Error()
@@ -334,13 +350,35 @@ func TestProxy(t *testing.T) {
 		return v == 1, fmt.Sprintf("running %v", v)
 	})
 	running := `max_over_time(vllm:num_requests_running{` + proxySel + `}[1m])`
-	poll(t, 30*time.Second, "prometheus scraping the proxy with the stream running", func() (bool, string) {
+	poll(t, time.Minute, "prometheus scraping the proxy with the stream running", func() (bool, string) {
 		v, err := e.prom.query(running, time.Now())
 		return err == nil && len(v) == 1 && v[0].value >= 1, fmt.Sprintf("%s: %v %v", running, v, err)
 	})
 	at = time.Now()
-	// 4. vLLM's dashboards, for the proxy's target only.
-	window := int(time.Since(began).Seconds()) + 30
+	if s, err := fetchScrape(e.urls["proxy"]); err != nil {
+		t.Fatal(err)
+	} else if v, _ := s.sum("vllm:num_requests_running"); v != 1 {
+		t.Fatalf("the held stream ended before SIGTERM (running %v)", v)
+	}
+
+	// 4. SIGTERM with the stream in flight, then its answer let through:
+	// it finishes, then the proxy exits 0.
+	if err := proxy.signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	relay.gate.release()
+	r := <-done
+	if r.exitErr != nil || !r.done || len(r.finishes) == 0 || r.finishes[len(r.finishes)-1] != "length" {
+		t.Errorf("the stream in flight at SIGTERM: %v (%s), [DONE] %v, finishes %v: want it whole", r.exitErr, r.stderr, r.done, r.finishes)
+	}
+	err, ok := proxy.wait(30 * time.Second)
+	if !ok || err != nil {
+		t.Errorf("proxy after SIGTERM: exited %v, %v; want exit 0", ok, err)
+	}
+
+	// 5. vLLM's dashboards, for the proxy's target only, at the time
+	// Prometheus had scraped it with the stream running.
+	window := int(at.Sub(began).Seconds()) + 30
 	substitute := dashboardVars(window)
 	var filled, tried int
 	for _, x := range readVLLMDashboards(t) {
@@ -368,35 +406,6 @@ func TestProxy(t *testing.T) {
 	t.Logf("vLLM's dashboards: %d expressions name only families the proxy records; %d return data from it", tried, filled)
 	if tried < 20 {
 		t.Errorf("only %d expressions of vLLM's dashboards apply to the proxy", tried)
-	}
-	// The proxy's series reach Prometheus over OTLP too (the collector's
-	// remote write makes service.instance.id the instance label).
-	otlp := `sum(vllm:generation_tokens_total{path="otlp",instance="proxy-0"})`
-	poll(t, 30*time.Second, "the proxy's series over OTLP", func() (bool, string) {
-		v, err := e.prom.query(otlp, time.Now())
-		if err != nil {
-			return false, err.Error()
-		}
-		return len(v) == 1 && v[0].value == genTotal, fmt.Sprintf("%s: %v, want %v", otlp, v, genTotal)
-	})
-	if s, err := fetchScrape(e.urls["proxy"]); err != nil {
-		t.Fatal(err)
-	} else if v, _ := s.sum("vllm:num_requests_running"); v != 1 {
-		t.Fatalf("the long stream ended before SIGTERM (running %v): make it longer", v)
-	}
-
-	// 5. SIGTERM with the long stream in flight: it finishes, then the
-	// proxy exits 0.
-	if err := proxy.signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	r := <-done
-	if r.exitErr != nil || !r.done || len(r.finishes) == 0 || r.finishes[len(r.finishes)-1] != "length" {
-		t.Errorf("the stream in flight at SIGTERM: %v (%s), [DONE] %v, finishes %v: want it whole", r.exitErr, r.stderr, r.done, r.finishes)
-	}
-	err, ok := proxy.wait(30 * time.Second)
-	if !ok || err != nil {
-		t.Errorf("proxy after SIGTERM: exited %v, %v; want exit 0", ok, err)
 	}
 	logs, _ := os.ReadFile(proxy.stdout)
 	for _, want := range []string{`"msg":"draining"`, `"msg":"stopped"`} {

@@ -23,9 +23,10 @@ type scopedBoard struct {
 }
 
 type scopedPanel struct {
-	Type    string `json:"type"`
-	Title   string `json:"title"`
-	Targets []struct {
+	Type        string `json:"type"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Targets     []struct {
 		Expr string `json:"expr"`
 	} `json:"targets"`
 	Panels []scopedPanel `json:"panels"`

@@ -8,6 +8,9 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
+
 	"github.com/infermetrics/infermetrics/exporters"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
@@ -46,11 +49,39 @@ func ExampleSetup() {
 	rec.RecordIteration(ctx, 0, &stats.Iteration{GenerationTokens: 5})
 
 	// In a server: http.Handle("/metrics", p.Handler()).
+	printScrape(p, "vllm:generation_tokens_total{")
+	// Output:
+	// vllm:generation_tokens_total{engine="0",model_name="llama"} 5
+}
+
+// printScrape prints the lines of p's /metrics that start with prefix.
+func printScrape(p *exporters.Provider, prefix string) {
 	w := httptest.NewRecorder()
 	p.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
-	for _, line := range scrapeLines(w.Body.String(), "vllm:generation_tokens_total{") {
+	for _, line := range scrapeLines(w.Body.String(), prefix) {
 		fmt.Println(line)
 	}
+}
+
+// WithMeterProviderOptions passes options of the SDK to the MeterProvider
+// Setup builds. The one it is there for, the SDK's opt-out of its
+// per-measurement de-duplication of map attribute values
+// (sdkmetric.WithAllowKeyDuplication), is in no release up to sdk/metric
+// 1.47.0; any other option goes the same way, as this exemplar filter
+// (Setup's default is none: exemplars off).
+func ExampleWithMeterProviderOptions() {
+	ctx := context.Background()
+	p, err := exporters.Setup(ctx, exporters.WithMeterProviderOptions(sdkmetric.WithExemplarFilter(exemplar.TraceBasedFilter)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Shutdown(ctx)
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(p.MeterProvider()), instrument.WithModelName("llama"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	rec.RecordIteration(ctx, 0, &stats.Iteration{GenerationTokens: 5})
+	printScrape(p, "vllm:generation_tokens_total{")
 	// Output:
 	// vllm:generation_tokens_total{engine="0",model_name="llama"} 5
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -69,6 +71,19 @@ func TestSetupExemplars(t *testing.T) {
 	t.Setenv(EnvExemplarFilter, "always_on")
 	if n := exemplarsReceived(t); n == 0 {
 		t.Error("OTEL_METRICS_EXEMPLAR_FILTER=always_on: no exemplar exported")
+	}
+}
+
+// WithMeterProviderOptions reaches the SDK after Setup's own options: an
+// exemplar filter given there overrides Setup's default (off), on the
+// Prometheus path and without it.
+func TestSetupMeterProviderOptions(t *testing.T) {
+	t.Setenv(EnvExemplarFilter, "")
+	for _, exporters := range []string{"", ExporterOTLP} {
+		t.Setenv(EnvMetricsExporter, exporters)
+		if n := exemplarsReceived(t, WithMeterProviderOptions(sdkmetric.WithExemplarFilter(exemplar.AlwaysOnFilter))); n == 0 {
+			t.Errorf("OTEL_METRICS_EXPORTER=%q, an always-on exemplar filter given: no exemplar exported", exporters)
+		}
 	}
 }
 

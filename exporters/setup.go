@@ -44,6 +44,7 @@ type setupConfig struct {
 	noProcessMetrics  bool
 	goMetrics         bool
 	exemplars         bool
+	sdkOptions        []sdkmetric.Option
 }
 
 type statsLogSpec struct {
@@ -188,6 +189,19 @@ func WithExemplars() Option {
 	return setupOptionFunc(func(c *setupConfig) { c.exemplars = true })
 }
 
+// WithMeterProviderOptions gives the SDK MeterProvider Setup builds these
+// options of go.opentelemetry.io/otel/sdk/metric, applied after Setup's own
+// (where both set one thing, these win). It is there for the SDK's opt-out
+// of its per-measurement de-duplication of map attribute values, once a
+// release has it (WithAllowKeyDuplication: opentelemetry-go issue #8479,
+// pull request #8709; none up to 1.47.0): from sdk/metric 1.45.0 that work
+// is most of a decode step's cost, and every attribute the library records
+// is a string, which the opt-out leaves as it is (docs/benchmarks.md, "The
+// SDK's per-measurement cost").
+func WithMeterProviderOptions(opts ...sdkmetric.Option) Option {
+	return setupOptionFunc(func(c *setupConfig) { c.sdkOptions = append(c.sdkOptions, opts...) })
+}
+
 // Provider is a MeterProvider with its resource, views and readers, built by
 // Setup.
 type Provider struct {
@@ -302,7 +316,7 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 			return fail(err, readers)
 		}
 		sdk := sdksetup.NewMeterProvider(sdksetup.Provider{Resource: p.res, Views: vs, Readers: readers,
-			CardinalityLimit: c.cardinalityLimit, Exemplars: c.exemplars})
+			CardinalityLimit: c.cardinalityLimit, Exemplars: c.exemplars, Options: c.sdkOptions})
 		p.sdk, p.mp = sdk, sdk
 		return p, nil
 	}
@@ -322,6 +336,9 @@ func Setup(ctx context.Context, opts ...Option) (*Provider, error) {
 	}
 	if c.goMetrics {
 		promOpts = append(promOpts, prometheus.WithGoMetrics())
+	}
+	if len(c.sdkOptions) > 0 {
+		promOpts = append(promOpts, prometheus.WithMeterProviderOptions(c.sdkOptions...))
 	}
 	prom, err := prometheus.NewProvider(ctx, promOpts...)
 	if err != nil {

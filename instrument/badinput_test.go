@@ -138,7 +138,8 @@ var (
 
 // overflowCase records first (valid on its own, with the data already
 // recorded: a few hundred tokens), then second, whose values take a total
-// since start past MaxInt64: the SDK's int64 sum would wrap.
+// since start past MaxTotal, which the SDK before 1.47 would serve rounded
+// or wrapped (TestTotalsServedExactly).
 func overflowCase[T any](name string, record func(recordTarget) func(context.Context, *T) error, first, second T) badInput {
 	return badInput{name: "total overflow/" + name, want: []error{stats.ErrOverflow}, byTarget: true, counted: true,
 		prepare: func(ctx context.Context, env *badEnv) error { v := first; return record(env.target)(ctx, &v) },
@@ -233,12 +234,13 @@ func newTimelineCase(name string, want error, r stats.Request, many bool) badInp
 }
 
 var (
-	errs       = func(e ...error) []error { return e }
-	badLabel   = errs(instrument.ErrConfig, stats.ErrInvalidLabel)
-	badRange   = errs(instrument.ErrConfig, stats.ErrOutOfRange)
-	badConfig  = errs(instrument.ErrConfig)
-	maxInt     = int64(math.MaxInt64)
-	halfMaxInt = int64(math.MaxInt64/2 + 1)
+	errs         = func(e ...error) []error { return e }
+	badLabel     = errs(instrument.ErrConfig, stats.ErrInvalidLabel)
+	badRange     = errs(instrument.ErrConfig, stats.ErrOutOfRange)
+	badConfig    = errs(instrument.ErrConfig)
+	maxInt       = int64(math.MaxInt64)
+	halfMaxInt   = int64(math.MaxInt64/2 + 1)
+	halfMaxTotal = instrument.MaxTotal/2 + 1
 )
 
 var badInputs = []badInput{
@@ -335,19 +337,19 @@ var badInputs = []badInput{
 	{name: "RecordScheduler/nil", want: errs(instrument.ErrNilStats), byTarget: true,
 		do: func(ctx context.Context, env *badEnv) error { return env.target.scheduler(ctx, nil) }},
 
-	// Values valid one by one whose total since start passes MaxInt64.
+	// Values valid one by one whose total since start passes MaxTotal.
 	overflowCase("generation tokens", viaIteration,
-		stats.Iteration{GenerationTokens: maxInt - 1000}, stats.Iteration{GenerationTokens: 1001}),
+		stats.Iteration{GenerationTokens: instrument.MaxTotal - 1000}, stats.Iteration{GenerationTokens: 1001}),
 	// Each source series would fit; vllm:prompt_tokens, their sum, would not.
 	overflowCase("prompt tokens over sources", viaIteration,
-		stats.Iteration{PromptTokens: stats.PromptTokens{LocalCacheHit: halfMaxInt}},
-		stats.Iteration{PromptTokens: stats.PromptTokens{ExternalKVTransfer: halfMaxInt}}),
+		stats.Iteration{PromptTokens: stats.PromptTokens{LocalCacheHit: halfMaxTotal}},
+		stats.Iteration{PromptTokens: stats.PromptTokens{ExternalKVTransfer: halfMaxTotal}}),
 	overflowCase("iteration tokens histogram sum", viaIteration,
-		stats.Iteration{PromptTokens: stats.PromptTokens{Computed: halfMaxInt}}, stats.Iteration{GenerationTokens: halfMaxInt}),
+		stats.Iteration{PromptTokens: stats.PromptTokens{Computed: halfMaxTotal}}, stats.Iteration{GenerationTokens: halfMaxTotal}),
 	overflowCase("request prompt tokens histogram sum", viaFinished,
-		stats.FinishedRequest{PromptTokens: maxInt - 1000}, stats.FinishedRequest{PromptTokens: 1001}),
+		stats.FinishedRequest{PromptTokens: instrument.MaxTotal - 1000}, stats.FinishedRequest{PromptTokens: 1001}),
 	overflowCase("prefix cache queries", viaScheduler,
-		stats.Scheduler{PrefixCache: stats.CacheQueries{Queries: maxInt - 1000}},
+		stats.Scheduler{PrefixCache: stats.CacheQueries{Queries: instrument.MaxTotal - 1000}},
 		stats.Scheduler{PrefixCache: stats.CacheQueries{Queries: 1001}}),
 
 	// Engines the Recorder does not serve, and handles not made by it.
@@ -666,47 +668,76 @@ func TestNewRecorderAtLimits(t *testing.T) {
 	}
 }
 
-// Values up to the limits record: MaxInt64 in one step, 64 draft positions.
+// Values up to the limits record: MaxTotal in one step, 64 draft positions.
 func TestRecordAtLimits(t *testing.T) {
 	h := newScrapedHarness(t, instrument.WithEngines(0))
 	ctx := t.Context()
 	e := h.engine(0)
-	e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: maxInt})
-	e.RecordScheduler(ctx, &stats.Scheduler{PrefixCache: stats.CacheQueries{Queries: maxInt, Hits: maxInt},
+	e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: instrument.MaxTotal})
+	e.RecordScheduler(ctx, &stats.Scheduler{PrefixCache: stats.CacheQueries{Queries: instrument.MaxTotal, Hits: instrument.MaxTotal},
 		SpecDecoding: &stats.SpecDecoding{AcceptedPerPosition: make([]int64, 64)}})
-	// The SDK before 1.47 reads an int64 counter at MaxInt64 as MinInt64
-	// (open-telemetry/opentelemetry-go#8981): the totals are checked on the
-	// SDK that has the fix, which the test command's newest stage runs.
-	readable := sdkAtLeast(t, 1, 47)
 	s := h.collect()
-	if readable {
-		checkCounter(t, s, float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
-		checkCounter(t, s, float64(maxInt), "vllm:prefix_cache_hits", engineLabels("0")...)
-	}
-	// The next token would wrap the total: refused, and the total stays.
+	checkCounter(t, s, float64(instrument.MaxTotal), "vllm:generation_tokens", engineLabels("0")...)
+	checkCounter(t, s, float64(instrument.MaxTotal), "vllm:prefix_cache_hits", engineLabels("0")...)
+	// The next token would pass the total: refused, and the total stays.
 	e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: 1})
 	if err := h.refused(); !errors.Is(err, stats.ErrOverflow) {
 		t.Errorf("one more token: %v, want ErrOverflow", err)
 	}
-	if readable {
-		checkCounter(t, h.collect(), float64(maxInt), "vllm:generation_tokens", engineLabels("0")...)
-	}
+	checkCounter(t, h.collect(), float64(instrument.MaxTotal), "vllm:generation_tokens", engineLabels("0")...)
 }
 
-// sdkAtLeast reports whether the OpenTelemetry SDK linked is major.minor or
-// later.
-func sdkAtLeast(t *testing.T, major, minor int) bool {
-	var got [2]int
-	if _, err := fmt.Sscanf(sdk.Version(), "%d.%d", &got[0], &got[1]); err != nil {
-		t.Fatalf("sdk.Version() %q: %v", sdk.Version(), err)
+// Every total stops at instrument.MaxTotal, which every OpenTelemetry SDK
+// go.mod allows serves exactly: sdk/metric 1.44 to 1.46 read an int64 sum
+// through a float64 (open-telemetry/opentelemetry-go#8981), so a counter
+// above 2^53 was rounded and one at math.MaxInt64 served negative. A
+// counter and an integer histogram's sum at MaxTotal, and a counter at
+// MaxTotal - 1, are served exactly, in the SDK's int64 points and in the
+// scrape; one more is refused (stats.ErrOverflow), as is
+// Synthetic.AddCount(NameGenerationTokens, math.MaxInt64).
+func TestTotalsServedExactly(t *testing.T) {
+	h := newScrapedHarness(t, instrument.WithEngines(0, 1))
+	ctx := t.Context()
+	e0, e1 := h.engine(0), h.engine(1)
+	e0.RecordIteration(ctx, &stats.Iteration{GenerationTokens: instrument.MaxTotal})
+	e1.RecordIteration(ctx, &stats.Iteration{GenerationTokens: instrument.MaxTotal - 1})
+	e0.RecordFinished(ctx, &stats.FinishedRequest{PromptTokens: instrument.MaxTotal})
+	if err := h.refused(); err != nil {
+		t.Fatalf("values up to MaxTotal refused: %v", err)
 	}
-	if got[0] != major {
-		return got[0] > major
+	got := collectExact(t, h)
+	for _, c := range []struct {
+		name, engine string
+		want         int64
+	}{
+		{"vllm:generation_tokens", "0", instrument.MaxTotal},
+		{"vllm:generation_tokens", "1", instrument.MaxTotal - 1},
+		{"vllm:request_prompt_tokens", "0", instrument.MaxTotal}, // the histogram's sum
+	} {
+		if v := got.get(c.name, engineLabels(c.engine)...).i; v != c.want {
+			t.Errorf("%s engine %s served %d, want %d (sdk/metric %s)", c.name, c.engine, v, c.want, sdk.Version())
+		}
 	}
-	if got[1] < minor {
-		t.Logf("OpenTelemetry SDK %s, before %d.%d: part of the test does not apply", sdk.Version(), major, minor)
+	body := h.scrape()
+	for _, line := range []string{
+		`vllm:generation_tokens_total{engine="0",model_name="llama-3.1-8b"} ` + fmt.Sprint(float64(instrument.MaxTotal)),
+		`vllm:request_prompt_tokens_sum{engine="0",model_name="llama-3.1-8b"} ` + fmt.Sprint(float64(instrument.MaxTotal)),
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("the scrape lacks %q", line)
+		}
 	}
-	return got[1] >= minor
+
+	e0.RecordIteration(ctx, &stats.Iteration{GenerationTokens: 1})
+	if err := h.refused(); !errors.Is(err, stats.ErrOverflow) {
+		t.Errorf("one token past MaxTotal: %v, want ErrOverflow", err)
+	}
+	syn := newHarness(t).engine(0).Synthetic()
+	for _, n := range []int64{math.MaxInt64, instrument.MaxTotal + 1} {
+		if err := syn.AddCount(instrument.NameGenerationTokens, n); !errors.Is(err, stats.ErrOverflow) {
+			t.Errorf("Synthetic.AddCount(NameGenerationTokens, %d) = %v, want ErrOverflow", n, err)
+		}
+	}
 }
 
 // More bad inputs: durations above stats.MaxSeconds and the accounting

@@ -3,7 +3,6 @@ package instrument_test
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -135,9 +134,9 @@ func TestErrorHandlerCallsBack(t *testing.T) {
 			}},
 		{"Events window refused whole", []instrument.Option{manualWindows}, "iteration", "Events refused",
 			func(c *callbackRecorder) { // the second window passes the generation tokens' total
-				c.ev.Output(scheduled(), ms(2), math.MaxInt64/2+1)
+				c.ev.Output(scheduled(), ms(2), instrument.MaxTotal/2+1)
 				c.ev.Flush()
-				c.ev.Output(scheduled(), ms(2), math.MaxInt64/2+1)
+				c.ev.Output(scheduled(), ms(2), instrument.MaxTotal/2+1)
 				c.ev.Flush()
 			}},
 		{"Events of a closed Recorder", []instrument.Option{manualWindows}, "", "Events.Output refused",
@@ -249,5 +248,59 @@ func TestErrorHandlerRecursion(t *testing.T) {
 	returns(t, "a Flush after Close", c.ev.Flush)
 	if closed != instrument.MaxNestedReports {
 		t.Errorf("the handler was called %d times after Close, want %d", closed, instrument.MaxNestedReports)
+	}
+}
+
+// MaxNestedReports bounds nesting, not concurrency: more refusals than it
+// on as many goroutines, each while the handler is still busy with the
+// others, each reach the handler. The handler holds every call until all
+// the refused calls are either in it or have returned, so the test waits
+// for no time: before the fix, 44 of 300 returned unreported.
+func TestErrorHandlerConcurrentReports(t *testing.T) {
+	const goroutines = instrument.MaxNestedReports + 44
+	in, returned, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var handled atomic.Int64
+	r := testutil.New(t)
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(model),
+		instrument.WithErrorHandler(func(error) {
+			handled.Add(1)
+			in <- struct{}{}
+			<-release
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { returns(t, "Close", func() { _ = rec.Close() }) })
+	e, _ := rec.Engine(0)
+	var wg sync.WaitGroup
+	var early atomic.Int64 // refused calls that returned before the handler was released
+	for range goroutines {
+		wg.Go(func() {
+			e.SetKVCacheUsage(2) // refused: a fraction above 1
+			select {
+			case <-release:
+			default:
+				early.Add(1)
+				returned <- struct{}{}
+			}
+		})
+	}
+	timeout := time.After(deadlockTimeout)
+	for range goroutines {
+		select {
+		case <-in:
+		case <-returned:
+		case <-timeout:
+			t.Fatal("the refused calls neither reached the handler nor returned: deadlocked")
+		}
+	}
+	close(release)
+	wg.Wait()
+	if got := handled.Load(); got != goroutines || early.Load() != 0 {
+		t.Errorf("%d concurrent refusals: the handler got %d, %d returned unreported; want all %d reported",
+			goroutines, got, early.Load(), goroutines)
+	}
+	if n := instrument.InvalidCount(e, "scheduler"); n != goroutines {
+		t.Errorf("%d refusals counted, want %d", n, goroutines)
 	}
 }

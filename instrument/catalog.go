@@ -46,6 +46,9 @@ const (
 	NameKVBlockIdleBeforeEvict         = "vllm.kv_block_idle_before_evict"
 	NameKVBlockReuseGap                = "vllm.kv_block_reuse_gap"
 	NameRequestNumPreemptions          = "vllm.request_num_preemptions"
+	// NamePromptTokensRecomputed is the instrument of a family of older
+	// vLLM versions only (LegacyDescriptors).
+	NamePromptTokensRecomputed = "vllm.prompt_tokens_recomputed"
 
 	NameSpecDecodeNumDrafts               = "vllm.spec_decode_num_drafts"
 	NameSpecDecodeNumDraftTokens          = "vllm.spec_decode_num_draft_tokens"
@@ -434,6 +437,24 @@ var catalog = []Descriptor{
 // Descriptors returns every instrument the Recorder creates, in a stable order.
 func Descriptors() []Descriptor { return copyDescriptors(catalog) }
 
+// legacyCatalog are the instruments of families that older vLLM versions
+// exported and later ones removed without a successor.
+var legacyCatalog = []Descriptor{
+	// vLLM PR #33290 added it, #38709 removed it: per request, the prompt
+	// token vLLM recomputed when the whole prompt was cached
+	// (vllm/v1/metrics/stats.py, PromptTokenStats.update_from_output: 1 when
+	// num_cached_tokens + 1 == prompt_len, counted at the first output).
+	{Name: NamePromptTokensRecomputed, Kind: Counter, Integer: true, Unit: "{token}",
+		Recorded: perFinished + ", when it computed exactly one prompt token (PrefillComputedTokens)",
+		Description: "Cached prompt tokens recomputed for the forward pass: 1 for each request that computed exactly one " +
+			"prompt token (its whole prompt cached but the last token, which the engine recomputes)."},
+}
+
+// LegacyDescriptors returns the instruments the Recorder creates besides
+// Descriptors' for families of older vLLM versions that have no successor;
+// package views exports them only for those versions (views.WithVersion).
+func LegacyDescriptors() []Descriptor { return copyDescriptors(legacyCatalog) }
+
 // copyDescriptors returns a deep copy of a catalog.
 func copyDescriptors(catalog []Descriptor) []Descriptor {
 	out := make([]Descriptor, len(catalog))
@@ -448,7 +469,7 @@ func copyDescriptors(catalog []Descriptor) []Descriptor {
 
 // lookup returns the descriptor of an instrument name.
 func lookup(name string) (Descriptor, bool) {
-	for _, d := range slices.Concat(catalog, clientCatalog, serverCatalog, httpCatalog, usageCatalog) {
+	for _, d := range slices.Concat(catalog, clientCatalog, serverCatalog, httpCatalog, legacyCatalog, usageCatalog) {
 		if d.Name == name {
 			d.Priority = slices.Contains(priorityLabelled, d.Name)
 			return d, true

@@ -77,7 +77,7 @@ func TestSetOneGaugeRefused(t *testing.T) {
 	e, _ := rec.Engine(0)
 	e.RecordScheduler(t.Context(), &stats.Scheduler{Running: 3, WaitingCapacity: 2, KVCacheUsage: 0.5,
 		PrefixCache: stats.CacheQueries{Queries: 10, Hits: 4}})
-	e.AddPrefixCache(stats.CacheQueries{Queries: math.MaxInt64 - 10})
+	e.AddPrefixCache(stats.CacheQueries{Queries: instrument.MaxTotal - 10})
 	before := readGauges(r)
 	for _, c := range []struct {
 		call    func()

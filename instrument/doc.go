@@ -40,9 +40,11 @@
 // and Iteration refused (stats.Iteration.Refused) are counted and reported
 // by RecordIteration. Tests use testutil.StrictErrors. Each engine also
 // keeps the totals since start of what it adds to integer counters and
-// histogram sums, which the SDK keeps in int64s that would wrap around: a
-// step that would take one past math.MaxInt64 is refused (stats.ErrOverflow). (A view that merges engines or models into one
-// series adds their totals, which this check does not see.) Recording never
+// histogram sums, which the SDK keeps in int64s that would wrap around and,
+// before sdk/metric 1.47, serves exactly only up to 2^53: a step that would
+// take one past MaxTotal (2^53) is refused (stats.ErrOverflow). (A view
+// that merges engines or models into one series adds their totals, which
+// this check does not see.) Recording never
 // blocks on an exporter.
 //
 // NewRecorder fails with ErrDuplicateSeries when a live Recorder already
@@ -72,9 +74,11 @@
 // Series cardinality is bounded by the SDK: each stream keeps at most its
 // provider's cardinality limit (2000 by default, see
 // exporters.WithCardinalityLimit) and adds the rest into one overflow
-// series. vllm:lora_requests_info reports each engine's current LoRA state
-// only (adapter names sorted), so it has at most one series per engine
-// however many distinct adapter lists it sees.
+// series. vllm:lora_requests_info reports each engine's last distinct LoRA
+// states (adapter names sorted; the current one only by default), so it has
+// at most k series per engine (k of WithLoRAHistory, DefaultLoRAHistory by
+// default) however many distinct adapter lists it sees; a state several
+// engines keep is one series.
 //
 // Prompt tokens are one counter (vllm.prompt_tokens) measured with a source
 // attribute; package views derives both vllm:prompt_tokens (the total) and

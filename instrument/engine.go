@@ -28,8 +28,10 @@ type measure struct {
 	obs []metric.ObserveOption
 }
 
-func newMeasure(kv ...attribute.KeyValue) measure {
-	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
+func newMeasure(kv ...attribute.KeyValue) measure { return measureOf(attribute.NewSet(kv...)) }
+
+func measureOf(set attribute.Set) measure {
+	opt := metric.WithAttributeSet(set)
 	return measure{rec: []metric.RecordOption{opt}, obs: []metric.ObserveOption{opt}}
 }
 
@@ -41,6 +43,7 @@ type cells struct {
 	bySource                                     [3]atomic.Int64 // prompt tokens
 	success                                      [5]atomic.Int64 // by finish reason
 	generation, preemptions, corrupted           atomic.Int64
+	recomputed                                   atomic.Int64 // requests that computed one prompt token
 	prefixQ, prefixH, mmQ, mmH, extQ, extH       atomic.Int64
 	specDrafts, specDraftTokens, specAccepted    atomic.Int64
 	specPos                                      [maxSpecPositions]atomic.Int64
@@ -144,7 +147,7 @@ func (e *engineState) genAIKV(op stats.Operation) []attribute.KeyValue {
 	}
 }
 
-func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine {
+func newEngine(inst *instruments, life *lifetime, lora *loraStates, cfg *config, rank int) *Engine {
 	e := &Engine{life: life, provider: cfg.meterProvider, engineState: &engineState{inst: inst, rank: rank,
 		kvConnector: cfg.kvConnector, kvConsumer: cfg.kvConsumer, corruption: cfg.corruption, kvResidency: cfg.kvResidency,
 		specPositions: cfg.specPositions, modelName: cfg.modelName, genAIOperation: cfg.genAIOperation,
@@ -177,7 +180,7 @@ func newEngine(inst *instruments, life *lifetime, cfg *config, rank int) *Engine
 	empty := []measure{}
 	e.positions.Store(&empty)
 	e.positionMeasures(cfg.specPositions)
-	e.lora.k = cfg.loraHistory
+	e.lora.k, e.lora.shared = cfg.loraHistory, lora
 	e.buildPriority(cfg)
 	e.buildServer(cfg)
 	e.buildOffload(cfg)
@@ -230,7 +233,8 @@ func (e *Engine) start(ctx context.Context, cfg *config) {
 	e.startSimpleOffload(ctx, cfg)
 }
 
-// observe reports the engine's counters and gauges. Always-on series are
+// observe reports the engine's counters and gauges but
+// vllm:lora_requests_info (see loraStates.observe). Always-on series are
 // reported from construction; an optional family's (KV connector,
 // speculative decoding) from construction when configured, otherwise, like
 // the corrupted requests counter, from its first non-zero value; the KV
@@ -250,6 +254,7 @@ func (e *engineState) observe(o metric.Observer) {
 		o.ObserveInt64(in.promptCached, c.cachedByTier[t].Load(), e.byTier[t].obs...)
 	}
 	o.ObserveInt64(in.generationTokens, c.generation.Load(), plain...)
+	o.ObserveInt64(in.promptRecomputed, c.recomputed.Load(), plain...)
 	o.ObserveInt64(in.preemptions, c.preemptions.Load(), plain...)
 	o.ObserveInt64(in.prefixQueries, c.prefixQ.Load(), plain...)
 	o.ObserveInt64(in.prefixHits, c.prefixH.Load(), plain...)
@@ -285,7 +290,6 @@ func (e *engineState) observe(o metric.Observer) {
 	o.ObserveInt64(in.waitingByReason, c.waitingBy[0].Load(), e.waitingBy[0].obs...)
 	o.ObserveInt64(in.waitingByReason, c.waitingBy[1].Load(), e.waitingBy[1].obs...)
 	o.ObserveFloat64(in.kvCacheUsage, math.Float64frombits(c.kvUsage.Load()), plain...)
-	e.lora.observe(o, in.loraInfo)
 	state := c.sleepState.Load()
 	for s := range e.sleep {
 		var v int64
@@ -440,6 +444,9 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	if f.PromptTokens > 0 { // else it ended before its prompt length was known
 		in.requestPrompt.Record(ctx, f.PromptTokens, rec...)
 		in.prefillKVComputed.Record(ctx, f.PrefillComputedTokens, rec...)
+		if f.PrefillComputedTokens == 1 { // bounded by the requests' total
+			e.c.recomputed.Add(1)
+		}
 	}
 	in.requestGeneration.Record(ctx, f.GenerationTokens, rec...)
 	if f.MaxTokens > 0 {

@@ -9,41 +9,34 @@ import (
 	"strings"
 	"time"
 
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-
 	"github.com/infermetrics/infermetrics/exporters/prometheus"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
-	"github.com/infermetrics/infermetrics/views"
 )
 
 // docs/engines.md's whole program ("Start here"), this file's imports and
-// this function's body (TestEnginesGuideIsExample keeps them identical): the vLLM views and a
-// vLLM-identical /metrics on the service's MeterProvider, a Recorder of two
-// data-parallel engines, one request recorded on each, and a scrape.
+// this function's body (TestEnginesGuideIsExample keeps them identical): a
+// MeterProvider with the vLLM views and a vLLM-identical /metrics, set up in
+// one call (prometheus.NewProvider), a Recorder of two data-parallel engines,
+// one request recorded on each, and a scrape.
 func Example() {
 	ctx := context.Background()
-	prom, err := prometheus.New() // serves what vLLM serves on /metrics
+	provider, err := prometheus.NewProvider(ctx) // vLLM's views, and what vLLM serves on /metrics
 	if err != nil {
 		log.Fatal(err)
 	}
-	vllmViews, err := views.VLLM()
-	if err != nil {
-		log.Fatal(err)
-	}
-	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader), sdkmetric.WithView(vllmViews...))
 	defer provider.Shutdown(ctx)
 	rec, err := instrument.NewRecorder(
-		instrument.WithMeterProvider(prom.Wrap(provider)), // default: the global MeterProvider
-		instrument.WithModelName("my-model"),              // required
-		instrument.WithEngines(0, 1),                      // default: engine 0 alone
+		instrument.WithMeterProvider(provider.MeterProvider()), // default: the global MeterProvider
+		instrument.WithModelName("my-model"),                   // required
+		instrument.WithEngines(0, 1),                           // default: engine 0 alone
 	)
 	if err != nil {
 		log.Fatal(err) // a bad option: errors are for construction only
 	}
 	defer rec.Close() // flushes the provider; runs before provider.Shutdown
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", prom.Handler) // serve mux, or add the handler to yours
+	mux.Handle("/metrics", provider.Handler()) // serve mux, or add the handler to yours
 
 	for rank := range 2 {
 		engine, err := rec.Engine(rank) // one per data-parallel engine, kept

@@ -17,6 +17,7 @@ type instruments struct {
 	prefixQueries, prefixHits, extPrefixQueries, extPrefixHits metric.Int64ObservableCounter
 	mmQueries, mmHits                                          metric.Int64ObservableCounter
 	preemptions, promptTokens, promptCached, generationTokens  metric.Int64ObservableCounter
+	promptRecomputed                                           metric.Int64ObservableCounter // a family of older vLLM versions
 	requestSuccess, corrupted                                  metric.Int64ObservableCounter
 
 	requestPrompt, requestGeneration, iterationTokens, maxGeneration metric.Int64Histogram
@@ -192,6 +193,7 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		preemptions:      b.int64ObservableCounter(NameNumPreemptions),
 		promptTokens:     b.int64ObservableCounter(NamePromptTokens),
 		promptCached:     b.int64ObservableCounter(NamePromptTokensCached),
+		promptRecomputed: b.int64ObservableCounter(NamePromptTokensRecomputed),
 		generationTokens: b.int64ObservableCounter(NameGenerationTokens),
 		requestSuccess:   b.int64ObservableCounter(NameRequestSuccess),
 		corrupted:        b.int64ObservableCounter(NameCorruptedRequests),

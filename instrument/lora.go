@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -31,8 +32,10 @@ const (
 // (vllm/v1/metrics/loggers.py sets gauge_lora_info.labels(...) to the current
 // time and never removes one). A state set again becomes the newest and keeps
 // its one series; a (k+1)th distinct state drops the oldest, whose series
-// leaves the next collection. k is 1 (DefaultLoRAHistory, the current state
-// only) to MaxLoRAHistory; NewRecorder returns ErrConfig outside. The default
+// leaves the next collection. The series have no engine label: a state
+// several engines keep is one series, valued at the latest time any of them
+// set it, so the newest state has the largest value whichever engine set
+// it. k is 1 (DefaultLoRAHistory, the current state only) to MaxLoRAHistory; NewRecorder returns ErrConfig outside. The default
 // stays one series because vLLM's history has no bound: every combination of
 // running and waiting adapters adds a series (on an OpenTelemetry gauge,
 // past the cardinality limit, an overflow series without adapter labels).
@@ -44,21 +47,23 @@ func WithLoRAHistory(k int) Option {
 }
 
 // loraHistory is an engine's kept LoRA states, which the Recorder's callback
-// reports (see observe). Its slices are reused: a new state costs its
-// attribute set, an unchanged one nothing.
+// reports through its loraStates. Its slices are reused: a new state costs
+// its attribute set, an unchanged one nothing.
 type loraHistory struct {
 	mu      sync.Mutex
 	k       int         // the most states kept (WithLoRAHistory)
 	kept    []loraState // oldest set first; cap k once a state is set
 	scratch [2][]string // running and waiting names, sorted in place
+	shared  *loraStates // the Recorder's, shared by its engines
 }
 
 // loraState is one kept state, its names sorted.
 type loraState struct {
 	maxLoRA          int64
 	running, waiting []string
-	m                measure // max_lora, waiting_lora_adapters, running_lora_adapters
-	at               float64 // Unix seconds it was last set
+	set              attribute.Set // max_lora, waiting_lora_adapters, running_lora_adapters
+	m                measure       // of set
+	at               float64       // Unix seconds it was last set
 }
 
 // is reports whether s is the state of maxLoRA and the sorted lists.
@@ -68,9 +73,10 @@ func (s *loraState) is(maxLoRA int64, running, waiting []string) bool {
 
 // set makes l (valid) the newest state, set at at. Names are sorted, so the
 // same adapters in another order are the same state. Unless exact, the value
-// is raised just above every other kept state's when it is not after them
-// (a wall clock stepped back, or two updates within its resolution), so
-// that the newest state has the largest value, which consumers take.
+// is raised just above that of every state an engine of the Recorder set
+// before when it is not after them (a wall clock stepped back, or two
+// updates within its resolution), so that the newest state has the largest
+// value, which consumers take.
 func (h *loraHistory) set(l *stats.LoRA, at float64, exact bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -101,29 +107,77 @@ func (h *loraHistory) set(l *stats.LoRA, at float64, exact bool) {
 		s.maxLoRA = l.MaxLoRA
 		s.running = append(s.running[:0], running...)
 		s.waiting = append(s.waiting[:0], waiting...)
-		s.m = newMeasure(
+		s.set = attribute.NewSet(
 			attribute.String(KeyMaxLoRA, strconv.FormatInt(l.MaxLoRA, 10)),
 			attribute.String(KeyWaitingLoRA, strings.Join(waiting, ",")),
 			attribute.String(KeyRunningLoRA, strings.Join(running, ",")),
 		)
+		s.m = measureOf(s.set)
 	}
-	if !exact {
-		for j := range h.kept {
-			if h.kept[j].at >= at {
-				at = math.Nextafter(h.kept[j].at, math.Inf(1))
-			}
-		}
-	}
-	s.at = at
+	s.at = h.shared.stamp(at, exact)
 	h.kept = append(h.kept, s)
 }
 
-// observe reports every kept state.
-func (h *loraHistory) observe(o metric.Observer, inst metric.Float64ObservableGauge) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for i := range h.kept {
-		o.ObserveFloat64(inst, h.kept[i].at, h.kept[i].m.obs...)
+// loraStates is what a Recorder's engines share of vllm:lora_requests_info,
+// which has no engine label: one set of series for all of them.
+type loraStates struct {
+	newest atomic.Uint64 // float64 bits: the largest time a state was set at
+
+	mu    sync.Mutex // guards the callback's scratch below
+	index map[attribute.Distinct]int
+	seen  []loraSeen
+}
+
+// loraSeen is a state as the callback reports it.
+type loraSeen struct {
+	at  float64
+	obs []metric.ObserveOption
+}
+
+// stamp returns the value of a state set at at: at itself if exact or
+// after every state set before, otherwise just above the newest of them.
+func (ls *loraStates) stamp(at float64, exact bool) float64 {
+	for {
+		old := ls.newest.Load()
+		newest := math.Float64frombits(old)
+		v := at
+		if !exact && v <= newest {
+			v = math.Nextafter(newest, math.Inf(1))
+		}
+		if v <= newest || ls.newest.CompareAndSwap(old, math.Float64bits(v)) {
+			return v
+		}
+	}
+}
+
+// observe reports every engine's kept states, a state kept by several
+// engines once, valued at the latest time any of them set it: the SDK keeps
+// one value per series, the one observed last, which would otherwise be an
+// older time of the same state when another engine set it later.
+func (ls *loraStates) observe(o metric.Observer, inst metric.Float64ObservableGauge, engines []*engineState) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.index == nil {
+		ls.index = map[attribute.Distinct]int{}
+	}
+	clear(ls.index)
+	ls.seen = ls.seen[:0]
+	for _, e := range engines {
+		h := &e.lora
+		h.mu.Lock()
+		for i := range h.kept {
+			s := &h.kept[i]
+			if j, ok := ls.index[s.set.Equivalent()]; ok {
+				ls.seen[j].at = max(ls.seen[j].at, s.at)
+				continue
+			}
+			ls.index[s.set.Equivalent()] = len(ls.seen)
+			ls.seen = append(ls.seen, loraSeen{at: s.at, obs: s.m.obs})
+		}
+		h.mu.Unlock()
+	}
+	for _, s := range ls.seen {
+		o.ObserveFloat64(inst, s.at, s.obs...)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"slices"
 	"strconv"
 	"strings"
@@ -476,5 +478,95 @@ func TestLoRAHistoryBounded(t *testing.T) {
 	}
 	if len(got) != k {
 		t.Errorf("%d series after %d states, want %d", len(got), states, k)
+	}
+}
+
+// vllm:lora_requests_info has no engine label, so the states of a
+// Recorder's engines are one set of series: a state two engines keep is one
+// series valued at the later time either set it, whichever engine set it
+// last, so that the newest state has the largest value. Engine 1 sets
+// sql-lora, engine 2 chat-lora, then engine 0 sql-lora again: the newest is
+// sql-lora, through Engine.SetLoRA (the time of the call) and
+// Synthetic.SetLoRA (chosen times), with the default history and a longer
+// one.
+func TestLoRANewestAcrossEngines(t *testing.T) {
+	sql := stats.LoRA{MaxLoRA: 2, Running: []string{"sql-lora"}}
+	chat := stats.LoRA{MaxLoRA: 2, Running: []string{"chat-lora"}}
+	set := map[string]func(t *testing.T, e *instrument.Engine, l stats.LoRA, i int){
+		"Engine.SetLoRA": func(_ *testing.T, e *instrument.Engine, l stats.LoRA, _ int) { e.SetLoRA(l) },
+		"Synthetic.SetLoRA": func(t *testing.T, e *instrument.Engine, l stats.LoRA, i int) {
+			if err := e.Synthetic().SetLoRA(l, time.Unix(int64(100*(i+1)), 0)); err != nil {
+				t.Fatalf("Synthetic.SetLoRA: %v", err)
+			}
+		},
+	}
+	for name, set := range set {
+		for _, k := range []int{instrument.DefaultLoRAHistory, 3} {
+			t.Run(fmt.Sprintf("%s history %d", name, k), func(t *testing.T) {
+				h := newScrapedHarness(t, instrument.WithEngines(0, 1, 2), instrument.WithLoRAHistory(k))
+				for i, step := range []struct {
+					rank int
+					l    stats.LoRA
+				}{{1, sql}, {2, chat}, {0, sql}} {
+					set(t, h.engine(step.rank), step.l, i)
+				}
+				family := scrapedFamily(t, h.scrape(), loraFamily)
+				if len(family.GetMetric()) != 2 {
+					t.Errorf("%d series, want 2 (sql-lora and chat-lora):\n%v", len(family.GetMetric()), family)
+				}
+				for name, newest := range map[string]*dto.Metric{
+					"llm-d's LoRASpec.getLatestMetric": routerLatest(family),
+					"topk(1, vllm:lora_requests_info)": topk(family, 1)[0],
+				} {
+					if got := loraFromLabels(t, newest); !slices.Equal(got.Running, sql.Running) {
+						t.Errorf("%s reads %+v, want the newest state %+v:\n%v", name, got, sql, family)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A state set now is valued above every state another engine of the
+// Recorder set before, as above every state of its own engine: after
+// engine 1's state at a time ahead of the wall clock (a clock stepped back,
+// or two engines' updates within the clock's resolution), engine 2's state
+// set now is the newest, just above it.
+func TestLoRANewestAboveOtherEngines(t *testing.T) {
+	h := newHarness(t, instrument.WithEngines(0, 1, 2))
+	ahead := time.Now().Add(time.Hour)
+	setLoRAAt(t, h.engine(1), loraStates[0], ahead)
+	h.engine(2).SetLoRA(loraStates[1])
+	got := loraSeries(h.collect())
+	old, newest := got[loraKeyOf(loraStates[0])], got[loraKeyOf(loraStates[1])]
+	if len(got) != 2 || old.value != unixOf(ahead) || newest.value <= old.value || newest.value > unixOf(ahead)+1e-3 {
+		t.Errorf("after engine 2's state set behind engine 1's time: %v, want engine 2's just above %v", got, unixOf(ahead))
+	}
+}
+
+// The package doc's bound on vllm:lora_requests_info's series is the one
+// the Recorder keeps: the sentence that gives it names WithLoRAHistory's k,
+// and k distinct states set on each of two engines, then more, leave k
+// series per engine.
+func TestPackageDocLoRABound(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const claim = "at most k series per engine (k of WithLoRAHistory"
+	doc := strings.Join(strings.Fields(f.Doc.Text()), " ")
+	if !strings.Contains(doc, claim) {
+		t.Errorf("instrument's package doc does not bound vllm:lora_requests_info by WithLoRAHistory: want %q in\n%s", claim, doc)
+	}
+	for _, k := range []int{instrument.DefaultLoRAHistory, 3} {
+		h := newHarness(t, instrument.WithEngines(0, 1), instrument.WithLoRAHistory(k))
+		for i := range 2 * k {
+			for rank := range 2 {
+				setLoRAAt(t, h.engine(rank), stats.LoRA{Running: []string{fmt.Sprint(rank, "-", i)}}, loraAt(i))
+			}
+		}
+		if got := loraSeries(h.collect()); len(got) != 2*k {
+			t.Errorf("WithLoRAHistory(%d), two engines, %d states each: %d series, want %d", k, 2*k, len(got), 2*k)
+		}
 	}
 }

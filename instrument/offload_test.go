@@ -99,11 +99,11 @@ func TestKVOffloadNotConfigured(t *testing.T) {
 	}
 }
 
-// A step whose offloaded bytes would take a total past MaxInt64 is refused
+// A step whose offloaded bytes would take a total past MaxTotal is refused
 // whole, like any other counter's.
 func TestKVOffloadOverflow(t *testing.T) {
 	r, rec := priorityRecorder(t, instrument.WithKVOffload())
-	big := &stats.Scheduler{KVOffload: &stats.KVOffload{Stores: []stats.KVOffloadTransfer{{Bytes: math.MaxInt64 - 10}}}}
+	big := &stats.Scheduler{KVOffload: &stats.KVOffload{Stores: []stats.KVOffloadTransfer{{Bytes: instrument.MaxTotal - 10}}}}
 	rec.RecordScheduler(t.Context(), 0, big)
 	over := &stats.Scheduler{Running: 5, KVOffload: &stats.KVOffload{Stores: []stats.KVOffloadTransfer{{Bytes: 11}}}}
 	if err := instrument.RecorderRecordSchedulerErr(rec, t.Context(), 0, over); !errors.Is(err, stats.ErrOverflow) {

@@ -163,8 +163,9 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 	}
 	life := &lifetime{flush: flushOf(cfg.meterProvider), report: (&reporter{handle: report}).report}
 	r := &Recorder{inst: inst, life: life}
+	lora := &loraStates{}
 	for _, rank := range cfg.engines {
-		r.engines = append(r.engines, newEngine(inst, life, &cfg, rank))
+		r.engines = append(r.engines, newEngine(inst, life, lora, &cfg, rank))
 	}
 	release, err := claimSeries(&cfg, meter, global, r.engines)
 	if err != nil {
@@ -182,6 +183,7 @@ func NewRecorder(opts ...Option) (*Recorder, error) {
 		for _, st := range states {
 			st.observe(o)
 		}
+		lora.observe(o, inst.loraInfo, states)
 		return nil
 	}, inst.observed...)
 	if err != nil {

@@ -3,6 +3,8 @@ package instrument
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,34 +111,73 @@ func refusalKinds() string {
 // from the handler records the events that came since; a Close from it
 // closes the Recorder, and later calls report ErrClosed. A refusal of the
 // handler's own call is reported to it too, from inside itself: at most
-// MaxNestedReports reports of a Recorder run at once, and one past them is
-// counted but not reported, so that a handler whose every call back is
-// refused still returns.
+// MaxNestedReports deep on a goroutine, and one deeper is counted but not
+// reported, so that a handler whose every call back is refused still
+// returns. Refusals on other goroutines are each reported, however many
+// calls of the handler are in progress.
 func WithErrorHandler(h func(error)) Option {
 	return optionFunc(func(c *config) { c.errorHandler = h })
 }
 
-// MaxNestedReports bounds the calls of a Recorder's error handler in
-// progress at once (see WithErrorHandler): a handler whose call back into
-// the library is refused is called again from inside itself, and without a
-// bound one that does so on every report would never return.
+// MaxNestedReports bounds how deep a Recorder's error handler is called from
+// inside itself (see WithErrorHandler): a handler whose call back into the
+// library is refused is called again, on the same goroutine, from inside
+// its own call, and without a bound one that does so on every report would
+// never return. Calls on other goroutines are not bounded by it: each of
+// their refusals reaches the handler, however many run at once.
 const MaxNestedReports = 256
 
 // reporter is a Recorder's error handler with that bound.
 type reporter struct {
-	handle  func(error)
-	running atomic.Int32 // the handler's calls in progress
+	handle func(error)
 }
+
+// handlerCalls is the calls of every Recorder's handler in progress, on any
+// goroutine: while there are none, no report is nested, and report needs
+// not read its stack.
+var handlerCalls atomic.Int32
 
 func (r *reporter) report(err error) {
 	if err == nil {
 		return
 	}
-	defer r.running.Add(-1)
-	if r.running.Add(1) > MaxNestedReports {
+	if handlerCalls.Load() > 0 && handlerDepth() >= MaxNestedReports {
 		return
 	}
-	r.handle(err)
+	handlerCalls.Add(1)
+	defer handlerCalls.Add(-1)
+	r.call(err)
+}
+
+// call calls the handler: its frames on a goroutine's stack are the
+// handler's calls in progress there (handlerDepth).
+//
+//go:noinline
+func (r *reporter) call(err error) { r.handle(err) }
+
+// callEntry is the entry of reporter.call, which handlerDepth looks for.
+var callEntry = runtime.FuncForPC(reflect.ValueOf((*reporter).call).Pointer()).Entry()
+
+// handlerDepth returns how many calls of a handler are in progress on the
+// calling goroutine, up to MaxNestedReports: the frames of reporter.call
+// on its stack. Go has no goroutine-local state; the stack is the
+// goroutine's own.
+func handlerDepth() int {
+	var pcs [64]uintptr
+	depth := 0
+	for skip := 2; ; skip += len(pcs) {
+		n := runtime.Callers(skip, pcs[:])
+		for _, pc := range pcs[:n] {
+			if f := runtime.FuncForPC(pc - 1); f != nil && f.Entry() == callEntry {
+				if depth++; depth == MaxNestedReports {
+					return depth
+				}
+			}
+		}
+		if n < len(pcs) {
+			return depth
+		}
+	}
 }
 
 // RateLimited returns a handler that passes to h at most one error per

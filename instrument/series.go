@@ -30,8 +30,9 @@ var ErrDuplicateSeries = errors.New("instrument: duplicate series")
 // when the MeterProvider itself is garbage): the set holds engine states
 // weakly. It is safe for concurrent use; the zero value is an empty set.
 type SeriesSet struct {
-	mu     sync.Mutex
-	claims map[string]seriesClaim
+	mu       sync.Mutex
+	claims   map[string]seriesClaim
+	released uint64 // engines' claims released, see Released
 }
 
 type seriesClaim struct {
@@ -268,7 +269,10 @@ func claimSeries(cfg *config, meter metric.Meter, global bool, engines []*Engine
 	free := func(rs []release) {
 		for _, r := range rs {
 			r.set.mu.Lock()
-			if r.set.claims[r.key].holder == r.wp {
+			if c := r.set.claims[r.key]; c.holder == r.wp {
+				if c.engine != nil {
+					r.set.released++
+				}
 				delete(r.set.claims, r.key)
 			}
 			r.set.mu.Unlock()

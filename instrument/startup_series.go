@@ -66,6 +66,21 @@ func (s *SeriesSet) Engines() []EngineSeries {
 	return out
 }
 
+// Released returns how many engines' claims the set has released since it
+// was made (by Recorder.Close, or once an engine's state is garbage). An
+// exporter that reads it before gathering its providers and again after
+// Engines knows, when both are equal, that every engine whose series it
+// gathered is in Engines; when they differ, a Recorder closed in between may
+// have left series in the gathering that Engines no longer lists.
+func (s *SeriesSet) Released() uint64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released
+}
+
 // engineSeriesOf returns the EngineSeries of a claim: nil for the info
 // series' claims, which describe no engine's series.
 func engineSeriesOf(cfg *config, k seriesKey) *EngineSeries {

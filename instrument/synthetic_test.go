@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,7 +149,7 @@ func TestSyntheticAddsToRecorded(t *testing.T) {
 	}
 	// The totals are the engine's: a synthetic count that fills one
 	// leaves no room for a recorded value.
-	must(t, e.Synthetic().AddCount(instrument.NameGenerationTokens, math.MaxInt64-1))
+	must(t, e.Synthetic().AddCount(instrument.NameGenerationTokens, instrument.MaxTotal-1))
 	before := h.collect()
 	if err := e.Synthetic().AddCount(instrument.NameGenerationTokens, 1); !errors.Is(err, stats.ErrOverflow) {
 		t.Errorf("AddCount past the total: %v, want ErrOverflow", err)
@@ -329,7 +330,14 @@ func TestSyntheticIntegerSum(t *testing.T) {
 	if err := syn.ObserveBuckets(instrument.NameRequestPromptTokens, counts); !errors.Is(err, stats.ErrOverflow) {
 		t.Errorf("a sum past int64: %v, want ErrOverflow", err)
 	}
-	counts[len(bounds)] = 1
+	if counts[len(bounds)] = 1; syn.ObserveBuckets(instrument.NameRequestPromptTokens, counts) == nil {
+		t.Error("a sum past MaxTotal (5e18 + 1) accepted")
+	}
+	// One observation of 5e15 fits MaxTotal (2^53, about 9.007e15); a
+	// second, into a family sharing its total, does not.
+	i := slices.Index(bounds, 5e15)
+	counts = make([]int64, i+1)
+	counts[i] = 1
 	must(t, syn.ObserveBuckets(instrument.NameRequestPromptTokens, counts))
 	if err := syn.ObserveBuckets(instrument.NameRequestPrefillKVComputedTokens, counts); !errors.Is(err, stats.ErrOverflow) {
 		t.Errorf("a second sum past the shared total: %v, want ErrOverflow", err)

@@ -2,18 +2,28 @@ package instrument
 
 import (
 	"fmt"
-	"math"
 	"math/bits"
 
 	"github.com/infermetrics/infermetrics/stats"
 )
 
+// MaxTotal is the most an engine's total since start may reach (see
+// total): 2^53, the largest integer below which float64 holds every integer.
+// The SDK at sdk/metric 1.44 to 1.46 reads an int64 counter's value and an
+// integer histogram's sum through a float64 (open-telemetry/opentelemetry-go
+// #8981, fixed in 1.47): above 2^53 they are served rounded, and from
+// 2^63 - 512 as math.MinInt64. The Prometheus exposition is float64 at any
+// SDK, exact up to 2^53 too. 2^53 tokens are 285 years at a million a
+// second.
+const MaxTotal int64 = 1 << 53
+
 // total is one of an engine's running totals: the sum, since construction,
 // of what the engine added to an integer counter or observed into an integer
 // histogram. The SDK aggregates int64 measurements in int64 sums (a
 // counter's value, a histogram's sum) that wrap around past math.MaxInt64,
-// which would make a counter go negative. With the totals a Record method
-// refuses, before recording anything, a step that would take one past it.
+// which would make a counter go negative, and that the SDK before 1.47
+// serves exactly only up to 2^53. With the totals a Record method refuses,
+// before recording anything, a step that would take one past MaxTotal.
 //
 // One total may bound several streams: hits never exceed queries in a step,
 // so the queries' total bounds both; prompt tokens by source, their sum and
@@ -146,7 +156,7 @@ func (in *increments) scheduler(s *stats.Scheduler) {
 
 // reserve adds in to the engine's totals, or returns an error matching
 // stats.ErrOverflow and changes nothing when a total would pass
-// math.MaxInt64.
+// MaxTotal.
 func (e *Engine) reserve(in *increments) error {
 	if in.over != 0 {
 		return e.overflow(total(in.over - 1))
@@ -154,7 +164,7 @@ func (e *Engine) reserve(in *increments) error {
 	e.totalsMu.Lock()
 	defer e.totalsMu.Unlock()
 	for set := in.set; set != 0; set &= set - 1 {
-		if t := bits.TrailingZeros64(set); in.v[t] > math.MaxInt64-e.totals[t] {
+		if t := bits.TrailingZeros64(set); in.v[t] > MaxTotal-e.totals[t] {
 			return e.overflow(total(t))
 		}
 	}
@@ -166,5 +176,6 @@ func (e *Engine) reserve(in *increments) error {
 }
 
 func (e *Engine) overflow(t total) error {
-	return fmt.Errorf("instrument: engine %d: the total of %s since start: %w", e.rank, totalInstruments[t], stats.ErrOverflow)
+	return fmt.Errorf("instrument: engine %d: the total of %s since start would pass MaxTotal (2^53): %w",
+		e.rank, totalInstruments[t], stats.ErrOverflow)
 }

@@ -19,8 +19,8 @@ type alert struct {
 	name string
 	// summary is static text (no template), so that Alertmanager groups
 	// the alert's instances by it; description is a Prometheus template
-	// that reads only {{ $labels.<name> }}, so that the unit tests can
-	// render it.
+	// of the alert's labels ($labels), which the unit tests render as
+	// Prometheus does (render).
 	summary, description string
 	// means, confirm and action are the runbook's: what the alert says
 	// (Markdown), the PromQL queries that show the fault (the Config's
@@ -104,13 +104,19 @@ const (
 )
 
 // deployment are the labels of a test target: the job labels (a
-// selector's matcher of the same label overrides its value), the
-// selector's other equality matchers and the instance labels.
+// selector's matcher of the same label overrides its value; the varied
+// one is testJob, each other <label>-0, so that a description shows their
+// order), the selector's other equality matchers and the instance labels.
 func (r rules) deployment(selector labelSet) labelSet {
 	var s labelSet
+	varied := r.variedLabel(selector)
 	for _, l := range r.JobLabels {
-		if !slices.ContainsFunc(selector, func(m labelPair) bool { return m.name == l }) {
+		switch {
+		case slices.ContainsFunc(selector, func(m labelPair) bool { return m.name == l }):
+		case l == varied:
 			s = append(s, labelPair{l, testJob})
+		default:
+			s = append(s, labelPair{l, l + "-0"})
 		}
 	}
 	s = append(s, selector...)
@@ -132,13 +138,18 @@ func (r rules) aggregated(s labelSet) labelSet { return s.keep(r.agg.labels) }
 // jobOf returns the labels that name the deployment of a test target's.
 func (r rules) jobOf(target labelSet) labelSet { return target.keep(r.deploy.labels) }
 
-// where is the template of the labels that name a deployment.
+// where is the template of the labels that name a deployment, joined by
+// "/": cluster/namespace/job; a label the alert lacks is left out with its
+// "/" (plain Prometheus has no cluster or namespace: job alone), but the
+// last, which names it (job).
 func (r rules) where() string {
-	parts := make([]string, len(r.JobLabels))
-	for i, l := range r.JobLabels {
-		parts[i] = "{{ $labels." + l + " }}"
+	var b strings.Builder
+	last := len(r.JobLabels) - 1
+	for _, l := range r.JobLabels[:last] {
+		b.WriteString("{{ with $labels." + l + " }}{{ . }}/{{ end }}")
 	}
-	return strings.Join(parts, "/")
+	b.WriteString("{{ $labels." + r.JobLabels[last] + " }}")
+	return b.String()
 }
 
 // model is the template of the model's name.
@@ -172,7 +183,7 @@ func (r rules) alerts(sel labelSet) []alert {
 	)
 	if varied := r.variedLabel(sel); varied != "" {
 		for i := range out {
-			out[i] = r.withDerived(out[i], engine0, varied)
+			out[i] = r.withDerived(out[i], engine0, varied, sel)
 		}
 	}
 	return out
@@ -492,7 +503,7 @@ func (r rules) targetDownAlert(target, engine0 labelSet) alert {
 	return alert{
 		name:    "VLLMTargetDown",
 		summary: "A server of a deployment is down.",
-		description: fmt.Sprintf("Prometheus could not scrape {{ $labels.%s }} of %s for %s; it served engine metrics within %s.",
+		description: fmt.Sprintf("Prometheus could not scrape {{ $labels.%s }} of deployment %s for %s; it served engine metrics within %s.",
 			r.InstanceLabels[0], r.where(), r.AbsentFor, r.AbsentLookback),
 		means: fmt.Sprintf("`up` is 0 for a target that served `%s` within the last %s, for %s: the server is down, "+
 			"restarting, or its metrics endpoint does not answer in time.", running.ScrapeName(), r.AbsentLookback, r.AbsentFor),
@@ -528,7 +539,7 @@ func (r rules) metricsAbsentAlert(target, engine0 labelSet) alert {
 	return alert{
 		name:    "VLLMMetricsAbsent",
 		summary: "No server of a deployment serves engine metrics.",
-		description: fmt.Sprintf("%s served engine metrics within %s and serves none now: every target is gone.",
+		description: fmt.Sprintf("Deployment %s served engine metrics within %s and serves none now: every target is gone.",
 			r.where(), r.AbsentLookback),
 		means: fmt.Sprintf("`%s` has had no series of the deployment for %s though it had some within %s: no target "+
 			"is scraped any more (all down and removed from service discovery, or the scrape configuration lost them).",
@@ -644,7 +655,7 @@ func (r rules) httpErrorsAlert(target, engine0 labelSet, w int) alert {
 	return alert{
 		name:    "VLLMHTTPServerErrors",
 		summary: "A deployment answers HTTP requests with server errors.",
-		description: fmt.Sprintf("More than %s of the HTTP requests %s served over the last %s got a 5xx status.",
+		description: fmt.Sprintf("More than %s of the HTTP requests deployment %s served over the last %s got a 5xx status.",
 			percent(r.HTTPErrorRatio.Value), r.where(), r.RateWindow),
 		means: fmt.Sprintf("`%s{%s=%q}` is more than %s of `%s` (every handler, summed over the deployment's servers) "+
 			"for %s. It counts what a client saw, requests refused before an engine took them included (an engine that "+
@@ -686,7 +697,7 @@ func (r rules) trafficStoppedAlert(target, engine0 labelSet) alert {
 	return alert{
 		name:    "VLLMTrafficStopped",
 		summary: "A deployment stopped receiving requests.",
-		description: fmt.Sprintf("%s served HTTP requests within the last %s and none over the last %s.",
+		description: fmt.Sprintf("Deployment %s served HTTP requests within the last %s and none over the last %s.",
 			r.where(), r.TrafficStoppedLookback, r.TrafficStoppedWindow),
 		means: fmt.Sprintf("`%s` of the deployment (every handler and status, summed over its servers) grew within the "+
 			"last %s and not over the last %s, for %s, while its servers are scraped: clients no longer reach it (a "+
@@ -732,7 +743,7 @@ func (r rules) restartAlert(target, engine0 labelSet) alert {
 	return alert{
 		name:    "VLLMServerRestarted",
 		summary: "A server of a deployment restarted.",
-		description: fmt.Sprintf("A server of %s (an engine, a router or infermetrics-proxy) restarted within the last %s.",
+		description: fmt.Sprintf("A server of deployment %s (an engine, a router or infermetrics-proxy) restarted within the last %s.",
 			r.where(), r.RestartWindow),
 		means: fmt.Sprintf("`%s` of a target that served `%s` changed within the last %s: the process restarted where "+
 			"it ran (same instance: a crashed or killed process started again, a container restarted in its pod), "+
@@ -880,7 +891,7 @@ func (r rules) overflowAlert(target, perModel labelSet, w int) alert {
 	return alert{
 		name:    "InfermetricsModelOverflow",
 		summary: "infermetrics-proxy records requests under its overflow model.",
-		description: fmt.Sprintf("%s records requests for models beyond its -max-models under model_name=%q: their "+
+		description: fmt.Sprintf("Deployment %s records requests for models beyond its -max-models under model_name=%q: their "+
 			"models are not told apart.", r.where(), r.OverflowModel),
 		means: fmt.Sprintf("`%s{%s=%q}` grows: infermetrics-proxy saw more model names than `-max-models` (its "+
 			"cardinality cap) and records the requests of every further model, and of model names that are not "+
@@ -926,7 +937,7 @@ func (r rules) cardinalityAlert(target, engine0 labelSet) alert {
 	return alert{
 		name:    "InfermetricsCardinalityOverflow",
 		summary: "A family has more series than its cardinality limit.",
-		description: fmt.Sprintf("%s serves one family or more with a series labelled %s=\"true\": the "+
+		description: fmt.Sprintf("Deployment %s serves one family or more with a series labelled %s=\"true\": the "+
 			"measurements of their attribute sets beyond the limit are merged into it (the runbook's query names "+
 			"the families).", r.where(), overflowLabel),
 		means: fmt.Sprintf("The OpenTelemetry SDK keeps at most a cardinality limit of attribute sets per stream "+

@@ -1,6 +1,7 @@
 package mixin
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -58,12 +59,65 @@ type boardRow struct {
 }
 
 // panel is a time series, a heatmap or a stat (one number: the targets
-// are instant queries), width out of 24 and 8 high.
+// are instant queries), width out of 24 and 8 high. A panel of what only
+// an engine records (its steps and state) is engine only, and names the
+// optional feature it needs, if any; the others show any server that
+// records requests, a gateway or P/D router's too.
 type panel struct {
 	title, description, unit string
 	width                    uint32
 	heatmap, stacked, stat   bool
+	engine                   bool
+	feature, alsoBy          string
 	targets                  []target
+}
+
+// Marks of the engine-only panels' descriptions, which docs/operators.md's
+// table and the end-to-end suite read.
+const (
+	engineOnlyMark  = "Engine only"
+	engineOnlyNote  = engineOnlyMark + ": a gateway or P/D router (infermetrics-proxy, openaihttp) sees requests, not engine steps, and records none of it."
+	engineFeatureAt = engineOnlyMark + ", with "
+)
+
+// engineOnly returns p marked engine only.
+func (p panel) engineOnly() panel {
+	p.engine = true
+	return p
+}
+
+// withFeature returns p marked engine only, with the optional feature f.
+func (p panel) withFeature(f string) panel {
+	p.engine, p.feature = true, f
+	return p
+}
+
+// engineOnlyAnd returns p marked engine only, and shown by who too.
+func (p panel) engineOnlyAnd(who string) panel {
+	p.engine, p.alsoBy = true, who
+	return p
+}
+
+// withFeatures marks every panel of ps engine only, with f.
+func withFeatures(f string, ps ...panel) []panel {
+	for i := range ps {
+		ps[i] = ps[i].withFeature(f)
+	}
+	return ps
+}
+
+// fullDescription is the panel's description and, for an engine-only
+// panel, its mark.
+func (p panel) fullDescription() string {
+	switch {
+	case p.feature != "":
+		return p.description + " " + engineFeatureAt + p.feature + "."
+	case p.alsoBy != "":
+		return p.description + " " + engineOnlyMark + ", and " + p.alsoBy + ": a gateway or P/D router sees requests, not engine steps."
+	case p.engine:
+		return p.description + " " + engineOnlyNote
+	}
+	return p.description
 }
 
 type target struct{ expr, legend string }
@@ -246,31 +300,36 @@ var (
 // legendOf is the legend that shows a label's value.
 func legendOf(label string) string { return "{{" + label + "}}" }
 
-// engineFamily is the family whose series list the engine dashboards'
-// deployments and instances: vllm:cache_config_info, which vLLM exports
-// once per engine from start-up (and an infermetrics engine with
-// instrument.WithCacheConfig), and which no gateway or P/D router exports,
-// while every Engine of a front end exports vLLM's always-on counters,
-// gauges and histograms at zero (TestEngineFamilyNotOnGateways), and the
-// remaining families are those of optional features, which not every
-// engine has. The All of
-// those variables is the list of these values, so the engine dashboards
-// never read a router's or a gateway's series, even in an engine's job.
-var engineFamily = family(instrument.NameCacheConfigInfo)
+// scopeFamily is the family whose series list the engine dashboards'
+// deployments, instances, models and engines: vllm:num_requests_running,
+// which every server that feeds them exports from start-up, one series per
+// model and engine: vLLM, an engine instrumented with infermetrics (with or
+// without instrument.WithCacheConfig), and the front ends of openaihttp
+// (infermetrics-proxy, a P/D router), whose Engines export vLLM's always-on
+// families at zero (TestScopeFamilyOnEveryPath). A front end's requests
+// are on the panels that apply to them; the engine-only panels say so.
+var scopeFamily = running
+
+// cacheConfig is vllm:cache_config_info, which vLLM exports once per engine
+// and an infermetrics engine with instrument.WithCacheConfig.
+var cacheConfig = family(instrument.NameCacheConfigInfo)
 
 // engineScope is the scope of the engine dashboards: the deployment and
-// instance of an engine (listed from engineFamily), the model, the engine.
+// instance, the model, the engine, each listed from scopeFamily.
 func engineScope(c Config) (scope, []variable) {
-	return newScope(c, append(jobVars(c, engineFamily),
-		scopeVar{label: modelName, title: "Model", from: running},
-		scopeVar{label: engineName, title: "Engine", from: running})...)
+	return newScope(c, append(jobVars(c, scopeFamily),
+		scopeVar{label: modelName, title: "Model", from: scopeFamily},
+		scopeVar{label: engineName, title: "Engine", from: scopeFamily})...)
 }
 
-// engineOnly is what the engine dashboards' description says of their
+// engineScoped is what the engine dashboards' description says of their
 // variables.
-func engineOnly(c Config) string {
-	return fmt.Sprintf(" Scoped by %s, %s, model and engine; the deployments and instances listed (and All) are those that export %s, which vLLM exports from start-up and no gateway or P/D router does: an engine instrumented with infermetrics needs instrument.WithCacheConfig to be listed.",
-		strings.Join(c.JobLabels, ", "), c.InstanceLabels[0], engineFamily.ScrapeName())
+func engineScoped(c Config) string {
+	return fmt.Sprintf(" Scoped by %s, %s, model and engine, listed from %s, which every server exports from start-up: vLLM, "+
+		"an engine instrumented with infermetrics, infermetrics-proxy and a P/D router. A proxy's or router's requests are on "+
+		"the panels that apply to them; the panels marked %q read what only an engine records. All sums the deployments "+
+		"listed: a request through a proxy or a router counts there and at its engine.",
+		strings.Join(c.JobLabels, ", "), c.InstanceLabels[0], scopeFamily.ScrapeName(), engineOnlyMark)
 }
 
 // engineBoard is the engine dashboard: a vLLM-compatible engine's
@@ -282,41 +341,38 @@ func engineBoard(c Config) board {
 	reason := label(instrument.KeyWaitingReason)
 	p := []panel{
 		{title: "Prompt tokens by source (tokens/s)", unit: "short", width: 12,
-			description: "Prompt tokens by where their KV came from: computed here, the local prefix cache, a KV transfer.",
+			description: "Prompt tokens by where their KV came from: computed here, the local prefix cache, a KV transfer. A gateway counts the cached tokens of a response's usage as local_cache_hit, a P/D router those of its decode leg as external_kv_transfer.",
 			targets:     []target{{s.sumRate(promptBySource, by(source)), legendOf(source)}}},
 		{title: "Generation and total prompt throughput (tokens/s)", unit: "short", width: 12,
 			description: "Generated tokens and prompt tokens of every source.",
 			targets: []target{{s.sumRate(generation, all), "generation"},
 				{s.sumRate(promptTokens, all), "prompt (all sources)"}}},
-		{title: "Iteration tokens (computed + generated per step)", unit: "short", width: 12, heatmap: true,
+		panel{title: "Iteration tokens (computed + generated per step)", unit: "short", width: 12, heatmap: true,
 			description: "Tokens an engine step computed: the prompt tokens computed for requests whose first token came in the step, plus the tokens generated in it (THE RULE).",
-			targets:     []target{{s.sumRateOf(iterationTokens, "_bucket", by("le")), legendOf("le")}}},
-		{title: "Iteration tokens quantiles", unit: "short", width: 12,
+			targets:     []target{{s.sumRateOf(iterationTokens, "_bucket", by("le")), legendOf("le")}}}.engineOnly(),
+		panel{title: "Iteration tokens quantiles", unit: "short", width: 12,
 			description: "Tokens per engine step: quantiles and mean.",
 			targets: append(s.quantiles(iterationTokens, all, "", 0.5, 0.9),
-				target{s.mean(iterationTokens, all), "mean"})},
+				target{s.mean(iterationTokens, all), "mean"})}.engineOnly(),
 		s.latency("Time to first token", "From a request's arrival to its first token.", ttft, 8, 0.5, 0.9, 0.99),
 		s.latency("Inter-token latency", "Between two outputs of a request.", itl, 8, 0.5, 0.9, 0.99),
 		s.latency("End-to-end request latency", "From a request's arrival to its end.", e2eLatency, 8, 0.5, 0.9, 0.99),
 		{title: "Requests running and waiting", unit: "short", width: 8,
-			description: "Requests in the engines' batches and in their queues, the queue by reason.",
+			description: "Requests in the engines' batches and in their queues, the queue by reason; a gateway's or P/D router's requests in flight, which have no queue.",
 			targets: []target{{s.gauge("sum", running, all), "running"},
 				{s.gauge("sum", waiting, all), "waiting"},
 				{s.gauge("sum", waitingByReason, by(reason)), "waiting: " + legendOf(reason)}}},
-		{title: "KV cache usage", unit: "percentunit", width: 8, description: "The share of each engine's KV cache blocks in use.",
-			targets: []target{{s.gauge("max", kvCacheUsage, by(engineName)), "engine " + legendOf(engineName)}}},
-		{title: "Prefix cache hit rate", unit: "percentunit", width: 8,
-			description: "Prompt tokens found in the local prefix cache, and through a KV connector, of those looked up.",
-			targets: []target{{s.ratio(prefixHits, prefixQueries), "local prefix cache"},
-				{s.ratio(externalHits, externalQueries), "external (KV connector)"}}},
+		panel{title: "KV cache usage", unit: "percentunit", width: 8, description: "The share of each engine's KV cache blocks in use.",
+			targets: []target{{s.gauge("max", kvCacheUsage, by(engineName)), "engine " + legendOf(engineName)}}}.engineOnly(),
+		prefixHitRate(s),
 		{title: "Finished requests by reason (req/s)", unit: "reqps", width: 12,
 			description: "Finished requests by finished_reason: stop, length, abort, error, repetition.",
 			targets:     []target{{s.sumRate(requestSuccess, by(finishedReason)), legendOf(finishedReason)}}},
-		{title: "Preemptions (per s)", unit: "short", width: 12, description: "Requests preempted for lack of KV cache blocks.",
-			targets: []target{{s.sumRate(preemptions, all), "preemptions"}}},
+		panel{title: "Preemptions (per s)", unit: "short", width: 12, description: "Requests preempted for lack of KV cache blocks.",
+			targets: []target{{s.sumRate(preemptions, all), "preemptions"}}}.engineOnly(),
 	}
 	return board{file: "docs/grafana/infermetrics.json", uid: "infermetrics-vllm", title: "infermetrics: vLLM-compatible engine metrics",
-		description: "A vLLM-compatible engine's throughput by prompt-token source, iteration tokens, latencies, queue, KV cache, prefix cache, finish reasons and latency SLOs, per model and engine." + engineOnly(c),
+		description: "A vLLM-compatible engine's throughput by prompt-token source, iteration tokens, latencies, queue, KV cache, prefix cache, finish reasons and latency SLOs, per model and engine." + engineScoped(c),
 		variables:   append(vars, sloVariables(c)...),
 		rows:        []boardRow{{panels: p}, sloRow(c, s)}}
 }
@@ -402,6 +458,21 @@ func gatewayBoard(c Config) board {
 		rows:      []boardRow{client, sloRow(c, s), legs, backendRow, httpRow, models}}
 }
 
+// prefixHitRate is the panel of the prefix cache's hit rates, local and
+// through a KV connector, 8 wide.
+func prefixHitRate(s scope) panel {
+	return panel{title: "Prefix cache hit rate", unit: "percentunit", width: 8,
+		description: "Prompt tokens found in the local prefix cache, and through a KV connector, of those looked up.",
+		targets: []target{{s.ratio(prefixHits, prefixQueries), "local prefix cache"},
+			{s.ratio(externalHits, externalQueries), "external (KV connector)"}}}.engineOnly()
+}
+
+// wide returns p width w.
+func (p panel) wide(w uint32) panel {
+	p.width = w
+	return p
+}
+
 // tokensBoard is the token-accounting dashboard: prompt tokens by source
 // and cache tier, THE RULE's iteration tokens against the prompt tokens
 // computed and the tokens generated, the KV transfer's share.
@@ -428,28 +499,25 @@ func tokensBoard(c Config) board {
 	}}
 	rule := boardRow{title: "THE RULE: iteration tokens", panels: []panel{
 		{title: "Iteration tokens against prompt and generated tokens (tokens/s)", unit: "short", width: 12,
-			description: "Iteration tokens are the prompt tokens computed (local_compute) plus the tokens generated: the first line is the sum of the next two, over time. All prompt tokens, cached ones included, for comparison.",
+			description: "Iteration tokens are the prompt tokens computed (local_compute) plus the tokens generated: the first line is the sum of the next two, over time. All prompt tokens, cached ones included, for comparison. A gateway or P/D router records no iteration tokens: its first line stays at 0.",
 			targets: []target{
 				{s.sumRateOf(iterationTokens, "_sum", all), "iteration tokens"},
 				{local.sumRate(promptBySource, all), "prompt tokens computed (local_compute)"},
 				{s.sumRate(generation, all), "generated tokens"},
 				{s.sumRate(promptTokens, all), "prompt tokens (all sources)"}}},
-		{title: "Iteration tokens per step", unit: "short", width: 12,
+		panel{title: "Iteration tokens per step", unit: "short", width: 12,
 			description: "Tokens an engine step computed: quantiles and mean.",
-			targets:     append(s.quantiles(iterationTokens, all, "", 0.5, 0.9), target{s.mean(iterationTokens, all), "mean"})},
+			targets:     append(s.quantiles(iterationTokens, all, "", 0.5, 0.9), target{s.mean(iterationTokens, all), "mean"})}.engineOnly(),
 	}}
 	requests := boardRow{title: "Per request", panels: []panel{
 		{title: "Tokens per request (mean)", unit: "short", width: 12,
 			description: "Prompt tokens, the prompt tokens computed at prefill (request_prefill_kv_computed_tokens) and the generated tokens of a finished request.",
 			targets: []target{{s.mean(requestPrompt, all), "prompt"}, {s.mean(prefillComputed, all), "prompt computed"},
 				{s.mean(requestGeneration, all), "generated"}}},
-		{title: "Prefix cache hit rate", unit: "percentunit", width: 12,
-			description: "Prompt tokens found in the local prefix cache, and through a KV connector, of those looked up.",
-			targets: []target{{s.ratio(prefixHits, prefixQueries), "local prefix cache"},
-				{s.ratio(externalHits, externalQueries), "external (KV connector)"}}},
+		prefixHitRate(s).wide(12),
 	}}
 	return board{file: "docs/grafana/infermetrics-tokens.json", uid: "infermetrics-tokens", title: "infermetrics: token accounting",
-		description: "Where prompt tokens come from (computed, prefix cache, KV transfer; cache tiers), THE RULE's iteration tokens against the prompt tokens computed and generated, per model and engine." + engineOnly(c),
+		description: "Where prompt tokens come from (computed, prefix cache, KV transfer; cache tiers), THE RULE's iteration tokens against the prompt tokens computed and generated, per model and engine." + engineScoped(c),
 		variables:   vars,
 		rows:        []boardRow{sources, rule, requests}}
 }
@@ -462,13 +530,74 @@ func boards(c Config) []board {
 // datasource is the dashboards' Prometheus, their first variable.
 var datasource = common.DataSourceRef{Type: cog.ToPtr("prometheus"), Uid: cog.ToPtr("${datasource}")}
 
+// datasourceInput is the input Grafana's import asks for: the Prometheus
+// data source, whose uid replaces ${DS_PROMETHEUS} in every string of the
+// dashboard (pkg/services/dashboardimport/utils/dash_template_evaluator.go
+// of grafana/grafana @ 0425369), here the data source variable's current
+// value, which every query reads. Provisioned from a file, nothing replaces
+// it: the variable, whose current value is then no data source, takes the
+// first Prometheus data source Grafana lists (MultiValueVariable of
+// grafana/scenes @ 0002681), and the viewer may pick another.
+const datasourceInput = "DS_PROMETHEUS"
+
+// minGrafana is the oldest Grafana the dashboards are written for. Their
+// schemaVersion, 42, is the last of Grafana's classic dashboard model
+// (apps/dashboard/pkg/migration/schemaversion/README.md of grafana/grafana
+// @ 2a93349), which its v42 migration brought (grafana/grafana#110517,
+// merged into main on 2025-09-05); 12.3.0 was made from main after it
+// (12.2.0 took its version number on 2025-09-18, #111346, on a branch that
+// may or may not hold it). Their panels (time series, stat, and the
+// heatmap of Grafana 9 and later) are older than both.
+const minGrafana = "12.3.0"
+
+// importHeader is what a dashboard exported for sharing begins with: the
+// inputs of its import and what it requires.
+type importHeader struct {
+	Inputs   []importInput   `json:"__inputs"`
+	Requires []importRequire `json:"__requires"`
+}
+
+type importInput struct {
+	Name        string `json:"name"`
+	Label       string `json:"label"`
+	Description string `json:"description"`
+	Type        string `json:"type"`
+	PluginID    string `json:"pluginId"`
+	PluginName  string `json:"pluginName"`
+}
+
+type importRequire struct {
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// panelNames are the names of the panel plugins the dashboards use.
+var panelNames = map[string]string{"timeseries": "Time series", "stat": "Stat", "heatmap": "Heatmap"}
+
+// header returns the import header of a dashboard of panels of types.
+func header(types []string) importHeader {
+	h := importHeader{
+		Inputs: []importInput{{datasourceInput, "Prometheus", "The Prometheus that scrapes the servers (or receives their remote write).",
+			"datasource", "prometheus", "Prometheus"}},
+		Requires: []importRequire{{"grafana", "grafana", "Grafana", minGrafana}, {"datasource", "prometheus", "Prometheus", "1.0.0"}},
+	}
+	for _, t := range types {
+		h.Requires = append(h.Requires, importRequire{"panel", t, panelNames[t], ""})
+	}
+	return h
+}
+
 // build returns the dashboard's JSON, built with Grafana's SDK.
 func (b board) build() ([]byte, error) {
 	//lint:ignore SA1019 the classic JSON model imports into every Grafana; the v2 schema (dashboardv2) only into Grafana 12 with dynamic dashboards.
 	d := dashboard.NewDashboardBuilder(b.title).Uid(b.uid).Description(b.description).
 		Tags([]string{"infermetrics", "vllm", "llm"}).Editable().Refresh("30s").Time("now-1h", "now").
 		Timezone(common.TimeZoneBrowser).Tooltip(dashboard.DashboardCursorSyncCrosshair).
-		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus"))
+		WithVariable(dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus").
+			Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("${" + datasourceInput + "}")},
+				Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("${" + datasourceInput + "}")}}))
 	for _, v := range b.variables {
 		d = d.WithVariable(v.builder())
 	}
@@ -487,16 +616,48 @@ func (b board) build() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard %s: %w", b.uid, err)
 	}
-	out, err := json.MarshalIndent(built, "", "  ")
+	body, err := json.Marshal(built)
 	if err != nil {
 		return nil, fmt.Errorf("dashboard %s: %w", b.uid, err)
 	}
-	return append(out, '\n'), nil
+	var types []string
+	for _, r := range b.rows {
+		for _, p := range r.panels {
+			types = append(types, p.pluginType())
+		}
+	}
+	slices.Sort(types)
+	head, err := json.Marshal(header(slices.Compact(types)))
+	if err != nil {
+		return nil, fmt.Errorf("dashboard %s: %w", b.uid, err)
+	}
+	// The header's fields first, as Grafana's export writes them.
+	joined := append(append(head[:len(head)-1:len(head)-1], ','), body[1:]...)
+	var out bytes.Buffer
+	if err := json.Indent(&out, joined, "", "  "); err != nil {
+		return nil, fmt.Errorf("dashboard %s: %w", b.uid, err)
+	}
+	return append(out.Bytes(), '\n'), nil
 }
 
+// pluginType is the panel's plugin: heatmap, stat or timeseries.
+func (p panel) pluginType() string {
+	switch {
+	case p.heatmap:
+		return "heatmap"
+	case p.stat:
+		return "stat"
+	}
+	return "timeseries"
+}
+
+// allValue is what a query variable's All stands for: every value, and no
+// value, so that a deployment without a label (cluster, namespace outside
+// Kubernetes) is under All beside those with it in the same Prometheus.
+const allValue = ".*"
+
 // builder returns the variable's SDK builder: a custom variable of its
-// options, or a query variable with every value and an All of the values
-// listed.
+// options, or a query variable with every value and an All of any value.
 func (v variable) builder() cog.Builder[dashboard.VariableModel] {
 	if v.options != nil {
 		var opts []dashboard.VariableOption
@@ -513,7 +674,7 @@ func (v variable) builder() cog.Builder[dashboard.VariableModel] {
 	return dashboard.NewQueryVariableBuilder(v.name).Label(v.title).Datasource(datasource).
 		Query(dashboard.StringOrMap{String: cog.ToPtr(v.definition())}).Definition(v.definition()).
 		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc).
-		IncludeAll(true).Multi(true)
+		IncludeAll(true).Multi(true).AllValue(allValue)
 }
 
 // panelBuilder is what the panel builders of the SDK have in common.
@@ -533,16 +694,16 @@ func (p panel) builder(id uint32) panelBuilder {
 		queries = append(queries, dq)
 	}
 	if p.heatmap {
-		return heatmap.NewPanelBuilder().Id(id).Title(p.title).Description(p.description).Datasource(datasource).
+		return heatmap.NewPanelBuilder().Id(id).Title(p.title).Description(p.fullDescription()).Datasource(datasource).
 			Span(p.width).Height(8).Unit(p.unit).Targets(queries).Calculate(false).
 			YAxis(heatmap.NewYAxisConfigBuilder().Unit(p.unit))
 	}
 	if p.stat {
-		return stat.NewPanelBuilder().Id(id).Title(p.title).Description(p.description).Datasource(datasource).
+		return stat.NewPanelBuilder().Id(id).Title(p.title).Description(p.fullDescription()).Datasource(datasource).
 			Span(p.width).Height(8).Unit(p.unit).Targets(queries).Decimals(2).
 			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
 	}
-	ts := timeseries.NewPanelBuilder().Id(id).Title(p.title).Description(p.description).Datasource(datasource).
+	ts := timeseries.NewPanelBuilder().Id(id).Title(p.title).Description(p.fullDescription()).Datasource(datasource).
 		Span(p.width).Height(8).Unit(p.unit).Targets(queries).Min(0).FillOpacity(10).
 		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(common.LegendDisplayModeList).Placement(common.LegendPlacementBottom)).
 		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))

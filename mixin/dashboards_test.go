@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 
 	"github.com/infermetrics/infermetrics/exporters"
+	promexp "github.com/infermetrics/infermetrics/exporters/prometheus"
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/openaihttp"
 	"github.com/infermetrics/infermetrics/stats"
@@ -193,8 +194,10 @@ func reflectEqualJSON(t *testing.T, a, b any) bool {
 // The variables are the anchors' (kubernetes-mixin, node-mixin): the data
 // source, then one per JobLabels label and the instance, chained, then the
 // model and engine (gateway: backend); every query variable takes several
-// values and has an All that is the values listed (no custom all value,
-// which would match a router's series too).
+// values and has an All of any value and none (.*), so that a deployment
+// without cluster or namespace is under All beside those with them. (The
+// All was the values listed, while the engine dashboards listed engines
+// only; they list every server now, issue 42.)
 func TestDashboardVariables(t *testing.T) {
 	c := contractConfig()
 	want := map[string][]string{
@@ -211,8 +214,8 @@ func TestDashboardVariables(t *testing.T) {
 		var names []string
 		for _, v := range d.Templating.List {
 			names = append(names, v.Name)
-			if v.Type == "query" && (!v.IncludeAll || !v.Multi || v.AllValue != nil && *v.AllValue != "") {
-				t.Errorf("%s: variable %s: includeAll %v, multi %v, allValue %v; want several values and an All of those listed",
+			if v.Type == "query" && (!v.IncludeAll || !v.Multi || v.AllValue == nil || *v.AllValue != ".*") {
+				t.Errorf("%s: variable %s: includeAll %v, multi %v, allValue %v; want several values and an All of .*",
 					file, v.Name, v.IncludeAll, v.Multi, v.AllValue)
 			}
 		}
@@ -225,36 +228,44 @@ func TestDashboardVariables(t *testing.T) {
 	}
 }
 
-// The engine dashboards list their deployments and instances from the
-// engine family, and say so in their description.
-func TestEngineDashboardsListEnginesOnly(t *testing.T) {
+// The engine dashboards list their deployments, instances, models and
+// engines from the scope family, and say so in their description. It
+// asserted the opposite before issue 42: the deployments and instances of
+// vllm:cache_config_info only, which an engine without
+// instrument.WithCacheConfig, infermetrics-proxy and a P/D router never
+// export, so that none of them was on these dashboards.
+func TestEngineDashboardsListEveryServer(t *testing.T) {
 	c := contractConfig()
+	listed := slices.Concat(c.JobLabels, []string{c.InstanceLabels[0], modelName, engineName})
 	for file, d := range builtBoards(t, c) {
 		if file == "docs/grafana/infermetrics-gateway.json" {
 			continue
 		}
+		n := 0
 		for _, v := range d.Templating.List {
-			if !slices.Contains(append(slices.Clone(c.JobLabels), c.InstanceLabels[0]), v.Name) {
+			if !slices.Contains(listed, v.Name) {
 				continue
 			}
-			if !strings.HasPrefix(v.Definition, "label_values("+engineFamily.ScrapeName()) {
-				t.Errorf("%s: variable %s: %s, want the values of %s", file, v.Name, v.Definition, engineFamily.ScrapeName())
+			n++
+			if m := labelValuesDef.FindStringSubmatch(v.Definition); m == nil || strings.FieldsFunc(m[1], func(r rune) bool { return r == '{' })[0] != scopeFamily.ScrapeName() {
+				t.Errorf("%s: variable %s: %s, want the values of %s", file, v.Name, v.Definition, scopeFamily.ScrapeName())
 			}
 		}
-		if !strings.Contains(d.Description, engineFamily.ScrapeName()) {
-			t.Errorf("%s: the description does not say the deployments listed are those of %s", file, engineFamily.ScrapeName())
+		if n != len(listed) {
+			t.Errorf("%s: %d of the variables %v", file, n, listed)
+		}
+		if !strings.Contains(d.Description, "listed from "+scopeFamily.ScrapeName()) {
+			t.Errorf("%s: the description does not say the deployments listed are those of %s", file, scopeFamily.ScrapeName())
 		}
 	}
 }
 
-// The engine family is one no gateway exports: an openaihttp gateway (its
-// handler, its transport, the HTTP families) exports vLLM's always-on
-// counters, gauges and histograms at zero beside what it records, but not
-// vllm:cache_config_info, which only instrument.WithCacheConfig makes; and
-// neither the example's P/D router nor infermetrics-proxy, both built on
-// openaihttp, gives their Recorders that option. If one ever did, the
-// engine dashboards would list the gateway as an engine: this test fails.
-func TestEngineFamilyNotOnGateways(t *testing.T) {
+// gatewayPath is an openaihttp front end (infermetrics-proxy, a P/D
+// router): a handler around a reverse proxy whose transport records each
+// upstream leg, on one Engine, its HTTP families on, answered by
+// streamedUpstream; its scrape before any request and after three.
+func gatewayPath(t *testing.T) (before, after map[string]float64) {
+	t.Helper()
 	ctx := context.Background()
 	provider, err := exporters.Setup(ctx, exporters.WithoutProcessMetrics())
 	if err != nil {
@@ -279,60 +290,79 @@ func TestEngineFamilyNotOnGateways(t *testing.T) {
 		Transport: openaihttp.NewTransport(streamedUpstream{}, openaihttp.WithEngine(eng)),
 	}
 	gateway := openaihttp.NewHandler(upstream, openaihttp.WithEngine(eng), openaihttp.WithHTTPMetrics(eng, nil))
+	before = sampleSums(t, provider.Handler())
 	for range 3 {
 		w := httptest.NewRecorder()
 		gateway.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(
-			`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`)))
+			`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}`)))
 		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "[DONE]") {
 			t.Fatalf("the gateway answered %d %q", w.Code, w.Body)
 		}
 	}
+	return before, sampleSums(t, provider.Handler())
+}
+
+// sampleSums scrapes h and returns the sum of each sample name's values.
+func sampleSums(t *testing.T, h http.Handler) map[string]float64 {
+	t.Helper()
 	w := httptest.NewRecorder()
-	provider.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	scrape := map[string]bool{}
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("scrape: %d %s", w.Code, w.Body)
+	}
+	out := map[string]float64{}
 	for l := range strings.SplitSeq(w.Body.String(), "\n") {
-		if l != "" && !strings.HasPrefix(l, "#") {
-			scrape[strings.FieldsFunc(l, func(r rune) bool { return r == '{' || r == ' ' })[0]] = true
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		name := strings.FieldsFunc(l, func(r rune) bool { return r == '{' || r == ' ' })[0]
+		fields := strings.Fields(l)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			t.Fatalf("scrape line %q: %v", l, err)
+		}
+		out[name] += v
+	}
+	return out
+}
+
+// The scope family is in the scrape of every server that feeds the engine
+// dashboards from start-up, before any request: an engine set up as
+// docs/engines.md's first program (prometheus.NewProvider, no
+// instrument.WithCacheConfig) and an openaihttp front end (handler,
+// transport, HTTP families), which exports no vllm:cache_config_info.
+// The gateway dashboard's family comes with the front end's first request
+// upstream. TestDashboardsPerPath (e2e) scrapes the real programs.
+func TestScopeFamilyOnEveryPath(t *testing.T) {
+	ctx := context.Background()
+	provider, err := promexp.NewProvider(ctx, promexp.WithoutProcessMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = provider.Shutdown(ctx) })
+	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(provider.MeterProvider()), instrument.WithModelName("my-model"),
+		instrument.WithEngines(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rec.Close() })
+	engine := sampleSums(t, provider.Handler())
+	before, after := gatewayPath(t)
+	for name, scrape := range map[string]map[string]float64{"engine without a cache configuration": engine, "front end before a request": before} {
+		if _, ok := scrape[scopeFamily.ScrapeName()]; !ok {
+			t.Errorf("%s: no %s: the engine dashboards would not list it", name, scopeFamily.ScrapeName())
+		}
+		if _, ok := scrape[cacheConfig.ScrapeName()]; ok {
+			t.Errorf("%s: %s, which the test means to do without", name, cacheConfig.ScrapeName())
 		}
 	}
-	// What the gateway exports: the vLLM families the engine dashboards
-	// read (so that a job variable of any of them would list it), what it
-	// records, what its transport records.
-	for _, f := range []views.Family{running, kvCacheUsage, requestSuccess} {
-		if !scrape[f.ScrapeName()] {
-			t.Errorf("the gateway exports no %s: the test no longer shows that a core family would list it", f.ScrapeName())
-		}
-	}
-	for _, name := range []string{ttft.ScrapeName() + "_count", iterationTokens.ScrapeName() + "_count", clientDuration.ScrapeName() + "_count"} {
-		if !scrape[name] {
-			t.Errorf("the gateway exports no %s", name)
-		}
-	}
-	if scrape[engineFamily.ScrapeName()] {
-		t.Errorf("an openaihttp gateway exports %s: the engine dashboards would list it as an engine", engineFamily.ScrapeName())
-	}
-	for _, dir := range []string{"example/pd", "cmd/infermetrics-proxy"} {
-		sources, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
-		if err != nil || len(sources) == 0 {
-			t.Fatalf("%s: %v", dir, err)
-		}
-		for _, src := range sources {
-			if strings.HasSuffix(src, "_test.go") || filepath.Base(src) == "instance.go" { // instance.go: the example's engines
-				continue
-			}
-			b, err := os.ReadFile(src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Contains(b, []byte("WithCacheConfig")) {
-				t.Errorf("%s gives a front end's Recorder WithCacheConfig: the engine dashboards would list it as an engine", src)
-			}
-		}
+	if _, ok := after[gatewayFamily.ScrapeName()+"_count"]; !ok {
+		t.Errorf("the front end exports no %s_count after a request: the gateway dashboard would not list it", gatewayFamily.ScrapeName())
 	}
 }
 
 // streamedUpstream answers every request with a streamed chat completion
-// and its usage, as a vLLM server does.
+// and its usage (two of its prompt tokens cached), as a vLLM server does.
 type streamedUpstream struct{}
 
 func (streamedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -343,7 +373,7 @@ func (streamedUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	body := `data: {"id":"1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"a"}}]}` + "\n\n" +
 		`data: {"id":"1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"b"}}]}` + "\n\n" +
 		`data: {"id":"1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" +
-		`data: {"id":"1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}` + "\n\n" +
+		`data: {"id":"1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":2}}}` + "\n\n" +
 		"data: [DONE]\n\n"
 	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header:  http.Header{"Content-Type": {"text/event-stream"}},
@@ -357,6 +387,9 @@ var notOnPanel = func() map[string]string {
 	out := map[string]string{}
 	for _, f := range views.LegacyFamilies() {
 		out[f.Name] = "an older vLLM's name (views.WithVersion) of " + f.Replacement + ", which the dashboards read"
+		if f.Replacement == "" {
+			out[f.Name] = "a family of older vLLM versions (views.WithVersion) removed without a successor"
+		}
 	}
 	for _, f := range views.ServerFamilies() {
 		out[f.Name] = "a GenAI server family (instrument.WithGenAISemconv): the e2e latency, TTFT and time per output token the dashboards read from vLLM's families, under OpenTelemetry's names"
@@ -612,4 +645,145 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		}
 		t.Logf("%s: %d dashboard queries", name, len(exprs))
 	}
+}
+
+// walkJSON calls fn for every value of a decoded JSON document with its
+// path (keys and indexes joined by dots).
+func walkJSON(v any, path string, fn func(path string, v any)) {
+	fn(path, v)
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			walkJSON(e, path+"."+k, fn)
+		}
+	case []any:
+		for i, e := range x {
+			walkJSON(e, path+"."+strconv.Itoa(i), fn)
+		}
+	}
+}
+
+// importReplace does what Grafana's import does to a dashboard with the
+// inputs' values (dash_template_evaluator.go of grafana/grafana @ 0425369):
+// ${NAME} of an input replaced in every string, any other ${...} left.
+func importReplace(v any, inputs map[string]string) any {
+	switch x := v.(type) {
+	case string:
+		for name, value := range inputs {
+			x = strings.ReplaceAll(x, "${"+name+"}", value)
+		}
+		return x
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			if k != "__inputs" {
+				out[k] = importReplace(e, inputs)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = importReplace(e, inputs)
+		}
+		return out
+	}
+	return v
+}
+
+// The dashboards load both ways Grafana loads a file. Imported, Grafana
+// asks for the one input of __inputs, the Prometheus data source, and
+// writes its uid for ${DS_PROMETHEUS}: the data source variable then holds
+// it, and every panel, query and variable reads the variable. Provisioned,
+// nothing is replaced: ${DS_PROMETHEUS} is only the variable's current
+// value, which is then no data source, and the variable falls back to one
+// (docs/monitoring.md). __requires names the oldest Grafana.
+func TestDashboardImportShape(t *testing.T) {
+	fs := files(t, contractConfig())
+	for _, b := range boards(contractConfig()) {
+		var doc map[string]any
+		if err := json.Unmarshal(fileOf(t, fs, b.file), &doc); err != nil {
+			t.Fatal(err)
+		}
+		var head importHeader
+		if err := json.Unmarshal(fileOf(t, fs, b.file), &head); err != nil {
+			t.Fatal(err)
+		}
+		if len(head.Inputs) != 1 || head.Inputs[0].Name != datasourceInput || head.Inputs[0].Type != "datasource" || head.Inputs[0].PluginID != "prometheus" {
+			t.Errorf("%s: __inputs %+v, want one Prometheus data source %s", b.file, head.Inputs, datasourceInput)
+		}
+		if !slices.Contains(head.Requires, importRequire{"grafana", "grafana", "Grafana", minGrafana}) {
+			t.Errorf("%s: __requires %+v, without Grafana %s", b.file, head.Requires, minGrafana)
+		}
+		check := func(how string, d any, wantCurrent string) {
+			refs := 0
+			walkJSON(d, "", func(path string, v any) {
+				if s, ok := v.(string); ok && strings.Contains(s, "${DS_") && !strings.HasPrefix(path, ".templating.list.0.current.") {
+					t.Errorf("%s %s: %s = %q: only the data source variable may hold an input", how, b.file, path, s)
+				}
+				if ds, ok := v.(map[string]any); ok && strings.HasSuffix(path, ".datasource") {
+					refs++
+					if ds["type"] != "prometheus" || ds["uid"] != "${datasource}" {
+						t.Errorf("%s %s: %s = %v, want the data source variable", how, b.file, path, ds)
+					}
+				}
+			})
+			list := d.(map[string]any)["templating"].(map[string]any)["list"].([]any)
+			first := list[0].(map[string]any)
+			current, _ := first["current"].(map[string]any)
+			if first["type"] != "datasource" || first["query"] != "prometheus" || current["value"] != wantCurrent {
+				t.Errorf("%s %s: the first variable %v, want the Prometheus data source variable at %q", how, b.file, first, wantCurrent)
+			}
+			if refs == 0 {
+				t.Errorf("%s %s: no data source reference", how, b.file)
+			}
+		}
+		check("provisioned", doc, "${"+datasourceInput+"}")
+		check("imported", importReplace(doc, map[string]string{datasourceInput: "chosen-uid"}), "chosen-uid")
+	}
+}
+
+// frontEndState are the families a front end's panels read although its
+// requests leave no count behind: its requests in flight (0 again when
+// they end) and the events any Recorder refuses (none here).
+var frontEndState = map[string]string{
+	running.ScrapeName():       "a front end's requests in flight, 0 again once they end",
+	invalidEvents.ScrapeName(): "the events any Recorder refuses, a front end's too",
+}
+
+// A panel of the engine dashboards is marked engine only exactly when an
+// openaihttp front end's requests fill none of the families it reads: a
+// family a front end records (its sum grew with three streamed requests
+// with usage) or one of frontEndState. The Recorder's state at start-up
+// (sleep state awake, the scheduler policy) is no request's.
+func TestEngineOnlyMarks(t *testing.T) {
+	before, after := gatewayPath(t)
+	marked := 0
+	for _, b := range boards(contractConfig()) {
+		if b.file == "docs/grafana/infermetrics-gateway.json" {
+			continue
+		}
+		for _, r := range b.rows {
+			for _, p := range r.panels {
+				var filled []string
+				for _, q := range p.targets {
+					for _, vs := range selectors(t, q.expr) {
+						if after[vs.Name] > before[vs.Name] || frontEndState[vs.Name] != "" {
+							filled = append(filled, vs.Name)
+						}
+					}
+				}
+				if p.engine {
+					marked++
+				}
+				switch {
+				case p.engine && len(filled) > 0:
+					t.Errorf("%s: %q is marked engine only, but a front end fills %v", b.file, p.title, slices.Compact(filled))
+				case !p.engine && len(filled) == 0:
+					t.Errorf("%s: %q reads nothing a front end fills: mark it engine only", b.file, p.title)
+				}
+			}
+		}
+	}
+	t.Logf("%d panels of the engine dashboards marked engine only", marked)
 }

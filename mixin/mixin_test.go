@@ -390,16 +390,20 @@ func testsOf(t *testing.T, c Config, keep func(alert, scenario) bool) []File {
 
 // Every alert has its derived unit tests: one with the priority label on
 // the series of the finished-request families, one with two deployments of
-// which one fires; both expect it to fire.
+// which one fires, one without cluster and namespace labels; all expect it
+// to fire.
 func TestEveryAlertHasDerivedScenarios(t *testing.T) {
 	r := newRules(Default())
 	varied := r.variedLabel(nil)
 	for _, a := range r.alerts(nil) {
-		var prio, two bool
+		var prio, two, plain bool
 		for _, sc := range a.scenarios {
 			if len(sc.firing) == 0 {
 				continue
 			}
+			plain = plain || strings.HasPrefix(sc.name, plainScenario) && !slices.ContainsFunc(sc.series, func(s inputSeries) bool {
+				return strings.Contains(s.series, "cluster=") || strings.Contains(s.series, "namespace=")
+			})
 			deployments := map[string]bool{}
 			for _, s := range sc.series {
 				prio = prio || (strings.HasPrefix(sc.name, priorityScenario) && strings.Contains(s.series, `priority="`))
@@ -416,6 +420,43 @@ func TestEveryAlertHasDerivedScenarios(t *testing.T) {
 		}
 		if !two {
 			t.Errorf("%s: no firing scenario with two deployments", a.name)
+		}
+		if !plain {
+			t.Errorf("%s: no firing scenario without cluster and namespace labels", a.name)
+		}
+	}
+}
+
+// Every alert's description names the deployment by the labels it has:
+// cluster/namespace/job in Kubernetes, the job alone outside it (no "//"
+// of empty labels), as Prometheus renders it for the labels of a firing
+// unit test.
+func TestDescriptionsWithAndWithoutClusterNamespace(t *testing.T) {
+	r := newRules(Default())
+	for _, a := range r.alerts(nil) {
+		var with, without int
+		for _, sc := range a.scenarios {
+			for _, f := range sc.firing {
+				d, err := render(a.description, f.labels)
+				if err != nil {
+					t.Fatalf("%s: %v", a.name, err)
+				}
+				switch {
+				case strings.HasPrefix(sc.name, plainScenario):
+					without++
+					if !strings.Contains(d, testJob) || strings.Contains(d, "/"+testJob) || strings.Contains(d, "//") {
+						t.Errorf("%s without cluster and namespace: %q, want the job %s alone", a.name, d, testJob)
+					}
+				default:
+					with++
+					if !strings.Contains(d, "cluster-0/namespace-0/"+testJob) {
+						t.Errorf("%s: %q, want cluster-0/namespace-0/%s", a.name, d, testJob)
+					}
+				}
+			}
+		}
+		if with == 0 || without == 0 {
+			t.Errorf("%s: %d firing scenarios with cluster and namespace, %d without", a.name, with, without)
 		}
 	}
 }

@@ -21,13 +21,18 @@ import (
 //     (or, for an alert that reads none, such series beside), and the
 //     alert still fires exactly as before: once per model and deployment;
 //   - two deployments: the series of its first quiet scenario beside,
-//     under another deployment, and only the faulty one fires.
+//     under another deployment, and only the faulty one fires;
+//   - outside Kubernetes: the series without the job labels a plain
+//     Prometheus lacks (cluster, namespace: every one but the varied one
+//     and those of the selector), and the alert fires all the same, its
+//     description naming the deployment by the labels it has.
 
 // Names of the derived scenarios, which TestEveryAlertHasDerivedScenarios
 // looks for.
 const (
 	priorityScenario = "priority label present"
 	twoDeployments   = "two deployments, one at fault"
+	plainScenario    = "outside Kubernetes, without"
 )
 
 // priorities are the priority label values of the derived scenario.
@@ -39,7 +44,7 @@ const otherDeployment = testJob + "-b"
 
 // withDerived returns a with the derived scenarios; varied is the label
 // whose value tells the two deployments apart.
-func (r rules) withDerived(a alert, engine0 labelSet, varied string) alert {
+func (r rules) withDerived(a alert, engine0 labelSet, varied string, sel labelSet) alert {
 	fi := slices.IndexFunc(a.scenarios, func(s scenario) bool { return len(s.firing) > 0 })
 	qi := slices.IndexFunc(a.scenarios, func(s scenario) bool { return len(s.firing) == 0 })
 	if fi < 0 || qi < 0 {
@@ -76,7 +81,44 @@ func (r rules) withDerived(a alert, engine0 labelSet, varied string) alert {
 		two.series = append(two.series, inputSeries{strings.Replace(s.series, from, to, 1), s.values})
 	}
 	a.scenarios = append(a.scenarios, prio, two)
+	if absent := r.plainAbsent(varied, sel); len(absent) > 0 {
+		plain := scenario{name: plainScenario + " " + strings.Join(absent, ", ") + " (" + faulty.name + ")", at: faulty.at}
+		for _, s := range faulty.series {
+			for _, l := range engine0 {
+				if slices.Contains(absent, l.name) {
+					s.series = withoutLabel(s.series, eq(l.name, l.value))
+				}
+			}
+			plain.series = append(plain.series, s)
+		}
+		for _, f := range faulty.firing {
+			f.labels = slices.DeleteFunc(slices.Clone(f.labels), func(p labelPair) bool { return slices.Contains(absent, p.name) })
+			plain.firing = append(plain.firing, f)
+		}
+		a.scenarios = append(a.scenarios, plain)
+	}
 	return a
+}
+
+// plainAbsent are the job labels the outside-Kubernetes scenario leaves
+// out: those before varied (the last job label the selector does not set)
+// that the selector does not set either.
+func (r rules) plainAbsent(varied string, sel labelSet) []string {
+	return slices.DeleteFunc(slices.Clone(r.JobLabels[:slices.Index(r.JobLabels, varied)]), func(l string) bool {
+		return slices.ContainsFunc(sel, func(m labelPair) bool { return m.name == l })
+	})
+}
+
+// withoutLabel removes the matcher m (label="value") from a test series's
+// selector.
+func withoutLabel(series, m string) string {
+	name, rest, ok := strings.Cut(series, "{")
+	if !ok {
+		return series
+	}
+	ms := strings.Split(strings.TrimSuffix(rest, "}"), ", ")
+	ms = slices.DeleteFunc(ms, func(x string) bool { return x == m })
+	return selector(name, ms...)
 }
 
 // variedLabel is the job label the two-deployment scenarios vary: the

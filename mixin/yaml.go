@@ -2,9 +2,9 @@ package mixin
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
+	"text/template"
 )
 
 // yamlWriter writes the YAML of the rule files: block mappings and
@@ -94,25 +94,33 @@ func prometheusRule(gs []ruleGroup, interval Duration) []byte {
 	return []byte(w.b.String())
 }
 
-// labelTemplate matches the {{ $labels.<name> }} of an annotation.
-var labelTemplate = regexp.MustCompile(`\{\{ \$labels\.([a-zA-Z_][a-zA-Z0-9_]*) \}\}`)
+// templateDefs are the variables Prometheus defines before an alert's
+// annotation (rules/alerting.go of prometheus/prometheus @ v0.315.1).
+const templateDefs = "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
 
-// render expands an annotation's {{ $labels.<name> }} as Prometheus does,
-// a missing label to nothing.
-func render(template string, labels labelSet) (string, error) {
-	out := labelTemplate.ReplaceAllStringFunc(template, func(m string) string {
-		name := labelTemplate.FindStringSubmatch(m)[1]
-		for _, l := range labels {
-			if l.name == name {
-				return l.value
-			}
-		}
-		return ""
-	})
-	if strings.Contains(out, "{{") {
-		return "", fmt.Errorf("annotation %q: only {{ $labels.<name> }} can be rendered for the unit tests", template)
+// render expands an annotation for an alert of labels as Prometheus's
+// template package does (text/template, a missing label empty: its
+// missingkey=zero), without its functions, which the annotations do not
+// use: the expected annotation of a promtool unit test, which promtool
+// compares with its own expansion.
+func render(text string, labels labelSet) (string, error) {
+	data := struct {
+		Labels, ExternalLabels map[string]string
+		ExternalURL            string
+		Value                  float64
+	}{Labels: map[string]string{}}
+	for _, l := range labels {
+		data.Labels[l.name] = l.value
 	}
-	return out, nil
+	t, err := template.New("annotation").Option("missingkey=zero").Parse(templateDefs + text)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
 }
 
 // unitTests writes the promtool test file of the alerts: each scenario a

@@ -13,7 +13,12 @@
 #   -benchtime T   go test -benchtime of the timing benchmarks (default 1s)
 #   -o DIR         where the raw results go (default: a new temporary directory)
 #   -only LIST     comma list of parts to run: main, narrow, memory, vllm, exemplars,
-#                  proxy, instructions, openaihttp (default all eight); proxy times cmd/infermetrics-proxy
+#                  proxy, instructions, openaihttp, sdk (default all nine); sdk gives the hot path
+#                  (BenchmarkIteration, BenchmarkFinished, BenchmarkScheduler: ours, hand-written
+#                  precomputed OpenTelemetry, client_golang) at go.mod's OpenTelemetry SDK, the
+#                  oldest an adopter may have, and at .ci/newest.mod's, what go get -u gives, side
+#                  by side in one run: instructions per op under cachegrind (as instructions below)
+#                  and wall time, both binaries in turn; proxy times cmd/infermetrics-proxy
 #                  against a plain httputil.ReverseProxy, per request and per streamed chunk
 #                  (wall and CPU time, allocations per chunk), against issue 27's goals,
 #                  the two proxies in turn per request, over loopback and in process
@@ -47,7 +52,7 @@ COUNT=${COUNT:-6}
 ROUNDS=${ROUNDS:-1}
 BENCHTIME=${BENCHTIME:-1s}
 OUT=""
-ONLY="main,narrow,memory,vllm,exemplars,proxy,instructions,openaihttp"
+ONLY="main,narrow,memory,vllm,exemplars,proxy,instructions,openaihttp,sdk"
 # The Debian package installs prometheus_client for the system interpreter.
 PYTHON=${PYTHON:-/usr/bin/python3}
 RSS=0
@@ -348,6 +353,7 @@ print_ratios() {
 
 if [ -n "$RATIOS_ONLY" ]; then
 	print_ratios "$RATIOS_ONLY"
+	print_sdk "$RATIOS_ONLY"
 	exit 0
 fi
 
@@ -371,6 +377,90 @@ fi
 } | tee "$OUT/env.txt"
 
 has() { case ",$ONLY," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+# need_valgrind installs valgrind (Debian package) when missing.
+need_valgrind() {
+	command -v valgrind >/dev/null && return
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	echo "bench: installing valgrind (Debian package)" >&2
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
+}
+
+# instructions BIN PATTERN N: the instructions executed per op of benchmark
+# PATTERN of test binary BIN under cachegrind, one P and no garbage
+# collection (GOMAXPROCS=1 GOGC=off: no spinning scheduler, no GC cycle
+# falling on one run): those of 2N ops less those of N, over N. They do not
+# move with the machine's speed or load; the GC's share is in B/op and
+# allocs/op instead. N is large enough that what the runtime does besides (a
+# few hundred thousand instructions a run) moves a figure by less than 1%.
+instructions() {
+	local irs=() n
+	for n in "$3" "$(($3 * 2))"; do
+		irs+=("$(GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+			"$1" -test.run='^$' -test.bench="$2" -test.benchtime="${n}x" 2>&1 |
+			awk '/I *refs:/ { gsub(",", "", $4); print $4 }')")
+	done
+	echo "$(((irs[1] - irs[0]) / $3))"
+}
+
+# sdk_benchmarks are the sdk part's benchmarks and the ops each is counted
+# over under cachegrind.
+sdk_benchmarks="BenchmarkIteration/infermetrics:400 BenchmarkIteration/otel_precomputed:400 BenchmarkIteration/client_golang:400
+BenchmarkFinished/infermetrics:4000 BenchmarkFinished/otel_precomputed:4000 BenchmarkFinished/client_golang:4000
+BenchmarkScheduler/infermetrics:2000 BenchmarkScheduler/otel_precomputed:2000 BenchmarkScheduler/client_golang:2000"
+
+# sdk_part builds instrument's benchmarks at go.mod's OpenTelemetry SDK and
+# at .ci/newest.mod's, and writes to $OUT/sdk.txt, named
+# BenchmarkX/variant/sdk=min or sdk=newest: instructions per op of each, then
+# $COUNT wall-time samples of each binary in turn.
+sdk_part() {
+	need_valgrind
+	local sdk bin spec bench n pattern
+	go test -c -o "$OUT/instrument-min.test" ./instrument
+	go test -c -modfile=.ci/newest.mod -o "$OUT/instrument-newest.test" ./instrument
+	{
+		echo "# sdk=min: go.opentelemetry.io/otel/sdk/metric $(go list -m -f '{{.Version}}' go.opentelemetry.io/otel/sdk/metric) (go.mod)"
+		echo "# sdk=newest: go.opentelemetry.io/otel/sdk/metric $(go list -modfile=.ci/newest.mod -m -f '{{.Version}}' go.opentelemetry.io/otel/sdk/metric) (.ci/newest.mod)"
+	} | tee -a "$OUT/sdk.txt" "$OUT/env.txt"
+	for spec in $sdk_benchmarks; do
+		bench=${spec%:*} n=${spec#*:}
+		pattern="^${bench%%/*}\$/^${bench#*/}\$"
+		for sdk in min newest; do
+			printf '%s/sdk=%s/instructions 1 %d instr/op\n' "$bench" "$sdk" \
+				"$(instructions "$OUT/instrument-$sdk.test" "$pattern" "$n")" | tee -a "$OUT/sdk.txt"
+		done
+	done
+	for _ in $(seq 1 "$COUNT"); do
+		for sdk in min newest; do
+			"$OUT/instrument-$sdk.test" -test.run='^$' -test.bench='^Benchmark(Iteration|Finished|Scheduler)$/^(infermetrics|otel_precomputed|client_golang)$' \
+				-test.benchmem -test.benchtime="$BENCHTIME" -test.count=1 |
+				sed -nE "s#^(Benchmark[^[:space:]]*)(-[0-9]+)([[:space:]])#\1/sdk=$sdk\2\3#p" | tee -a "$OUT/sdk.txt"
+		done
+	done
+}
+
+# print_sdk FILE: the sdk part's figures side by side, newest / min.
+print_sdk() {
+	local f=$1 bench a b
+	grep -q '/sdk=' "$f" 2>/dev/null || return 0
+	echo
+	echo "== The hot path at go.mod's OpenTelemetry SDK (min) and at .ci/newest.mod's (newest)"
+	grep '^# sdk=' "$f" | sed 's/^# /  /'
+	printf '  %-36s %14s %14s %8s   %12s %12s %8s\n' benchmark "instr min" "instr newest" ratio "ns min" "ns newest" ratio
+	for spec in $sdk_benchmarks; do
+		bench=${spec%:*}
+		a=$(median "$f" "$bench/sdk=min/instructions" instr/op)
+		b=$(median "$f" "$bench/sdk=newest/instructions" instr/op)
+		printf '  %-36s %14s %14s %8s   %12s %12s %8s\n' "$bench" "${a:-n/a}" "${b:-n/a}" "$(ratio "$b" "$a")" \
+			"$(median "$f" "$bench/sdk=min" ns/op)" "$(median "$f" "$bench/sdk=newest" ns/op)" \
+			"$(ratio "$(median "$f" "$bench/sdk=newest" ns/op)" "$(median "$f" "$bench/sdk=min" ns/op)")"
+	done
+	a=$(median "$f" BenchmarkIteration/infermetrics/sdk=min/instructions instr/op)
+	b=$(median "$f" BenchmarkIteration/infermetrics/sdk=newest/instructions instr/op)
+	printf '  decode step, newest / min (instructions) = %-7s goal <= 1.1x  %s\n' "$(ratio "$b" "$a")" "$(verdict "$(ratio "$b" "$a")" '<=' 1.1)"
+}
 
 # One go test per package and part: packages never benchmark concurrently.
 for round in $(seq 1 "$ROUNDS"); do
@@ -409,22 +499,11 @@ for round in $(seq 1 "$ROUNDS"); do
 			-count="$COUNT" -benchtime="$BENCHTIME" ./cmd/infermetrics-proxy | tee -a "$RAW"
 	fi
 	if has instructions; then
-		if ! command -v valgrind >/dev/null; then
-			sudo=""
-			if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-			echo "bench: installing valgrind (Debian package)" >&2
-			$sudo apt-get update -qq
-			DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends valgrind >/dev/null
-		fi
+		need_valgrind
 		go test -c -o "$OUT/proxy.test" ./cmd/infermetrics-proxy
 		(cd openaihttp/internal/benchcmp && go test -c -o "$OUT/benchcmp.test" .)
-		# Instructions executed per op under cachegrind, one P and no garbage
-		# collection (GOMAXPROCS=1 GOGC=off: no spinning scheduler, no GC
-		# cycle falling on one run): those of 2N ops less those of N, over N.
-		# They do not move with the machine's speed or load; the GC's share is
-		# in B/op and allocs/op instead. N is large enough that what the
-		# runtime does besides (a few hundred thousand instructions a run)
-		# moves a figure by less than 1%. Stream ops are 256 content chunks.
+		# Instructions per op (see instructions); stream ops are 256 content
+		# chunks.
 		for spec in proxy:BenchmarkProxyInProcess/plain:2000 proxy:BenchmarkProxyInProcess/infermetrics:2000 \
 			proxy:BenchmarkRequestRecords:20000 proxy:BenchmarkProxyInProcess/plain-attributed:2000 \
 			proxy:BenchmarkProxyInProcess/attributed:2000 proxy:BenchmarkRequestRecordsAttributed:20000 \
@@ -436,14 +515,11 @@ for round in $(seq 1 "$ROUNDS"); do
 			bench=${rest%:*} local_n=${rest#*:}
 			pattern="^$bench\$"
 			case "$bench" in */*) pattern="^${bench%%/*}\$/^${bench#*/}\$" ;; esac
-			irs=()
-			for n in "$local_n" "$((2 * local_n))"; do
-				irs+=("$(GOMAXPROCS=1 GOGC=off valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
-					"$OUT/$bin.test" -test.run='^$' -test.bench="$pattern" -test.benchtime="${n}x" 2>&1 |
-					awk '/I *refs:/ { gsub(",", "", $4); print $4 }')")
-			done
-			printf '%s/instructions 1 %d instr/op\n' "$bench" "$(((irs[1] - irs[0]) / local_n))" | tee -a "$RAW"
+			printf '%s/instructions 1 %d instr/op\n' "$bench" "$(instructions "$OUT/$bin.test" "$pattern" "$local_n")" | tee -a "$RAW"
 		done
+	fi
+	if has sdk; then
+		sdk_part
 	fi
 	if has openaihttp; then
 		# Per content chunk beside otelhttp: a module of its own, otelhttp is a
@@ -485,6 +561,12 @@ if has narrow; then
 fi
 
 print_ratios "$RAW" | tee "$OUT/ratios.txt"
+if has sdk; then
+	echo
+	echo "== benchstat: the hot path at the minimum and the newest SDK (wall time; columns by sdk)"
+	"$BENCHSTAT" -col /sdk -filter '-.unit:instr/op' "$OUT/sdk.txt"
+	print_sdk "$OUT/sdk.txt" | tee -a "$OUT/ratios.txt"
+fi
 
 if [ "$RSS" = 1 ]; then
 	echo

@@ -115,10 +115,12 @@ rules_stage() { (cd mixin && E2E_REQUIRED=1 gotest -count=1 -timeout 10m ./...);
 # The Helm chart (deploy/, its own module): rendered by Helm's install action
 # for each shape, linted by Helm's linter, every object decoded strictly into
 # its Kubernetes or Prometheus Operator type, checked against the proxy's
-# source and the generated rules, and the collector configuration validated
-# by the suite's collector (docs/kubernetes.md). No -race: its tests start no
-# goroutines of their own. Its first build (Helm's and Kubernetes's
-# packages) is the heavy part (README, Test).
+# source, its guide and the generated rules, and the collector configuration
+# validated by the suite's collector; and the proxy's image built twice
+# without a container daemon (the same digest), checked and pushed to a
+# registry on the loopback (docs/kubernetes.md). No -race: its tests start
+# no goroutines of their own but the loopback registry's. Its first build
+# (Helm's and Kubernetes's packages) is the heavy part (README, Test).
 deploy_stage() { (cd deploy && E2E_REQUIRED=1 gotest -count=1 -timeout 15m ./...); }
 e2e_stages() {
 	local s=$SECONDS rc=0

@@ -174,8 +174,9 @@ func (r ObservedRequest) Validate() error {
 // MaxRequestTokens bounds every count of one observed request (its usage,
 // max_tokens and n), far above the longest context any model serves. A
 // front end's counts come from clients and upstreams it does not control:
-// with each request's counts at most this, the int64 totals of
-// instrument's families need over 2^36 requests at the bound to overflow,
+// with each request's counts at most this, the totals of instrument's
+// families (at most 2^53, instrument.MaxTotal) need over 2^26 requests at
+// the bound to fill,
 // where a single request of max_tokens 2^63-1 would otherwise make every
 // later one unrecordable.
 const MaxRequestTokens = 1 << 27

@@ -2,6 +2,7 @@ package views_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -118,6 +119,53 @@ func ExampleWithVersion() {
 	// vllm:gpu_prefix_cache_queries_total{engine="0",model_name="llama-3.1-8b"} 1000
 	// vllm:kv_cache_usage_perc{engine="0",model_name="llama-3.1-8b"} 0.25
 	// vllm:prefix_cache_hits_total{engine="0",model_name="llama-3.1-8b"} 600
+}
+
+// A scrape for consumers written for vLLM 0.16 to 0.18, which read
+// vllm:prompt_tokens_recomputed_total: one per request that computed only
+// the last token of its prompt (the rest was cached).
+func ExampleWithVersion_recomputed() {
+	srv, rec, stop := serveVLLM([]views.Option{views.WithVersion("0.17")})
+	defer stop()
+
+	for _, computed := range []int64{1, 40} {
+		rec.RecordFinished(context.Background(), 0, &stats.FinishedRequest{Reason: stats.FinishStop,
+			PromptTokens: 64, PrefillComputedTokens: computed, GenerationTokens: 5})
+	}
+
+	printLines(srv, "vllm:prompt_tokens_recomputed_total{")
+	// Output:
+	// vllm:prompt_tokens_recomputed_total{engine="0",model_name="llama-3.1-8b"} 1
+}
+
+// The value of vLLM's --custom-histogram-buckets flag, decoded: every
+// histogram of the request_latency kind (e2e, queue, inference, prefill and
+// decode time) takes its buckets.
+func ExampleWithCustomHistogramBuckets() {
+	var overrides map[views.BucketKind][]float64
+	if err := json.Unmarshal([]byte(`{"request_latency": [1, 10, 60]}`), &overrides); err != nil {
+		panic(err)
+	}
+	srv, rec, stop := serveVLLM([]views.Option{views.WithCustomHistogramBuckets(overrides)})
+	defer stop()
+
+	finished := stats.FinishedRequest{Reason: stats.FinishStop, PromptTokens: 10, GenerationTokens: 5,
+		E2ELatency: 4.5, QueueTime: 0.2}
+	rec.RecordFinished(context.Background(), 0, &finished)
+
+	printLines(srv, "vllm:request_queue_time_seconds_bucket")
+	// Output:
+	// vllm:request_queue_time_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="1"} 1
+	// vllm:request_queue_time_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="10"} 1
+	// vllm:request_queue_time_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="60"} 1
+	// vllm:request_queue_time_seconds_bucket{engine="0",model_name="llama-3.1-8b",le="+Inf"} 1
+}
+
+// The families of a bucket kind, as vLLM gives them one list.
+func ExampleBucketKind_Families() {
+	fmt.Println(views.BucketKindInterTokenLatency.Families())
+	// Output:
+	// [vllm:inter_token_latency_seconds vllm:request_time_per_output_token_seconds]
 }
 
 func ExampleWithAttributes() {

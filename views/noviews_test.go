@@ -11,11 +11,12 @@ import (
 )
 
 // Without our views every instrument is exported under its OpenTelemetry
-// name, with all its attributes and vLLM's buckets as advisory boundaries.
+// name, with all its attributes and vLLM's buckets as advisory boundaries,
+// those of the families of older vLLM versions too.
 func TestWithoutViews(t *testing.T) {
 	fams := scrapeWith(t, nil, nil)
 	want := 0
-	for _, d := range instrument.Descriptors() {
+	for _, d := range slices.Concat(instrument.Descriptors(), instrument.LegacyDescriptors()) {
 		if d.Feature != instrument.PriorityScheduling { // not in the FCFS scenario
 			want++
 		}

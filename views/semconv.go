@@ -1,6 +1,8 @@
 package views
 
 import (
+	"fmt"
+
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -42,12 +44,16 @@ var semconvFamilies = []struct{ family, vllm string }{
 // costs no allocation.
 func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)
+	if len(c.kindBuckets) > 0 {
+		return nil, fmt.Errorf("%w: WithCustomHistogramBuckets: vLLM's bucket kinds are an option of views.VLLM; "+
+			"give Semconv's families WithBuckets", ErrOption)
+	}
 	if err := c.check(semconvFamilySet(), vllmFamilies()); err != nil {
 		return nil, err
 	}
 	views := make([]sdkmetric.View, 0, len(semconvFamilies))
 	for _, f := range ServerFamilies() {
-		_, explicit := c.bucketsOf(f.Name)
+		_, explicit := c.familyBucketsOf(f.Name)
 		if _, exponential := c.exponentialOf(f.Name, f.Instrument); !explicit && !exponential {
 			c.buckets = append(c.buckets, bucketsOption{f.Name, f.Buckets})
 		}

@@ -9,18 +9,21 @@ import (
 )
 
 // LegacyFamily is a family an older vLLM exported that a later one renamed
-// and then hid and removed. It is a second stream of the instrument of the
-// family that replaced it (Family.Instrument): the same measurements, so
-// the same values, labels and buckets, under the old name.
+// and then hid and removed, or removed without a successor. A renamed one
+// is a second stream of the instrument of the family that replaced it
+// (Family.Instrument): the same measurements, so the same values, labels
+// and buckets, under the old name; one without a successor has an
+// instrument of its own (instrument.LegacyDescriptors).
 type LegacyFamily struct {
 	Family
-	// Replacement is the family that replaced it.
+	// Replacement is the family that replaced it; empty for none.
 	Replacement string
-	// Deprecated is the vLLM version that deprecated it; Hidden the first
-	// version that exported it only with
+	// Added is the first vLLM version that exported it, empty for one the
+	// V1 engine had from its start (0.9); Deprecated the version that
+	// deprecated it; Hidden the first version that exported it only with
 	// --show-hidden-metrics-for-version=<the version before>; Removed when
 	// vLLM deleted it. Changes names the vLLM pull requests.
-	Deprecated, Hidden, Removed, Changes string
+	Added, Deprecated, Hidden, Removed, Changes string
 }
 
 // legacy is one row of the table of legacy families: the one place that
@@ -29,7 +32,7 @@ type legacy struct {
 	name       string // stream name, as VLLMName gives one
 	instrument string
 	description,
-	deprecated, hidden, removed, changes string
+	added, deprecated, hidden, removed, changes string
 }
 
 // legacyFamilies are the families vLLM V1 exported from 0.9 on that it has
@@ -55,6 +58,13 @@ var legacyFamilies = []legacy{
 	{name: "vllm:time_per_output_token_seconds", instrument: instrument.NameInterTokenLatency,
 		description: "Time between consecutive outputs of a request: vllm:inter_token_latency_seconds under vLLM's name before 0.11.",
 		deprecated:  "0.11", hidden: "0.12", removed: "after 0.13", changes: "#24110 (deprecated), #29330 (hidden), #32661 (removed)"},
+	// Added by #33290 (approved 2026-02-03) and removed without deprecation
+	// by #38709 (merged 2026-04-01): the releases between are 0.16 to 0.18
+	// (docs/metrics.md says how they were dated, and the code read).
+	{name: "vllm:prompt_tokens_recomputed", instrument: instrument.NamePromptTokensRecomputed,
+		description: "Cached prompt tokens recomputed for the forward pass, one per request whose whole prompt but " +
+			"the last token was cached: vLLM 0.16 to 0.18 (vllm:prompt_tokens_cached_total counts them as computed).",
+		added: "0.16", removed: "0.19", changes: "#33290 (added), #38709 (removed)"},
 }
 
 // oldestVersion is the oldest vLLM version WithVersion takes: the V1
@@ -71,29 +81,37 @@ func LegacyFamilies() []LegacyFamily {
 	return out
 }
 
-// family returns the LegacyFamily of a row, from its instrument's descriptor.
+// family returns the LegacyFamily of a row, from its instrument's
+// descriptor: a current family's, whose family replaced it, or one of its
+// own.
 func (l legacy) family() LegacyFamily {
 	var d instrument.Descriptor
+	var replacement string
 	for _, x := range instrument.Descriptors() {
+		if x.Name == l.instrument {
+			d, replacement = x, exposedName(VLLMName(x), x.Kind)
+		}
+	}
+	for _, x := range instrument.LegacyDescriptors() {
 		if x.Name == l.instrument {
 			d = x
 		}
 	}
-	replacement := exposedName(VLLMName(d), d.Kind)
 	d.Description = l.description
 	return LegacyFamily{
 		Family:      Family{Name: exposedName(l.name, d.Kind), Type: d.Kind.String(), Labels: labels(d), Buckets: d.Buckets, Instrument: d},
 		Replacement: replacement,
-		Deprecated:  l.deprecated, Hidden: l.hidden, Removed: l.removed, Changes: l.changes,
+		Added:       l.added, Deprecated: l.deprecated, Hidden: l.hidden, Removed: l.removed, Changes: l.changes,
 	}
 }
 
 // WithVersion also exports the families vLLM v exported by default that
-// later versions renamed and removed, as v did: for 0.9 and 0.10
+// later versions renamed or removed, as v did: for 0.9 and 0.10
 // vllm:gpu_cache_usage_perc, vllm:gpu_prefix_cache_queries_total,
 // vllm:gpu_prefix_cache_hits_total and vllm:time_per_output_token_seconds;
 // for 0.11 vllm:time_per_output_token_seconds (what vLLM 0.12 gave with
-// --show-hidden-metrics-for-version=0.11); none for 0.12 and later
+// --show-hidden-metrics-for-version=0.11); for 0.16 to 0.18
+// vllm:prompt_tokens_recomputed_total; none for 0.12 to 0.15 and from 0.19
 // (LegacyFamilies lists them, with the versions). Every current family
 // stays.
 //
@@ -198,10 +216,18 @@ func (v version) less(w version) bool {
 }
 
 // exportedBy reports whether vLLM v exported the family by default: every
-// version before the one that hid it.
+// version from the one that added it to the one before the one that hid
+// it, or removed it when it was never hidden.
 func (l legacy) exportedBy(v version) bool {
-	hidden, _ := parseVersion(l.hidden)
-	return v.less(hidden)
+	until := l.hidden
+	if until == "" {
+		until = l.removed
+	}
+	end, _ := parseVersion(until)
+	if added, ok := parseVersion(l.added); ok && v.less(added) {
+		return false
+	}
+	return v.less(end)
 }
 
 // legacyOf returns the legacy families of the configured version; an error

@@ -9,6 +9,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/testutil"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -20,11 +23,12 @@ var (
 	gpuPrefixQueries   = "vllm:gpu_prefix_cache_queries_total"
 	gpuPrefixHits      = "vllm:gpu_prefix_cache_hits_total"
 	timePerOutputToken = "vllm:time_per_output_token_seconds"
+	promptRecomputed   = "vllm:prompt_tokens_recomputed_total"
 	vllmTPOTBuckets    = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
 		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
 	legacyTypes = map[string]dto.MetricType{gpuCacheUsage: dto.MetricType_GAUGE,
 		gpuPrefixQueries: dto.MetricType_COUNTER, gpuPrefixHits: dto.MetricType_COUNTER,
-		timePerOutputToken: dto.MetricType_HISTOGRAM}
+		timePerOutputToken: dto.MetricType_HISTOGRAM, promptRecomputed: dto.MetricType_COUNTER}
 )
 
 // versionFamilies are the legacy families each vLLM version exported by
@@ -38,6 +42,11 @@ var versionFamilies = map[string][]string{
 	"0.11.2": {timePerOutputToken},
 	"0.12":   nil,
 	"0.13":   nil,
+	"0.15":   nil,
+	"0.16":   {promptRecomputed},
+	"0.17":   {promptRecomputed},
+	"0.18":   {promptRecomputed},
+	"0.19":   nil,
 	"1.0":    nil,
 }
 
@@ -67,6 +76,9 @@ func TestWithVersionFamilies(t *testing.T) {
 				replaced[f.Name] = f.Replacement
 			}
 			for _, name := range legacy {
+				if replaced[name] == "" {
+					continue // no replacement: TestPromptTokensRecomputed
+				}
 				var sum float64 // over the engines: the scenario leaves some at 0
 				for _, engine := range []string{"0", "1"} {
 					labels := []string{"model_name", modelName, "engine", engine}
@@ -94,44 +106,51 @@ func TestWithVersionFamilies(t *testing.T) {
 // TestWithVersionScrape: in a Prometheus scrape the legacy families have
 // vLLM's names, types, label names and buckets, and a description of their own.
 func TestWithVersionScrape(t *testing.T) {
-	vs, err := views.VLLM(views.WithVersion("0.10"))
-	if err != nil {
-		t.Fatal(err)
+	help := map[string]string{}
+	for _, f := range views.LegacyFamilies() {
+		help[f.Name] = f.Instrument.Description
 	}
-	x := newExported(t, vs, scenarioOptions...)
-	recordScenario(t, x.rec)
-	fams := families(t, x.scrape())
-	for name, typ := range legacyTypes {
-		mf := fams[name]
-		if mf == nil {
-			t.Errorf("%s absent from the scrape", name)
-			continue
+	for _, v := range []string{"0.10", "0.17"} {
+		vs, err := views.VLLM(views.WithVersion(v))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if mf.GetType() != typ {
-			t.Errorf("%s: type %s, want %s", name, mf.GetType(), typ)
-		}
-		if !strings.Contains(mf.GetHelp(), "vLLM's name before") {
-			t.Errorf("%s: help %q, want the legacy family's description", name, mf.GetHelp())
-		}
-		for _, m := range mf.GetMetric() {
-			var keys []string
-			for _, l := range m.GetLabel() {
-				keys = append(keys, l.GetName())
-			}
-			if !slices.Equal(keys, []string{"engine", "model_name"}) {
-				t.Errorf("%s: labels %v, want engine and model_name", name, keys)
-			}
-			if typ != dto.MetricType_HISTOGRAM {
+		x := newExported(t, vs, scenarioOptions...)
+		recordScenario(t, x.rec)
+		fams := families(t, x.scrape())
+		for _, name := range versionFamilies[v] {
+			typ := legacyTypes[name]
+			mf := fams[name]
+			if mf == nil {
+				t.Errorf("%s: %s absent from the scrape", v, name)
 				continue
 			}
-			var bounds []float64
-			for _, b := range m.GetHistogram().GetBucket() {
-				if !math.IsInf(b.GetUpperBound(), 1) {
-					bounds = append(bounds, b.GetUpperBound())
-				}
+			if mf.GetType() != typ {
+				t.Errorf("%s: type %s, want %s", name, mf.GetType(), typ)
 			}
-			if !slices.Equal(bounds, vllmTPOTBuckets) {
-				t.Errorf("%s buckets %v, want vLLM's %v", name, bounds, vllmTPOTBuckets)
+			if mf.GetHelp() != help[name] || help[name] == "" {
+				t.Errorf("%s: help %q, want the legacy family's description %q", name, mf.GetHelp(), help[name])
+			}
+			for _, m := range mf.GetMetric() {
+				var keys []string
+				for _, l := range m.GetLabel() {
+					keys = append(keys, l.GetName())
+				}
+				if !slices.Equal(keys, []string{"engine", "model_name"}) {
+					t.Errorf("%s: labels %v, want engine and model_name", name, keys)
+				}
+				if typ != dto.MetricType_HISTOGRAM {
+					continue
+				}
+				var bounds []float64
+				for _, b := range m.GetHistogram().GetBucket() {
+					if !math.IsInf(b.GetUpperBound(), 1) {
+						bounds = append(bounds, b.GetUpperBound())
+					}
+				}
+				if !slices.Equal(bounds, vllmTPOTBuckets) {
+					t.Errorf("%s buckets %v, want vLLM's %v", name, bounds, vllmTPOTBuckets)
+				}
 			}
 		}
 	}
@@ -176,6 +195,13 @@ func TestLegacyFamilies(t *testing.T) {
 		t.Fatalf("%d legacy families, want %d", len(fs), len(legacyTypes))
 	}
 	for _, f := range fs {
+		if f.Replacement == "" { // removed without a successor: an instrument of its own
+			if !slices.ContainsFunc(instrument.LegacyDescriptors(), func(d instrument.Descriptor) bool { return d.Name == f.Instrument.Name }) ||
+				f.Added == "" || f.Removed == "" || f.Changes == "" || !strings.EqualFold(f.Type, legacyTypes[f.Name].String()) {
+				t.Errorf("%s: want an instrument of instrument.LegacyDescriptors, its type, and the versions that added and removed it: %+v", f.Name, f)
+			}
+			continue
+		}
 		r, ok := current[f.Replacement]
 		if !ok {
 			t.Errorf("%s: replacement %s is not a family of views.Families", f.Name, f.Replacement)
@@ -267,5 +293,57 @@ func TestWithVersionEmpty(t *testing.T) {
 	}
 	if len(with) != len(without) {
 		t.Errorf(`WithVersion(""): %d views, want the %d of no version`, len(with), len(without))
+	}
+}
+
+// vllm:prompt_tokens_recomputed_total (vLLM PR #33290, removed by #38709)
+// counted, per request, the prompt token vLLM recomputed when its whole
+// prompt was cached: 1 when the request computed exactly one prompt token
+// (PromptTokenStats.update_from_output: num_cached_tokens + 1 ==
+// prompt_len), 0 otherwise. WithVersion of the releases that exported it
+// serves it from start-up, at zero on every engine, then one per finished
+// request that computed one prompt token; no other version, and no
+// version, exports it, under its vLLM name or its OpenTelemetry one.
+func TestPromptTokensRecomputed(t *testing.T) {
+	engine := func(e string) []string { return []string{"model_name", modelName, "engine", e} }
+	for _, v := range []string{"0.16", "0.17.1", "0.18"} {
+		t.Run(v, func(t *testing.T) {
+			r := testutil.New(t, views.WithVersion(v))
+			rec, err := instrument.NewRecorder(instrument.WithMeterProvider(r.Provider()), instrument.WithModelName(modelName),
+				instrument.WithEngines(0, 1), scenarioErrors(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(r.Families(), promptRecomputed) {
+				t.Fatalf("%s absent before any request: %v", promptRecomputed, r.Families())
+			}
+			for _, c := range []struct {
+				rank             int
+				prompt, computed int64
+			}{
+				{0, 100, 1},  // a full prefix cache hit: the last token recomputed
+				{0, 100, 60}, // a partial hit
+				{0, 1, 1},    // a one-token prompt: 0 cached + 1 == 1, counted as vLLM did
+				{1, 17, 1},
+				{1, 17, 17}, // no hit
+			} {
+				rec.RecordFinished(t.Context(), c.rank, &stats.FinishedRequest{Reason: stats.FinishStop,
+					PromptTokens: c.prompt, PrefillComputedTokens: c.computed, GenerationTokens: 1})
+			}
+			if got := r.Value(promptRecomputed, engine("0")...); got != 2 {
+				t.Errorf("engine 0: %v, want 2", got)
+			}
+			if got := r.Value(promptRecomputed, engine("1")...); got != 1 {
+				t.Errorf("engine 1: %v, want 1", got)
+			}
+		})
+	}
+	for _, opts := range [][]views.Option{nil, {views.WithVersion("0.15")}, {views.WithVersion("0.19")}} {
+		r := scenarioReader(t, opts...)
+		for _, name := range r.Families() {
+			if strings.Contains(name, "recomputed") {
+				t.Errorf("views %v export %s", opts, name)
+			}
+		}
 	}
 }

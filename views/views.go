@@ -117,6 +117,7 @@ func VLLMName(d instrument.Descriptor) string {
 
 type config struct {
 	buckets     []bucketsOption
+	kindBuckets []kindBucketsOption // WithCustomHistogramBuckets
 	attributes  []attributesOption
 	exponential []string // families with the exponential aggregation
 	expLatency  bool     // every latency family too (WithExponentialLatency)
@@ -235,7 +236,7 @@ func WithSDKExemplarReservoirs() Option {
 // WithExponentialLatency without WithBuckets of its own.
 func (c *config) exponentialOf(family string, d instrument.Descriptor) (sdkmetric.Aggregation, bool) {
 	named := slices.Contains(c.exponential, family)
-	if _, explicit := c.bucketsOf(family); !named && (explicit || !c.expLatency ||
+	if _, explicit := c.bucketsOf(family, d.Name); !named && (explicit || !c.expLatency ||
 		d.Kind != instrument.Histogram || d.Unit != latencyUnit) {
 		return nil, false
 	}
@@ -254,8 +255,18 @@ func newConfig(opts []Option) config {
 	return c
 }
 
-// bucketsOf returns the boundaries set for a family, the last option winning.
-func (c *config) bucketsOf(family string) ([]float64, bool) {
+// bucketsOf returns the boundaries set for a family of an instrument: its
+// own (WithBuckets), or its instrument's kind's (WithCustomHistogramBuckets).
+func (c *config) bucketsOf(family, instrumentName string) ([]float64, bool) {
+	if bounds, ok := c.familyBucketsOf(family); ok {
+		return bounds, true
+	}
+	return c.kindBucketsOf(instrumentName)
+}
+
+// familyBucketsOf returns the boundaries WithBuckets set for a family, the
+// last option winning.
+func (c *config) familyBucketsOf(family string) ([]float64, bool) {
 	for i := len(c.buckets) - 1; i >= 0; i-- {
 		if c.buckets[i].family == family {
 			return c.buckets[i].bounds, true
@@ -332,15 +343,12 @@ func (c *config) check(own, other familySet) error {
 		if f.kind != instrument.Histogram {
 			return fmt.Errorf("%w: %s: %s is a %s; only histograms have buckets", ErrOption, where, o.family, f.kind)
 		}
-		if len(o.bounds) == 0 {
-			return fmt.Errorf("%w: %s: no boundaries would make a single +Inf bucket; "+
-				"give at least one, or omit the option to keep the default buckets", ErrOption, where)
+		if err := checkBounds(where, o.bounds); err != nil {
+			return err
 		}
-		for i, b := range o.bounds {
-			if math.IsNaN(b) || math.IsInf(b, 0) || (i > 0 && b <= o.bounds[i-1]) {
-				return fmt.Errorf("%w: %s: boundaries must be finite and increasing: %v", ErrOption, where, o.bounds)
-			}
-		}
+	}
+	if err := c.checkKinds(); err != nil {
+		return err
 	}
 	for _, name := range c.exponential {
 		where := fmt.Sprintf("WithExponential(%q)", name)
@@ -351,7 +359,7 @@ func (c *config) check(own, other familySet) error {
 		if f.kind != instrument.Histogram {
 			return fmt.Errorf("%w: %s: %s is a %s; only histograms have an exponential aggregation", ErrOption, where, name, f.kind)
 		}
-		if _, ok := c.bucketsOf(name); ok {
+		if _, ok := c.familyBucketsOf(name); ok {
 			return fmt.Errorf("%w: %s: the family also has WithBuckets; give it explicit buckets or the "+
 				"exponential aggregation, not both", ErrOption, where)
 		}
@@ -380,6 +388,21 @@ func (c *config) check(own, other familySet) error {
 			return fmt.Errorf("%w: %s: %s must keep %s, or the series of different models "+
 				"(which NewRecorder keeps apart) merge; dropping the other labels sums over them, "+
 				"for example WithAttributes(%q, %q)", ErrOption, where, list, f.model, o.family, f.model)
+		}
+	}
+	return nil
+}
+
+// checkBounds reports bucket boundaries that are none, or not finite and
+// increasing.
+func checkBounds(where string, bounds []float64) error {
+	if len(bounds) == 0 {
+		return fmt.Errorf("%w: %s: no boundaries would make a single +Inf bucket; "+
+			"give at least one, or omit the option to keep the default buckets", ErrOption, where)
+	}
+	for i, b := range bounds {
+		if math.IsNaN(b) || math.IsInf(b, 0) || (i > 0 && b <= bounds[i-1]) {
+			return fmt.Errorf("%w: %s: boundaries must be finite and increasing: %v", ErrOption, where, bounds)
 		}
 	}
 	return nil
@@ -430,7 +453,7 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 	if keys, ok := c.attributesOf(exposed); ok {
 		s.AttributeFilter = allow(keys)
 	}
-	if bounds, ok := c.bucketsOf(exposed); ok {
+	if bounds, ok := c.bucketsOf(exposed, d.Name); ok {
 		s.Aggregation = sdkmetric.AggregationExplicitBucketHistogram{Boundaries: bounds}
 	}
 	if a, ok := c.exponentialOf(exposed, d); ok {
@@ -462,12 +485,12 @@ func (c *config) stream(d instrument.Descriptor, family string, filter attribute
 // The GenAI server and client metrics are Semconv's.
 func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	c := newConfig(opts)
-	legacy, err := c.legacyOf()
+	legacyOf, err := c.legacyOf()
 	if err != nil {
 		return nil, err
 	}
 	own := vllmFamilies()
-	for _, l := range legacy {
+	for _, l := range legacyOf {
 		f := l.family()
 		own.families = append(own.families, optionFamily{f.Name, f.Instrument.Kind, instrument.KeyModelName})
 	}
@@ -475,8 +498,16 @@ func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 		return nil, err
 	}
 	var views []sdkmetric.View
-	for _, l := range legacy {
+	for _, l := range legacyOf {
 		views = append(views, c.stream(l.family().Instrument, l.name, nil))
+	}
+	// The instruments of legacy families without a successor are exported
+	// only for the versions that had them.
+	for _, d := range instrument.LegacyDescriptors() {
+		if !slices.ContainsFunc(legacyOf, func(l legacy) bool { return l.instrument == d.Name }) {
+			views = append(views, sdkmetric.NewView(sdkmetric.Instrument{Name: d.Name, Scope: instrumentation.Scope{Name: instrument.ScopeName}},
+				sdkmetric.Stream{Aggregation: sdkmetric.AggregationDrop{}}))
+		}
 	}
 	for _, d := range instrument.Descriptors() {
 		if family, desc, ok := splitBySource(d.Name); ok {

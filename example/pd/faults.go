@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -43,6 +45,9 @@ type faults struct {
 	// decodeDownAfter is when the decode instance's listener closes (0:
 	// never).
 	decodeDownAfter time.Duration
+	// decodeDownOnSignal: the decode instance's listener closes on
+	// SIGUSR2, when a test has seen it scraped.
+	decodeDownOnSignal bool
 	// cachedExcess is how many cached prompt tokens more than the prompt
 	// has the instances' API usage reports.
 	cachedExcess int64
@@ -80,6 +85,8 @@ func (f *faults) register(fs *flag.FlagSet) {
 		"(infermetrics_invalid_events_total{kind=\"value_dropped\"}: InfermetricsUpstreamValuesDropped); 0: none")
 	fs.DurationVar(&f.decodeDownAfter, "decode-down-after", 0, "fault: when the decode instance's listener closes (its /metrics and API stop answering, as a crashed server's; its engines run on), "+
 		"after start (VLLMTargetDown); 0: never")
+	fs.BoolVar(&f.decodeDownOnSignal, "decode-down-on-signal", false, "fault: the decode instance's listener closes on SIGUSR2, as with -decode-down-after, "+
+		"at a moment the sender chooses (a test: once Prometheus has scraped it, however slow the machine)")
 }
 
 // check reports a fault flag out of its range.
@@ -159,4 +166,16 @@ func (f faults) apply(r role, rank int, e *engine) {
 // cuts them; the engines run on. Stop the timer to cancel it.
 func (in *instance) closeAfter(d time.Duration) *time.Timer {
 	return time.AfterFunc(d, func() { _ = in.server.Close() })
+}
+
+// closeOn closes the instance's listener, as closeAfter does, when a
+// signal comes on sig (-decode-down-on-signal), unless ctx ends first.
+func (in *instance) closeOn(ctx context.Context, sig <-chan os.Signal) {
+	go func() {
+		select {
+		case <-sig:
+			_ = in.server.Close()
+		case <-ctx.Done():
+		}
+	}()
 }

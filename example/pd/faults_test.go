@@ -5,8 +5,10 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,8 +32,8 @@ func TestFaultFlags(t *testing.T) {
 	fs.SetOutput(&usage)
 	fs.PrintDefaults()
 	for _, name := range []string{"stuck-engine", "slow-prefill", "slow-decode", "decode-kv-tokens", "max-num-seqs",
-		"handoff-delay", "http-5xx", "invalid-events", "cardinality-limit", "decode-down-after", "cached-excess", "preempt-every"} {
-		if !strings.Contains(usage.String(), "  -"+name+" ") {
+		"handoff-delay", "http-5xx", "invalid-events", "cardinality-limit", "decode-down-after", "decode-down-on-signal", "cached-excess", "preempt-every"} {
+		if u := usage.String(); !strings.Contains(u, "  -"+name+" ") && !strings.Contains(u, "  -"+name+"\n") { // a bool flag has no type after it
 			t.Errorf("-h does not document -%s:\n%s", name, usage.String())
 		}
 	}
@@ -43,13 +45,13 @@ func TestFaultFlags(t *testing.T) {
 	}
 	err := fs.Parse([]string{"-stuck-engine", "1", "-slow-prefill", "3s", "-slow-decode", "150ms", "-decode-kv-tokens", "8192",
 		"-max-num-seqs", "1", "-handoff-delay", "1s", "-http-5xx", "0.5", "-invalid-events", "0.2", "-cardinality-limit", "5",
-		"-decode-down-after", "20s", "-cached-excess", "64", "-preempt-every", "10"})
+		"-decode-down-after", "20s", "-decode-down-on-signal", "-cached-excess", "64", "-preempt-every", "10"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := faults{stuckEngine: 2, slowPrefill: 3 * time.Second, slowDecode: 150 * time.Millisecond, decodeKV: 8192,
 		maxNumSeqs: 1, handoffDelay: time.Second, http5xx: 0.5, invalidEvents: 0.2, cardinalityLimit: 5,
-		decodeDownAfter: 20 * time.Second, cachedExcess: 64, preemptEvery: 10}
+		decodeDownAfter: 20 * time.Second, decodeDownOnSignal: true, cachedExcess: 64, preemptEvery: 10}
 	if f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
 	}
@@ -264,6 +266,13 @@ func TestDecodeDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.decode.closeAfter(time.Millisecond)
+	checkDecodeDown(t, d)
+}
+
+// checkDecodeDown waits until the decode instance's /metrics stops
+// answering, and checks that the prefill instance's still answers.
+func checkDecodeDown(t *testing.T, d *deployment) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := get(d.decode.url()); err != nil {
 			break
@@ -275,6 +284,19 @@ func TestDecodeDown(t *testing.T) {
 	if _, err := get(d.prefill.url()); err != nil {
 		t.Errorf("the prefill instance is down too: %v", err)
 	}
+}
+
+// TestDecodeDownOnSignal checks that closeOn closes the instance's
+// listener when the signal comes, and not before.
+func TestDecodeDownOnSignal(t *testing.T) {
+	d := startFaultyDeployment(t, faults{}, &testutil.Errors{})
+	sig := make(chan os.Signal, 1)
+	d.decode.closeOn(t.Context(), sig)
+	if _, err := get(d.decode.url()); err != nil {
+		t.Fatalf("the decode instance is down before the signal: %v", err)
+	}
+	sig <- syscall.SIGUSR2
+	checkDecodeDown(t, d)
 }
 
 // TestCachedExcess sends a chat completion through the router with

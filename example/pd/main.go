@@ -82,6 +82,7 @@ func run() error {
 	rate := flag.Float64("rate", 8, "requests per second")
 	duration := flag.Duration("duration", 0, "how long to send requests (0: until interrupted); afterwards the instances drain and keep serving /metrics until interrupted")
 	idle := flag.Duration("idle", 0, "how long to serve /metrics before sending the first request, to scrape freshly started instances")
+	startOnSignal := flag.Bool("start-on-signal", false, "send the first request only once SIGUSR1 comes (after -idle): a test starts the load once it has scraped the freshly started instances, however slow the machine")
 	seed := flag.Uint64("seed", 1, "random seed of the workload")
 	decodeEngines := flag.Int("decode-engines", 2, "data-parallel engines of the decode instance")
 	logInterval := flag.Duration("log-interval", 10*time.Second, "interval of the stats log line")
@@ -122,6 +123,10 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Asked for before the URLs are printed: a sender that waits for them
+	// never meets SIGUSR1's or SIGUSR2's default action (exit).
+	startSignal := notifyIf(*startOnSignal, syscall.SIGUSR1)
+	downSignal := notifyIf(fl.decodeDownOnSignal, syscall.SIGUSR2)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
 	var viewOpts []views.Option
@@ -218,6 +223,9 @@ func run() error {
 	if fl.decodeDownAfter > 0 {
 		defer decode.closeAfter(fl.decodeDownAfter).Stop()
 	}
+	if downSignal != nil {
+		decode.closeOn(ctx, downSignal)
+	}
 	router, err := startRouter(ctx, *routerAddr, *model, setup(routerRole), prefill, decode, fl.handoffDelay, serveErr, &wg)
 	if err != nil {
 		stop()
@@ -229,9 +237,7 @@ func run() error {
 	}
 
 	if *workload {
-		select {
-		case <-ctx.Done():
-		case <-time.After(*idle):
+		if waitStart(ctx, *idle, startSignal) {
 			w := newWorkload(*seed, maxModelLen)
 			w.multimodal = *multimodal
 			generate(ctx, w, *rate, *duration, prefill, logger, tr)
@@ -283,6 +289,35 @@ func startRouter(ctx context.Context, addr, model string, setup []exporters.Opti
 	return rs, nil
 }
 
+// notifyIf relays sig to the channel it returns when on; nil otherwise.
+func notifyIf(on bool, sig os.Signal) <-chan os.Signal {
+	if !on {
+		return nil
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sig)
+	return ch
+}
+
+// waitStart waits idle, then for a signal on start unless it is nil
+// (-start-on-signal), and reports whether the load is to start: false
+// when ctx ended first.
+func waitStart(ctx context.Context, idle time.Duration, start <-chan os.Signal) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(idle):
+	}
+	if start != nil {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-start:
+		}
+	}
+	return true
+}
+
 // generate sends requests to the prefill instance at the given Poisson rate
 // until ctx is done or duration (when positive) has passed. The prefill
 // instance runs each with max_tokens=1, as a P/D proxy does.
@@ -291,11 +326,13 @@ func generate(ctx context.Context, w *workload, rate float64, duration time.Dura
 	if duration > 0 {
 		end = time.After(duration)
 	}
+	var held sync.WaitGroup // the slow request, until it is submitted: the load ends with it
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-end:
+			held.Wait()
 			return
 		case <-time.After(w.interarrival(rate)):
 		}
@@ -307,7 +344,11 @@ func generate(ctx context.Context, w *workload, rate float64, duration time.Dura
 			// Held up before the engine (a stalled front end): its TTFT
 			// on the prefill instance is at least the delay.
 			fmt.Printf("slow request: id=%d trace_id=%s delay=%s\n", r.id, traceID(r.ctx), tr.delay)
-			time.AfterFunc(tr.delay, func() { submit(prefill, r, logger) })
+			held.Add(1)
+			time.AfterFunc(tr.delay, func() {
+				defer held.Done()
+				submit(prefill, r, logger)
+			})
 			continue
 		}
 		submit(prefill, r, logger)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -342,4 +344,29 @@ func histogramCount(families map[string]*dto.MetricFamily, name string, want map
 		}
 	}
 	return float64(n)
+}
+
+// TestWaitStart checks -start-on-signal's wait: the load starts once the
+// signal came, not before, and not when the run ends while it waits.
+func TestWaitStart(t *testing.T) {
+	start := make(chan os.Signal) // unbuffered: a send is taken only by a waitStart that waits for it
+	result := make(chan bool, 1)
+	go func() { result <- waitStart(t.Context(), 0, start) }()
+	select {
+	case start <- syscall.SIGUSR1:
+	case r := <-result:
+		t.Fatalf("waitStart returned %v before the signal", r)
+	}
+	if !<-result {
+		t.Error("the signal came: want the load started")
+	}
+	if !waitStart(t.Context(), 0, nil) {
+		t.Error("no signal asked for: want the load started after -idle")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { result <- waitStart(ctx, 0, make(chan os.Signal)) }()
+	cancel()
+	if <-result {
+		t.Error("the run ended before any signal: want no load")
+	}
 }

@@ -63,6 +63,7 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed: /metrics serves GET and HEAD", http.StatusMethodNotAllowed)
 		return
 	}
+	released := h.series.Released()
 	mfs, err := h.gatherer.Gather()
 	if err != nil {
 		h.handle(fmt.Errorf("exporters: prometheus scrape: gathering: %w", err))
@@ -71,7 +72,12 @@ func (h *scrapeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.series != nil {
 		engines := h.series.Engines()
-		h.reportUnwrapped(mfs, engines)
+		// A Recorder closed since the gathering has series in it but no
+		// longer in engines: unwrapped engines are reported by a scrape
+		// that no Close overlapped.
+		if h.series.Released() == released {
+			h.reportUnwrapped(mfs, engines)
+		}
 		mfs = completeStartup(mfs, engines, h.views)
 	}
 	if r.URL != nil {

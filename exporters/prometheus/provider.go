@@ -28,6 +28,7 @@ type providerConfig struct {
 	exemplars        bool
 	noProcessMetrics bool
 	goMetrics        bool
+	sdkOptions       []sdkmetric.Option
 }
 
 // providerOption is an option of NewProvider only, which New refuses.
@@ -46,6 +47,12 @@ func providerOption(name string, f func(*providerConfig)) Option {
 // instead; both is an error.
 func WithViewOptions(opts ...views.Option) Option {
 	return providerOption("WithViewOptions", func(c *providerConfig) { c.viewOptions = append(c.viewOptions, opts...) })
+}
+
+// WithMeterProviderOptions gives NewProvider's MeterProvider these SDK
+// options, applied after its own (see exporters.WithMeterProviderOptions).
+func WithMeterProviderOptions(opts ...sdkmetric.Option) Option {
+	return providerOption("WithMeterProviderOptions", func(c *providerConfig) { c.sdkOptions = append(c.sdkOptions, opts...) })
 }
 
 // WithReader adds readers to NewProvider's MeterProvider beside the
@@ -170,7 +177,7 @@ func NewProvider(ctx context.Context, opts ...Option) (*Provider, error) {
 	}
 	sdk := sdksetup.NewMeterProvider(sdksetup.Provider{Resource: c.resource, Views: c.views,
 		Readers: readers, CardinalityLimit: pc.cardinalityLimit,
-		Exemplars: pc.exemplars || exp.openMetrics})
+		Exemplars: pc.exemplars || exp.openMetrics, Options: pc.sdkOptions})
 	return &Provider{exporter: exp, sdk: sdk, mp: exp.Wrap(sdk), res: c.resource}, nil
 }
 

@@ -98,6 +98,8 @@ type Provider struct {
 	// them). Without it, and without OTEL_METRICS_EXEMPLAR_FILTER, the SDK
 	// keeps no exemplar reservoirs, which saves memory and time.
 	Exemplars bool
+	// Options are the caller's own, applied after the ones above.
+	Options []sdkmetric.Option
 }
 
 // NewMeterProvider builds the SDK MeterProvider of p.
@@ -112,5 +114,5 @@ func NewMeterProvider(p Provider) *sdkmetric.MeterProvider {
 	if !p.Exemplars && os.Getenv(EnvExemplarFilter) == "" {
 		opts = append(opts, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
 	}
-	return sdkmetric.NewMeterProvider(opts...)
+	return sdkmetric.NewMeterProvider(append(opts, p.Options...)...)
 }

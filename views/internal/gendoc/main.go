@@ -73,6 +73,17 @@ Token-count histograms marked "1-2-5" use ` + "`instrument.LengthBuckets(max_mod
 1, 2, 5, 10, 20, 50, ... up to the model's context length (` + "`instrument.WithMaxModelLen`" + `,
 default ` + strconv.Itoa(instrument.DefaultMaxModelLen) + `).
 
+vLLM gives its histograms their buckets by kind: ` + "`histogram_buckets(kind, ..., overrides=custom_buckets)`" + ` in
+` + "`vllm/v1/metrics/loggers.py`" + ` @5b846bf6, ` + "`custom_buckets`" + ` being its ` + "`--custom-histogram-buckets`" + ` flag, a JSON
+object from kind to boundaries that replaces a kind's list for all its histograms (as PR #48867 describes it; the
+` + "`buckets.py`" + ` read, @139b1c3, has the kinds but not yet the overrides). ` + "`views.WithCustomHistogramBuckets`" + `
+takes the same mapping, decoded, for these kinds (` + "`views.BucketKinds`" + `); a family's own ` + "`views.WithBuckets`" + `
+wins over its kind's:
+
+| kind | families |
+|---|---|
+` + bucketKindRows() + `
+
 Priority scheduling (` + "`instrument.WithPriorityScheduling`" + `) adds a ` + "`priority`" + ` label to the
 families marked "+ ` + "`priority`" + `", with vLLM's bucketed values ` + "`<-1`, `-1`, `0`, `1`, `>1`" + `
 (` + "`stats.BucketPriority`" + `), adds ` + "`vllm:request_priority`" + ` and marks ` + "`priority`" + ` active in
@@ -179,9 +190,13 @@ TTFT buckets, being parts of the client's time to first token.
 	}
 	b.WriteString(legacyIntro)
 	for _, f := range views.LegacyFamilies() {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` | %s | %s | %s | %s | %s |\n",
-			f.Name, f.Type, code(f.Labels), buckets(f.Family), f.Replacement, f.Deprecated, f.Hidden, f.Removed, f.Changes,
-			versionsBefore(f.Hidden))
+		until := f.Hidden
+		if until == "" {
+			until = f.Removed
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			f.Name, f.Type, code(f.Labels), buckets(f.Family), orDash(code1(f.Replacement)), orDash(f.Added),
+			orDash(f.Deprecated), orDash(f.Hidden), f.Removed, f.Changes, versionsBetween(f.Added, until))
 	}
 	b.WriteString(serverIntro)
 	genAITable(&b, views.ServerFamilies())
@@ -194,6 +209,15 @@ TTFT buckets, being parts of the client's time to first token.
 	return b.Bytes()
 }
 
+// bucketKindRows lists each bucket kind with its families.
+func bucketKindRows() string {
+	var b strings.Builder
+	for _, k := range views.BucketKinds() {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", k, code(k.Families()))
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
 // genAITable writes the rows of a GenAI families table.
 func genAITable(b *bytes.Buffer, fs []views.Family) {
 	for _, f := range fs {
@@ -203,15 +227,24 @@ func genAITable(b *bytes.Buffer, fs []views.Family) {
 	}
 }
 
-// versionsBefore lists the 0.x versions from 0.9 (the oldest WithVersion
-// takes) to the one before hidden, which exported the family by default.
-func versionsBefore(hidden string) string {
-	minor, err := strconv.Atoi(strings.TrimPrefix(hidden, "0."))
+// versionsBetween lists the 0.x versions from added (0.9, the oldest
+// WithVersion takes, when empty) to the one before until, which exported
+// the family by default.
+func versionsBetween(added, until string) string {
+	first, end := 9, 0
+	if added != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(added, "0."))
+		if err != nil {
+			return "from " + added + " before " + until
+		}
+		first = n
+	}
+	end, err := strconv.Atoi(strings.TrimPrefix(until, "0."))
 	if err != nil {
-		return "before " + hidden
+		return "before " + until
 	}
 	var vs []string
-	for m := 9; m < minor; m++ {
+	for m := first; m < end; m++ {
 		vs = append(vs, code1("0."+strconv.Itoa(m)))
 	}
 	return strings.Join(vs, ", ")
@@ -323,8 +356,23 @@ remove in 0.13.0"); and the descriptions of PRs #18354, #29330 and #32661. The P
 ` + "`exporters`" + ` completes a legacy histogram family at zero from start-up like the others when it knows the
 provider's views (` + "`exporters.Setup`" + ` passes them; ` + "`exporters.WithProviderViews`" + ` otherwise).
 
-| family | type | labels | buckets | replaced by | deprecated | hidden from | removed | vLLM changes | ` + "`WithVersion`" + ` of |
-|---|---|---|---|---|---|---|---|---|---|
+` + "`vllm:prompt_tokens_recomputed_total`" + ` (counter, ` + "`model_name`" + ` and ` + "`engine`" + `) has no successor: PR #33290 added it
+and PR #38709 (merged 2026-04-01) removed it without deprecation, finding it "misguided". vLLM counted, at a
+request's first output, the prompt token it recomputed when the whole prompt was cached: 1 when
+` + "`num_cached_tokens + 1 == prompt_len`" + ` (` + "`PromptTokenStats.update_from_output`" + ` in ` + "`vllm/v1/metrics/stats.py`" + `,
+read in a stored version that has it, commit not known; the counter's registration and ` + "`inc(pts.recomputed_tokens)`" + `
+in ` + "`vllm/v1/metrics/loggers.py`" + ` of the same period). Its own instrument, ` + "`vllm.prompt_tokens_recomputed`" + `
+(` + "`instrument.LegacyDescriptors`" + `), adds 1 when a request finishes having computed exactly one prompt token
+(` + "`stats.FinishedRequest.PrefillComputedTokens`" + ` of 1, with a known prompt), the same condition counted at the
+finish instead of the first output; other versions' views drop it, and without our views it is exported under
+that OpenTelemetry name like every instrument. Its versions are the releases between the two PRs: #33290 was
+approved on 2026-02-03, 0.15.1 was the current release on 2026-02-19 (kserve issue #5097) and 0.16 was released
+by 2026-02-26 (vLLM PR #35441: "v0.16 has been released"); 0.18 was released by 2026-04-02 (llm-d PR #1059),
+a day after #38709's merge, and is taken to have branched before it. Whether 0.15 or 0.19 (released by
+2026-04-08) carried it was not found in their code: ` + "`WithVersion`" + ` exports it for 0.16 to 0.18 only.
+
+| family | type | labels | buckets | replaced by | added | deprecated | hidden from | removed | vLLM changes | ` + "`WithVersion`" + ` of |
+|---|---|---|---|---|---|---|---|---|---|---|
 `
 
 // serverIntro heads the table of the GenAI server families.

@@ -59,13 +59,14 @@ deploy's TestGracePeriod reads them there), and 5 s to spare.
 {{- end -}}
 
 {{/*
-The proxy container: (dict "root" . "job" JOB "upstreams" LIST).
+The proxy container: (dict "root" . "job" JOB "upstreams" LIST
+"includeUsage" BOOL "defaultModel" NAME).
 */}}
 {{- define "infermetrics.proxyContainer" -}}
 {{- $root := .root -}}
 {{- $p := $root.Values.proxy -}}
 - name: proxy
-  image: "{{ $p.image.repository }}:{{ default $root.Chart.AppVersion $p.image.tag }}"
+  image: "{{ required "proxy.image.repository: the repository you pushed the proxy's image to (docs/kubernetes.md, \"The proxy's image\")" $p.image.repository }}:{{ default $root.Chart.AppVersion $p.image.tag }}"
   imagePullPolicy: {{ $p.image.pullPolicy }}
   args:
     - -listen=:{{ $p.port }}
@@ -75,8 +76,11 @@ The proxy container: (dict "root" . "job" JOB "upstreams" LIST).
     {{- end }}
     - -shutdown-timeout={{ $p.shutdownTimeoutSeconds }}s
     - -max-models={{ $p.maxModels }}
-    {{- if $p.includeUsage }}
+    {{- if or $p.includeUsage .includeUsage }}
     - -include-usage
+    {{- end }}
+    {{- with .defaultModel }}
+    - -default-model={{ . }}
     {{- end }}
     {{- include "infermetrics.usageArgs" $p }}
     - -service-name={{ .job }}
@@ -102,7 +106,7 @@ The proxy container: (dict "root" . "job" JOB "upstreams" LIST).
     # sender by, and the dashboards' namespace and pod.
     - name: OTEL_RESOURCE_ATTRIBUTES
       value: k8s.namespace.name=$(POD_NAMESPACE),k8s.pod.name=$(POD_NAME),k8s.pod.uid=$(POD_UID)
-    {{- with $p.otlpEndpoint }}
+    {{- with include "infermetrics.otlpEndpoint" $root }}
     - name: OTEL_EXPORTER_OTLP_ENDPOINT
       value: {{ . | quote }}
     {{- end }}
@@ -162,6 +166,46 @@ The proxy container: (dict "root" . "job" JOB "upstreams" LIST).
       drop: [ALL]
     seccompProfile:
       type: RuntimeDefault
+{{- end -}}
+
+{{/* The engine's model, and the name it serves it under (vLLM's and
+SGLang's --served-model-name, the sidecar's -default-model). */}}
+{{- define "infermetrics.engineModel" -}}
+{{- $d := index .Values.engineDefaults .Values.engine.kind -}}
+{{- required "engine.model: the model to serve" (default $d.model .Values.engine.model) -}}
+{{- end -}}
+{{- define "infermetrics.servedModel" -}}
+{{- default (include "infermetrics.engineModel" .) .Values.engine.servedModelName -}}
+{{- end -}}
+
+{{/* The engine container's resources: engineDefaults[kind].resources under
+engine.resources, with engine.gpus (default the kind's) of engine.gpuResource
+as a limit (a GPU's request is its limit). */}}
+{{- define "infermetrics.engineResources" -}}
+{{- $d := index .Values.engineDefaults .Values.engine.kind -}}
+{{- $r := mustMergeOverwrite (deepCopy (default dict $d.resources)) (deepCopy .Values.engine.resources) -}}
+{{- $gpus := ternary $d.gpus .Values.engine.gpus (kindIs "invalid" .Values.engine.gpus) | default 0 | int -}}
+{{- if gt $gpus 0 -}}
+{{- $_ := set $r "limits" (merge (dict .Values.engine.gpuResource $gpus) (default dict $r.limits)) -}}
+{{- end -}}
+{{- toYaml $r -}}
+{{- end -}}
+
+{{/* The engine container's securityContext: what all three engines' images
+allow (docs/kubernetes.md, "Engines") under engine.securityContext. */}}
+{{- define "infermetrics.engineSecurityContext" -}}
+{{- $base := dict "allowPrivilegeEscalation" false "capabilities" (dict "drop" (list "ALL")) "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- toYaml (mustMergeOverwrite $base (deepCopy .Values.engine.securityContext)) -}}
+{{- end -}}
+
+{{/* Where the proxies push OTLP: proxy.otlpEndpoint, else this release's
+collector Service when collector.enabled, else nowhere. */}}
+{{- define "infermetrics.otlpEndpoint" -}}
+{{- if .Values.proxy.otlpEndpoint -}}
+{{- .Values.proxy.otlpEndpoint -}}
+{{- else if .Values.collector.enabled -}}
+{{- printf "http://%s-collector.%s.svc:4318" (include "infermetrics.fullname" .) .Release.Namespace -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

@@ -477,7 +477,7 @@ func copyDescriptors(catalog []Descriptor) []Descriptor {
 
 // lookup returns the descriptor of an instrument name.
 func lookup(name string) (Descriptor, bool) {
-	for _, d := range slices.Concat(catalog, clientCatalog, serverCatalog, httpCatalog, legacyCatalog) {
+	for _, d := range slices.Concat(catalog, clientCatalog, serverCatalog, httpCatalog, legacyCatalog, usageCatalog) {
 		if d.Name == name {
 			d.Priority = slices.Contains(priorityLabelled, d.Name)
 			return d, true

@@ -49,6 +49,9 @@ type config struct {
 	eventWindow        time.Duration
 	loraHistory        int // WithLoRAHistory
 	errorHandler       func(error)
+	attribution        *Attribution // WithAttribution
+	priced             bool         // WithPriceTable
+	usage              bool         // the usage families: WithAttribution or WithPriceTable
 }
 
 func newConfig(opts []Option) config {

@@ -83,6 +83,8 @@ type Engine struct {
 	synthetic *Synthetic      // chosen values, see Synthetic
 	admission *admissionState // the Recorder's, see RecordAdmissionRejection
 
+	usage usageSeries // the usage families' attribute sets, see WithAttribution
+
 	warned [numFeatures]atomic.Bool // feature data reported without its option, see unconfigured
 
 	// provider keeps the MeterProvider, whose address identifies the
@@ -185,6 +187,7 @@ func newEngine(inst *instruments, life *lifetime, lora *loraStates, cfg *config,
 	e.buildOffload(cfg)
 	e.events = newEvents(e, cfg.eventWindow)
 	e.synthetic = newSynthetic(e, cfg)
+	e.buildUsage(cfg)
 	return e
 }
 

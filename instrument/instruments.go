@@ -73,6 +73,8 @@ type instruments struct {
 	// The HTTP server families (httpserver.go).
 	httpRequests                   metric.Int64Counter
 	httpDuration, httpDurationHigh metric.Float64Histogram
+	// The usage families (usage.go).
+	usage usageInstruments
 
 	observed []metric.Observable // every observable instrument above
 	meter    metric.Meter        // kept reachable: its address identifies claims (see scopeMeter)
@@ -142,6 +144,13 @@ func (b *builder) float64ObservableGauge(name string) metric.Float64ObservableGa
 func (b *builder) int64Counter(name string) metric.Int64Counter {
 	d, _ := b.describe(name)
 	c, err := b.meter.Int64Counter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
+	b.note(err)
+	return c
+}
+
+func (b *builder) float64Counter(name string) metric.Float64Counter {
+	d, _ := b.describe(name)
+	c, err := b.meter.Float64Counter(name, metric.WithUnit(d.Unit), metric.WithDescription(d.Description))
 	b.note(err)
 	return c
 }
@@ -271,6 +280,7 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		httpRequests:           b.int64Counter(NameHTTPRequests),
 		httpDuration:           b.float64Histogram(NameHTTPRequestDuration),
 		httpDurationHigh:       b.float64Histogram(NameHTTPRequestDurationHigh),
+		usage:                  b.usageInstruments(),
 	}
 	if err := errors.Join(b.errs...); err != nil {
 		return nil, fmt.Errorf("instrument: creating instruments: %w", err)

@@ -91,8 +91,9 @@ func (e *Engine) recordChunkGap(ctx context.Context, seconds float64) error {
 // prompt all local_compute. A request refused at admission (ErrorType
 // stats.ErrorAdmissionRejected) is in none of vLLM's request families, as
 // vLLM counts it only in vllm:admission_rejections_total (see
-// RecordAdmissionRejection); with WithGenAISemconv it is a failed request
-// of the GenAI server metrics.
+// RecordAdmissionRejection); it is a failed request of the GenAI server
+// metrics (WithGenAISemconv) and of the usage families (WithAttribution,
+// WithPriceTable), by its error.type.
 func (e *Engine) RecordRequest(ctx context.Context, r *stats.ObservedRequest) {
 	dropped, err := e.recordObserved(ctx, r)
 	if err != nil {
@@ -111,14 +112,18 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
+	if err := e.checkUsage(req); err != nil {
+		return nil, err
+	}
 	bounded, dropped := req.Bounded()
 	r := &bounded
 	if r.ErrorType == stats.ErrorAdmissionRejected {
 		// Refused before it was queued: not one of vLLM's requests, which
 		// counts it in vllm:admission_rejections_total alone
 		// (RecordAdmissionRejection); a failed operation of the GenAI
-		// conventions.
+		// conventions, and a request its caller made (the usage families).
 		e.recordServerFinished(ctx, r.Operation, r.Reason, r.E2ELatency, 0, false)
+		e.recordUsage(ctx, r)
 		return dropped, nil
 	}
 	var inc increments
@@ -147,6 +152,7 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 		in.paramsMaxTokens.Record(ctx, r.MaxTokens, rec...)
 	}
 	in.paramsN.Record(ctx, max(r.N, 1), e.plain.rec...)
+	e.recordUsage(ctx, r)
 	if !r.UsageKnown {
 		return dropped, nil
 	}

@@ -287,6 +287,13 @@ func (c *config) validate() error {
 	}
 	if err := checkLabelNames(reservedKeys, exporter, keys); err != nil {
 		bad("attribute %w (WithAttributes): %w", err, stats.ErrInvalidLabel)
+	} else if a := c.attribution; a != nil {
+		if len(a.dims) == 0 {
+			bad("WithAttribution: an Attribution without dimensions: make it with NewAttribution")
+		}
+		if err := checkLabelNames(usageKeys(), exporter, append(keys, a.names()...)); err != nil {
+			bad("attribute or attribution dimension %w (WithAttributes, WithAttribution): %w", err, stats.ErrInvalidLabel)
+		}
 	}
 	for _, s := range []string{c.genAIOperation, c.genAIProvider} {
 		if s == "" || !utf8.ValidString(s) {

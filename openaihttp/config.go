@@ -18,6 +18,11 @@ type config struct {
 	onError        func(error)
 	routes         []Route
 	http           *httpMetrics // WithHTTPMetrics; the handler only
+
+	// WithAttribution and WithPrices; the handler only.
+	attribution    []AttributionSource
+	attributionErr error
+	prices         Pricer
 }
 
 func newConfig(opts []Option) config {

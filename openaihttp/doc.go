@@ -312,6 +312,24 @@
 // Engine, then "none". The model a request names reaches WithEngineFor,
 // whose function must map it to a bounded set of Engines.
 //
+// # Attribution and prices
+//
+// WithAttribution records each request for its caller too: each dimension
+// of an instrument.Attribution takes its value from a source, a request
+// header (FromHeader: X-Tenant, OpenAI-Project, ...; credential headers are
+// refused), the body's end-user identifier (FromUser: OpenAI's "user",
+// Anthropic's "metadata.user_id") or the API key (FromAPIKey:
+// Authorization's Bearer token, x-api-key or api-key, as the first 12 hex
+// digits of HMAC-SHA256(salt, key), never the key itself). WithPrices
+// prices each request with usage by its model and its response's model
+// (a Pricer, such as the pricing package's Table). The Engines the handler
+// records on take them with instrument.WithAttribution and
+// instrument.WithPriceTable, and record the usage families: tokens by kind,
+// requests by finish reason and error type, cost and what it would have
+// been without a prompt cache, unpriced requests, duration and TTFT (see
+// docs/metrics.md). Values are bounded by the Attribution: a client cannot
+// grow the series past its caps.
+//
 // # Cost
 //
 // Neither side holds a response: they parse it as it passes, in constant

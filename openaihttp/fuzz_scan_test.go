@@ -1,6 +1,7 @@
 package openaihttp
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -11,7 +12,9 @@ import (
 // include_usage that is none counting as asked: left to the server), n and
 // max_tokens as lax ints (max_completion_tokens winning over max_tokens
 // when set, as vLLM reads them; max_output_tokens for the Responses API),
-// the last of duplicate keys winning, past one leading byte order mark.
+// the last of duplicate keys winning, past one leading byte order mark; and
+// the end-user identifiers, "user" and "metadata.user_id", when strings,
+// cut to maxUser bytes.
 func FuzzRequestScan(f *testing.F) {
 	for _, b := range fuzzSeeds(f) {
 		f.Add(b)
@@ -24,6 +27,9 @@ func FuzzRequestScan(f *testing.F) {
 		`{"stream":"Y","stream_options":{"include_usage":"maybe"}}`,
 		`{"stream":1.0,"stream_options":{"include_usage":[]}}`,
 		`{"stream":"on","stream_options":{"include_usage":null}}`,
+		`{"user":"u\u00e9","metadata":{"user_id":"a"},"user":7}`,
+		`{"metadata":{"user_id":"a"},"metadata":{"x":1},"user":"` + strings.Repeat("y", 300) + `"}`,
+		`{"metadata":[{"user_id":"a"}],"user":null}`,
 	} {
 		f.Add([]byte(b))
 	}
@@ -39,6 +45,21 @@ func FuzzRequestScan(f *testing.F) {
 			model                string
 			stream, includeUsage bool
 			n, maxTokens         int64
+			user, userID         string
+		}
+		cut := func(v any) string {
+			u, _ := v.(string)
+			return u[:min(len(u), maxUser)]
+		}
+		if u, ok := root.get("user"); ok {
+			want.user = cut(u)
+		}
+		if m, ok := root.get("metadata"); ok {
+			if m, ok := m.(object); ok {
+				if u, ok := m.get("user_id"); ok {
+					want.userID = cut(u)
+				}
+			}
 		}
 		if m, ok := root.get("model"); ok {
 			if m, ok := m.(string); ok && len(m) <= maxValue {
@@ -68,6 +89,7 @@ func FuzzRequestScan(f *testing.F) {
 		got := want
 		got.model, got.stream, got.includeUsage = string(s.model[:s.modelLen]), rq.hasStream && rq.stream, rq.includeUsage
 		got.n, got.maxTokens = rq.n, rq.maxTokensParam()
+		got.user, got.userID = string(s.user[:s.userLen]), string(s.userID[:s.userIDLen])
 		if got != want {
 			t.Errorf("%q:\nscanned %+v\nwant    %+v", body, got, want)
 		}

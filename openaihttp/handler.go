@@ -34,12 +34,16 @@ import (
 // it gets (http.Flusher, http.Hijacker, http.CloseNotifier, io.ReaderFrom,
 // http.Pusher) and Unwrap, for http.ResponseController.
 func NewHandler(next http.Handler, opts ...Option) http.Handler {
-	return &handler{next: next, cfg: newConfig(opts)}
+	h := &handler{next: next, cfg: newConfig(opts)}
+	h.cfg.checkAttribution()
+	h.user = h.cfg.wantsUser()
+	return h
 }
 
 type handler struct {
 	next http.Handler
 	cfg  config
+	user bool // a dimension is the body's user (FromUser)
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +66,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 	}
 	sw.route(r.URL.Path, rt.pattern)
 	start := time.Now()
-	info, body, rewritten := readBody(r, rt, h.cfg.maxRequestBody, h.cfg.includeUsage)
+	info, body, rewritten := readBody(r, rt, h.cfg.maxRequestBody, h.cfg.includeUsage, h.user)
 	if info.err != nil { // values dropped (ErrDropped)
 		h.cfg.onError(info.err)
 	}
@@ -82,6 +86,7 @@ func (h *handler) serve(w http.ResponseWriter, r *http.Request, sw *statusWriter
 	if rewritten != nil {
 		setBody(r, rewritten)
 	}
+	rw.attrN = h.cfg.attribute(r, &info, &rw.attr)
 	e.RequestStarted()
 	rw.obs.gaps, rw.obs.ctx, rw.obs.onErr = engineGaps{e}, ctx, h.cfg.onError
 	rw.obs.trace, rw.obs.handler = trace, true
@@ -131,6 +136,8 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	if refused {
 		o.ErrorType = stats.ErrorAdmissionRejected // in no vLLM request family, as vLLM counts it
 	}
+	o.Attribution = rw.attr[:rw.attrN]
+	h.cfg.price(&o, info.model)
 	e.RecordRequest(r.Context(), &o)
 	if refused {
 		e.RecordAdmissionRejection(r.Context(), reason)
@@ -158,6 +165,9 @@ type responseWriter struct {
 	// maxAdmissionBody: an upstream vLLM's admission refusal passed on
 	// (see admissionRejection).
 	refused []byte
+
+	attr  [instrument.MaxDimensions]string // the request's attribution values (WithAttribution)
+	attrN int
 
 	// The leg whose reads the handler takes (see share.go): linking until
 	// the first write, then leg when it is one a leg read.

@@ -20,7 +20,8 @@ type requestInfo struct {
 	stream    bool
 	n         int64
 	maxTokens int64
-	err       error // values dropped (ErrDropped), for the error handler
+	user      string // the body's end-user identifier, when asked for (see FromUser)
+	err       error  // values dropped (ErrDropped), for the error handler
 }
 
 // ErrDropped reports a value a client or server sent beyond what any server
@@ -137,7 +138,10 @@ func (e endpoint) takesStreamOptions() bool { return e.dialect == dOpenAI && e.o
 // a handler read so and passed on unread to a transport reading it as the
 // handler did is not read again: what it told is kept with it (the values
 // it dropped, which the handler reported, are not reported again).
-func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info requestInfo, body io.ReadCloser, rewritten []byte) {
+//
+// With user, info.user is the body's end-user identifier: "user", or for
+// Anthropic's Messages API "metadata.user_id" (see FromUser).
+func readBody(r *http.Request, rt route, limit int, includeUsage, user bool) (info requestInfo, body io.ReadCloser, rewritten []byte) {
 	if hb, ok := r.Body.(*heldBody); ok && hb.off == 0 && hb.api == rt.api && hb.pathModel == rt.model && hb.limit == limit {
 		if includeUsage && hb.askable {
 			rewritten, _ = AskUsage(hb.head)
@@ -178,6 +182,12 @@ func readBody(r *http.Request, rt route, limit int, includeUsage bool) (info req
 	rq := &s.req
 	if s.modelLen > 0 {
 		info.model = string(s.model[:s.modelLen])
+	}
+	if user {
+		info.user = string(s.user[:s.userLen])
+		if ep.dialect == dAnthropic {
+			info.user = string(s.userID[:s.userIDLen])
+		}
 	}
 	info.n, info.maxTokens = rq.n, rq.maxTokensParam()
 	if rq.hasStream {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -47,6 +48,11 @@ type jsonScan struct {
 	model    [maxValue]byte
 	modelLen int
 	req      request
+	// user is the request's "user" (OpenAI's end-user identifier) and
+	// userID its "metadata.user_id" (Anthropic's), each cut to maxUser
+	// bytes: a longer one is not a label value (see attribution).
+	user, userID       [maxUser]byte
+	userLen, userIDLen int
 
 	// pre is the start of the last document whose first members nothing
 	// reads (a streamed chunk's id, object, created and model), up to the
@@ -85,6 +91,7 @@ const (
 	maxNesting = 1024 // containers in all, as deep as Python's json reads (its recursion limit)
 	maxKey     = 32
 	maxValue   = 256 // a model name (instrument.MaxModelNameLen)
+	maxUser    = instrument.MaxAttributionValueLen + 1
 	maxPrefix  = 256
 	maxLast    = 512
 	arrayBit   = 0x80
@@ -233,6 +240,7 @@ const (
 	cOllamaOptions      // Ollama native: a request's options
 	cOllamaEmbedRequest // Ollama native: an embeddings request
 	cKVParams           // vLLM: a response's kv_transfer_params
+	cMetadata           // a request's metadata (Anthropic's user_id)
 )
 
 // Roles: what a value means.
@@ -259,6 +267,8 @@ const (
 	rCacheRead
 	rCacheCreation
 	rModel
+	rUser   // a request's "user"
+	rUserID // its "metadata.user_id"
 	rStream
 	rN
 	rMaxTokens // max_tokens; rMaxOutput and rMaxCompletion follow it
@@ -287,6 +297,7 @@ const (
 	rOllamaOptions
 	rKVParams
 	rRemoteCached // kv_transfer_params.remote_prefill_cached_tokens
+	rMetadata
 )
 
 // utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
@@ -658,6 +669,8 @@ func (s *jsonScan) opened(ctx uint8) {
 		d.usageSeen, d.usageBad, d.has = true, false, d.has&^usageFields
 	case rStreamOptions:
 		s.req.includeUsage = false
+	case rMetadata: // a repeated key replaces the whole object
+		s.userIDLen = 0
 	case rOllamaOptions:
 		// Go's encoding/json decodes a repeated "options" into the map the
 		// first made, keeping its entries; an array is refused (400).
@@ -679,6 +692,8 @@ func (s *jsonScan) notScalar() {
 	switch s.role {
 	case rModel:
 		s.modelLen = 0
+	case rUser, rUserID:
+		s.setUser(nil)
 	case rStream:
 		s.req.hasStream, s.req.stream = true, false
 	case rIncludeUsage:
@@ -922,6 +937,10 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		if !over {
 			s.modelLen = copy(s.model[:], v)
 		}
+	case rUser, rUserID:
+		s.setUser(v) // one longer than kept is cut, still too long for a label value
+	case rMetadata:
+		s.userIDLen = 0 // a metadata that is no object has no user_id
 	case rStream:
 		s.req.hasStream = true
 		s.req.stream, _ = laxBool(v, over, true)
@@ -956,6 +975,10 @@ func (s *jsonScan) endScalar() {
 		s.setFinish(reasonSeen{}) // null, or not a reason: none
 	case rModel:
 		s.modelLen = 0 // the last "model" wins: not a string, none
+	case rUser, rUserID:
+		s.setUser(nil) // null, or not a string: none
+	case rMetadata:
+		s.userIDLen = 0
 	case rError:
 		if !null && string(v) != "false" {
 			d.errSeen = true
@@ -1111,10 +1134,20 @@ func (s *jsonScan) duration(v []byte, unit float64) {
 	}
 }
 
+// setUser keeps v, a request's user (rUser) or user_id (rUserID), cut to
+// maxUser bytes; nil is none. The last key wins, as in Python.
+func (s *jsonScan) setUser(v []byte) {
+	if s.role == rUser {
+		s.userLen = copy(s.user[:], v)
+	} else {
+		s.userIDLen = copy(s.userID[:], v)
+	}
+}
+
 // captured reports a role whose string value is kept (decoded).
 func captured(role uint8) bool {
 	switch role {
-	case rFinish, rModel, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
+	case rFinish, rModel, rUser, rUserID, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		return true
 	}
 	return false
@@ -1204,6 +1237,14 @@ func keyRole(ctx uint8, key []byte) uint8 {
 			return rMaxCompletion
 		case "stream_options":
 			return rStreamOptions
+		case "user":
+			return rUser
+		case "metadata":
+			return rMetadata
+		}
+	case cMetadata:
+		if string(key) == "user_id" {
+			return rUserID
 		}
 	case cStreamOptions:
 		if string(key) == "include_usage" {
@@ -1350,6 +1391,8 @@ func containerContext(role uint8, array bool, root uint8) uint8 {
 		return cOllamaMsg
 	case rOllamaOptions:
 		return cOllamaOptions
+	case rMetadata:
+		return cMetadata
 	}
 	return cOther
 }

@@ -42,7 +42,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	op := apis[rt.api].ep
-	info, body, rewritten := readBody(req, rt, t.cfg.maxRequestBody, t.cfg.includeUsage)
+	info, body, rewritten := readBody(req, rt, t.cfg.maxRequestBody, t.cfg.includeUsage, false)
 	if info.err != nil { // values dropped (ErrDropped)
 		t.cfg.onError(info.err)
 	}

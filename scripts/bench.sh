@@ -27,7 +27,8 @@
 #                  (BenchmarkRequestRecords); instructions counts under valgrind's cachegrind
 #                  (one P, no GC: counts that do not move with the machine's speed or load;
 #                  apt-get installs valgrind when missing) the instructions of one request
-#                  through each proxy in process and of its records alone, and of a content
+#                  through each proxy in process and of its records alone (each with and
+#                  without three attribution dimensions and a price table), and of a content
 #                  chunk through openaihttp's handler and transport and of its Record alone,
 #                  against issue 27's proposed goals;
 #                  vllm times vLLM's own recording path (Python's prometheus_client,
@@ -273,6 +274,19 @@ print_ratios() {
 			printf '      the records alone=%s   ours = overhead - records = %s (%s%% of the overhead is the records)\n' "$ir" \
 				"$ours" "$(awk -v r="$ir" -v o="$(diff_of "$io" "$ip")" 'BEGIN { if (o > 0) printf "%.0f", 100 * r / o; else print "n/a" }')"
 			printf '      ours   target <= 25000 (proposed, issue 27)  %s\n' "$(verdict "$ours" '<=' 25000)"
+			local ipa ia ira oursa
+			ipa=$(median "$f" BenchmarkProxyInProcess/plain-attributed/instructions instr/op)
+			ia=$(median "$f" BenchmarkProxyInProcess/attributed/instructions instr/op)
+			ira=$(median "$f" BenchmarkRequestRecordsAttributed/instructions instr/op)
+			if [ -n "$ia" ]; then
+				oursa=$(diff_of "$(diff_of "$ia" "$ipa")" "$ira")
+				printf '    with three attribution dimensions (a header, the body'"'"'s user, the API key) and a price table:\n'
+				printf '      plain=%s attributed=%s overhead=%s, the records alone=%s, ours = overhead - records = %s\n' \
+					"$ipa" "$ia" "$(diff_of "$ia" "$ipa")" "$ira" "$oursa"
+				printf '      attribution adds %s to the overhead (%s to the records, %s to ours)   ours target <= 25000  %s\n' \
+					"$(diff_of "$(diff_of "$ia" "$ipa")" "$(diff_of "$io" "$ip")")" "$(diff_of "$ira" "$ir")" \
+					"$(diff_of "$oursa" "$(diff_of "$(diff_of "$io" "$ip")" "$ir")")" "$(verdict "$oursa" '<=' 25000)"
+			fi
 			for side in Handler Transport; do
 				local rec
 				rec=$( [ $side = Handler ] && echo handler || echo transport )
@@ -491,7 +505,9 @@ for round in $(seq 1 "$ROUNDS"); do
 		# Instructions per op (see instructions); stream ops are 256 content
 		# chunks.
 		for spec in proxy:BenchmarkProxyInProcess/plain:2000 proxy:BenchmarkProxyInProcess/infermetrics:2000 \
-			proxy:BenchmarkRequestRecords:20000 benchcmp:BenchmarkHandlerStream/plain:2000 \
+			proxy:BenchmarkRequestRecords:20000 proxy:BenchmarkProxyInProcess/plain-attributed:2000 \
+			proxy:BenchmarkProxyInProcess/attributed:2000 proxy:BenchmarkRequestRecordsAttributed:20000 \
+			benchcmp:BenchmarkHandlerStream/plain:2000 \
 			benchcmp:BenchmarkHandlerStream/infermetrics:2000 benchcmp:BenchmarkTransportStream/plain:2000 \
 			benchcmp:BenchmarkTransportStream/infermetrics:2000 benchcmp:BenchmarkChunkGapRecord/handler:100000 \
 			benchcmp:BenchmarkChunkGapRecord/transport:100000; do

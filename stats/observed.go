@@ -245,8 +245,8 @@ func (r ObservedRequest) validateDetails() error {
 			}
 			continue
 		}
-		if err := checkCount("Details."+k.String(), n); err != nil {
-			return err
+		if n < 0 { // the field's name built only then: validation allocates nothing
+			return checkCount("Details."+k.String(), n)
 		}
 		if !r.UsageKnown {
 			return hintedErr("Details."+k.String(), n, ErrOutOfRange, "want no details without UsageKnown")

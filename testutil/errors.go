@@ -28,12 +28,14 @@ type Errors struct {
 }
 
 // Option returns the Recorder option that collects into e.
-func (e *Errors) Option() instrument.Option {
-	return instrument.WithErrorHandler(func(err error) {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		e.errs = append(e.errs, err)
-	})
+func (e *Errors) Option() instrument.Option { return instrument.WithErrorHandler(e.Add) }
+
+// Add collects err: e.Add is an error handler for other components too
+// (openaihttp.WithErrorHandler).
+func (e *Errors) Add(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.errs = append(e.errs, err)
 }
 
 // Take returns the errors collected since the last Take, oldest first.

@@ -523,6 +523,9 @@ func VLLM(opts ...Option) ([]sdkmetric.View, error) {
 	for _, d := range instrument.HTTPDescriptors() {
 		views = append(views, c.stream(d, VLLMName(d), nil))
 	}
+	for _, f := range UsageFamilies() {
+		views = append(views, c.stream(f.Instrument, f.Instrument.Name, nil))
+	}
 	return views, nil
 }
 

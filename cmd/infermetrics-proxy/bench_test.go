@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,21 +69,22 @@ func benchUpstream() *httptest.Server {
 
 // benchProxies returns the proxies compared: a plain httputil.ReverseProxy
 // with the same transport and copy buffers (the baseline), and infermetrics-proxy's handler
-// with and without -include-usage, recording on a Setup provider. Their
-// transport is the proxy's to upstream, or base when not nil.
-func benchProxies(b testing.TB, upstream string, base http.RoundTripper) (map[string]http.Handler, func()) {
+// with and without -include-usage, recording on a Setup provider of their
+// own, configured by args. Their transport is the proxy's to upstream, or
+// base when not nil.
+func benchProxies(b testing.TB, upstream string, base http.RoundTripper, args ...string) (map[string]http.Handler, func()) {
 	b.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
 	provider, err := exporters.Setup(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := parseConfig([]string{"-upstream", upstream}, func(string) string { return "" }, io.Discard)
+	c, err := parseConfig(append([]string{"-upstream", upstream}, args...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
-		return benchEngine(provider, model)
+		return benchEngine(provider, model, c.usage.recorderOptions()...)
 	}, log)
 	onErr := func(err error) { b.Error(err) }
 	transport := func() http.RoundTripper {
@@ -109,9 +112,9 @@ func benchProxies(b testing.TB, upstream string, base http.RoundTripper) (map[st
 }
 
 // benchEngine is the engine of a model on provider, as the proxy makes it.
-func benchEngine(provider *exporters.Provider, model string) (*instrument.Engine, error) {
-	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(provider.MeterProvider()), instrument.WithModelName(model),
-		instrument.WithGenAISemconv())
+func benchEngine(provider *exporters.Provider, model string, opts ...instrument.Option) (*instrument.Engine, error) {
+	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(provider.MeterProvider()),
+		instrument.WithModelName(model), instrument.WithGenAISemconv()}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -193,35 +196,71 @@ func BenchmarkProxyRequestPaired(b *testing.B) {
 // garbage collection of what it allocates included). paired times the two
 // in turn (see paired); plain and infermetrics run one alone, for
 // counting instructions (scripts/bench.sh -only instructions).
+//
+// attributed is the proxy with three attribution dimensions (a header, the
+// body's user, the API key) and a price table (-attribute, -prices), and
+// plain-attributed the plain ReverseProxy, both serving attributedRequest:
+// benchRequest with a user and the headers its dimensions read.
 func BenchmarkProxyInProcess(b *testing.B) {
 	proxies, shutdown := benchProxies(b, "http://upstream.invalid", cannedUpstream{})
 	defer shutdown()
+	withUsage, shutdownUsage := benchProxies(b, "http://upstream.invalid", cannedUpstream{}, attributionArgs(b)...)
+	defer shutdownUsage()
 	serve := serveInProcess
 	plain, ours := proxies["plain"], proxies["infermetrics"]
 	b.Run("paired", func(b *testing.B) {
-		paired(b, func() { serve(b, plain) }, func() { serve(b, ours) })
+		paired(b, func() { serve(b, plain, false) }, func() { serve(b, ours, false) })
 	})
 	for _, v := range []struct {
-		name string
-		h    http.Handler
-	}{{"plain", plain}, {"infermetrics", ours}} {
+		name       string
+		h          http.Handler
+		attributed bool
+	}{{"plain", plain, false}, {"infermetrics", ours, false},
+		{"plain-attributed", withUsage["plain"], true}, {"attributed", withUsage["infermetrics"], true}} {
 		b.Run(v.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				serve(b, v.h)
+				serve(b, v.h, v.attributed)
 			}
 		})
 	}
 }
 
-// serveInProcess serves benchRequest with h on an h1Discard, as
-// BenchmarkProxyInProcess does, and checks that h answered benchJSON.
-func serveInProcess(tb testing.TB, h http.Handler) {
+// attributionArgs are the flags of BenchmarkProxyInProcess's attributed
+// proxy: three dimensions and a price table of model m.
+func attributionArgs(tb testing.TB) []string {
+	prices := filepath.Join(tb.TempDir(), "prices.json")
+	if err := os.WriteFile(prices, []byte(`{"m": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}}`), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return []string{"-attribute", "tenant=header:X-Tenant", "-attribute", "user=user", "-attribute", "key=apikey",
+		"-attribute-salt", "bench-salt", "-prices", prices}
+}
+
+// attributedRequest is benchRequest with an end user; attributedHeaders
+// the tenant and API key it is sent with.
+const attributedRequest = `{"model":"m","user":"user-1","messages":[{"role":"user","content":"hi"}],"max_tokens":100}`
+
+var attributedHeaders = map[string]string{"X-Tenant": "tenant-1", "Authorization": "Bearer sk-bench-0123456789abcdef"}
+
+// serveInProcess serves benchRequest (or attributedRequest with its
+// headers) with h on an h1Discard, as BenchmarkProxyInProcess does, and
+// checks that h answered benchJSON.
+func serveInProcess(tb testing.TB, h http.Handler, attributed bool) {
 	// A context that can be canceled, as net/http's server gives each
 	// request (else ReverseProxy watches CloseNotify in a goroutine).
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(benchRequest))
+	body := benchRequest
+	if attributed {
+		body = attributedRequest
+	}
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	if attributed {
+		for k, v := range attributedHeaders {
+			r.Header.Set(k, v)
+		}
+	}
 	w := &h1Discard{header: http.Header{}}
 	h.ServeHTTP(w, r)
 	if w.status != http.StatusOK || w.n != len(benchJSON) {
@@ -338,6 +377,26 @@ func streamRequest(n int) string {
 // SDK's share of the proxy's cost per request, the floor the rest is
 // measured above.
 func BenchmarkRequestRecords(b *testing.B) {
+	o := stats.ObservedRequest{Reason: stats.FinishStop, E2ELatency: 0.08, UsageKnown: true,
+		PromptTokens: 12, GenerationTokens: 100, MaxTokens: 100}
+	benchRecords(b, &o)
+}
+
+// BenchmarkRequestRecordsAttributed is BenchmarkRequestRecords with
+// BenchmarkProxyInProcess/attributed's three dimensions and price table:
+// the usage families recorded too, with the request's values and cost.
+func BenchmarkRequestRecordsAttributed(b *testing.B) {
+	o := stats.ObservedRequest{Reason: stats.FinishStop, E2ELatency: 0.08, UsageKnown: true,
+		PromptTokens: 12, GenerationTokens: 100, MaxTokens: 100,
+		Attribution: []string{"tenant-1", "user-1", "3f1c9a0b2e7d"},
+		Cost:        stats.Cost{Known: true, Charged: 0.000212, Uncached: 0.000212}}
+	benchRecords(b, &o, attributionArgs(b)...)
+}
+
+// benchRecords records o as the proxy does, once per op, on the Recorders
+// of a Setup provider configured as the proxy with args: the client
+// request, its upstream leg and the HTTP families.
+func benchRecords(b *testing.B, o *stats.ObservedRequest, args ...string) {
 	b.Setenv("OTEL_METRICS_EXPORTER", "prometheus")
 	provider, err := exporters.Setup(context.Background())
 	if err != nil {
@@ -348,8 +407,12 @@ func BenchmarkRequestRecords(b *testing.B) {
 			b.Error(err)
 		}
 	}()
+	c, err := parseConfig(append([]string{"-upstream", "http://x"}, args...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
 	engine := func(model string) *instrument.Engine {
-		e, err := benchEngine(provider, model)
+		e, err := benchEngine(provider, model, c.usage.recorderOptions()...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -361,14 +424,12 @@ func BenchmarkRequestRecords(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	o := stats.ObservedRequest{Reason: stats.FinishStop, E2ELatency: 0.08, UsageKnown: true,
-		PromptTokens: 12, GenerationTokens: 100, MaxTokens: 100}
 	b.ReportAllocs()
 	cpu0 := cpuNanos()
 	for b.Loop() {
 		e.RequestStarted()
-		backend.RecordRequest(ctx, &o)
-		e.RecordRequest(ctx, &o)
+		backend.RecordRequest(ctx, o)
+		e.RecordRequest(ctx, o)
 		e.RequestEnded()
 		http.RecordHTTPRequest(ctx, "/v1/chat/completions", "POST", 200, 0.08)
 	}

@@ -13,7 +13,7 @@ func TestProxyReusesCopyBuffers(t *testing.T) {
 	proxies, shutdown := benchProxies(t, "http://upstream.invalid", cannedUpstream{})
 	defer shutdown()
 	h := proxies["infermetrics"]
-	serve := func() { serveInProcess(t, h) }
+	serve := func() { serveInProcess(t, h, false) }
 	for range 10 {
 		serve()
 	}

@@ -199,6 +199,13 @@ type config struct {
 	logFormat             string
 	logLevel              string
 	fromEnv               map[string]string // flag name -> the variable that set it
+
+	// The usage families (attribution.go).
+	attributes         attributes
+	attributeMaxValues int
+	attributeSalt      string
+	priceFiles         priceFiles
+	usage              usage // built from them by check
 }
 
 // usageText is what -h prints before the flags.
@@ -217,7 +224,8 @@ Usage:
 
 Every flag can also be set by the environment variable INFERMETRICS_PROXY_<NAME>
 (upper case, '-' as '_': -metrics-listen is INFERMETRICS_PROXY_METRICS_LISTEN).
-INFERMETRICS_PROXY_UPSTREAM and INFERMETRICS_PROXY_ROUTE take comma-separated
+INFERMETRICS_PROXY_UPSTREAM, INFERMETRICS_PROXY_ROUTE,
+INFERMETRICS_PROXY_ATTRIBUTE and INFERMETRICS_PROXY_PRICES take comma-separated
 lists; a comma within a route's pattern is written \, there (a -route flag is
 one route, commas included). A flag on the command line wins over its
 variable, which wins over the default.
@@ -283,6 +291,24 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest time a client may take to send its request headers")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive client connection stays open")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT or SIGTERM, how long requests in flight (streams included) may take to\nfinish before they are cut; metrics are flushed after")
+	fs.Var(&c.attributes, "attribute", wrap("`NAME=SOURCE`: record the usage families (infermetrics_usage_*: tokens by kind, "+
+		"requests by finish reason and error type, cost, duration, TTFT) by a dimension NAME, each request's value "+
+		"taken from SOURCE: header:HEADER (a request header; not a credential header), user (the body's user, "+
+		"Anthropic's metadata.user_id) or apikey (the API key as the first 12 hex digits of HMAC-SHA256(salt, key), "+
+		"never the key); repeatable, at most "+strconv.Itoa(instrument.MaxDimensions)+" dimensions. "+
+		"Example: -attribute tenant=header:X-Tenant -attribute key=apikey", 88))
+	fs.IntVar(&c.attributeMaxValues, "attribute-max-values", instrument.DefaultMaxValues, wrap("distinct values each -attribute "+
+		"dimension records, 1 to "+strconv.Itoa(instrument.MaxMaxValues)+", over all models; new ones past it are recorded as "+
+		instrument.AttributionOverflow+", and so are the combinations of values past twice it "+
+		"(infermetrics_attribution_overflow_total counts them)", 88))
+	fs.StringVar(&c.attributeSalt, "attribute-salt", "", wrap("the salt of the apikey dimensions: keep it secret, and the same on "+
+		"every proxy of a deployment and across restarts; without it a random one per process, so that a key's "+
+		"value changes when the proxy restarts (a warning at start says so)", 88))
+	fs.Var(&c.priceFiles, "prices", wrap("`FILE`: a price table in the format of LiteLLM's "+
+		"model_prices_and_context_window.json: record each request's cost, cache-aware "+
+		"(infermetrics_usage_cost_total, infermetrics_usage_cost_uncached_total) and count the requests whose model "+
+		"has no price (infermetrics_usage_unpriced_requests_total); repeatable: a model in a later file replaces "+
+		"its entry in the earlier ones", 88))
 	fs.StringVar(&c.serviceName, "service-name", "infermetrics-proxy", "service.name resource attribute (OTLP)")
 	fs.StringVar(&c.instanceID, "instance-id", "", "service.instance.id resource attribute (OTLP); default a random UUID.\nGive the proxies of one deployment distinct ids")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (log/slog)")
@@ -422,6 +448,7 @@ func (c *config) check() error {
 	if _, err := c.level(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.checkUsage()...)
 	return errors.Join(errs...)
 }
 

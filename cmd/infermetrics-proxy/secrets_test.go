@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,9 +26,15 @@ const (
 	secretCookie    = "leak-cookie-2c9f"
 	secretQueryKey  = "leak-api-key-query-6e3d" // ?api-key= (Azure)
 	secretQueryKey2 = "leak-key-query-1a8b"     // ?key= (Gemini)
+	secretSalt      = "leak-salt-7c3e"          // -attribute-salt
 )
 
-var secrets = []string{secretBearer, secretAPIKey, secretXAPIKey, secretCookie, secretQueryKey, secretQueryKey2}
+var secrets = []string{secretBearer, secretAPIKey, secretXAPIKey, secretCookie, secretQueryKey, secretQueryKey2, secretSalt}
+
+// attributed are the flags of a proxy that records each request by its API
+// key (a salted hash of it), a header and the body's user.
+var attributed = []string{"-attribute", "key=apikey", "-attribute", "tenant=header:X-Tenant", "-attribute", "user=user",
+	"-attribute-salt", secretSalt}
 
 // credentialHeaders and credentialQuery are how the client sends them.
 var credentialHeaders = map[string]string{
@@ -218,6 +225,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 		{name: "client leaves mid-body", upstream: silent, client: leaveMidBody, maybe: true},
 		{name: "body over -max-request-body", upstream: chatJSON, client: sendAll, args: []string{"-max-request-body", "16", "-include-usage"}},
 		{name: "drain deadline", upstream: streamHeld, client: cutAtDrain, args: []string{"-shutdown-timeout", "50ms"}},
+		{name: "attributed", upstream: chatJSON, client: sendAll, args: attributed},
+		{name: "attributed, streamed", upstream: streamCut, client: sendAll, args: attributed},
+		{name: "attributed, client leaves", upstream: streamHeld, client: leaveOnArrival, args: attributed},
 	}
 	type run struct {
 		format string
@@ -253,13 +263,20 @@ func TestSecretsNeverLeak(t *testing.T) {
 				})
 				outputs["/metrics"] = p.scrapeAs(t, "")
 				outputs["/metrics (OpenMetrics)"] = p.scrapeAs(t, openMetricsAccept)
+				if slices.Equal(c.args, attributed) { // the key was recorded, hashed
+					waitFor(t, func() (bool, string) {
+						s := p.scrape(t)
+						v, _ := value(s, "infermetrics_usage_requests_total", "key", hashOf(secretSalt, secretBearer))
+						return v == 1, fmt.Sprintf("requests of the key's hash %v, want 1:\n%s", v, grep(s, "infermetrics_usage_requests_total"))
+					})
+				}
 			}
 			p.stop(t)
 			outputs["the logs"], outputs["OTLP"] = p.logs.String(), otlp.rawString()
 			for where, text := range outputs {
 				for _, s := range secrets {
-					if strings.Contains(text, s) {
-						t.Errorf("%s carry %s:\n%s", where, s, grep(text, s))
+					if strings.Contains(text, s[:8]) { // not even a prefix of 8 characters
+						t.Errorf("%s carry %s:\n%s", where, s[:8], grep(text, s[:8]))
 					}
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,35 +34,10 @@ const (
 // serve runs the proxy until ctx is done, then drains and flushes.
 func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs) error {
 	onErr := func(err error) { log.Warn("metrics", "error", err) }
-	vv, err := views.VLLM()
+	provider, m, err := newRecording(ctx, c, onErr, log)
 	if err != nil {
 		return err
 	}
-	sv, err := views.Semconv()
-	if err != nil {
-		return err
-	}
-	setup := []exporters.Option{
-		exporters.WithServiceName(c.serviceName),
-		exporters.WithViews(append(vv, sv...)...),
-		exporters.WithErrorHandler(onErr),
-		exporters.WithGoMetrics(), // its /metrics is the proxy's only one
-	}
-	if c.instanceID != "" {
-		setup = append(setup, exporters.WithServiceInstanceID(c.instanceID))
-	}
-	provider, err := exporters.Setup(ctx, setup...)
-	if err != nil {
-		return err
-	}
-	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
-		rec, err := instrument.NewRecorder(instrument.WithMeterProvider(provider.MeterProvider()),
-			instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv())
-		if err != nil {
-			return nil, err
-		}
-		return rec.Engine(0)
-	}, log)
 
 	var draining atomic.Bool
 	var inflight sync.WaitGroup
@@ -108,7 +84,12 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 		}
 	}
 	log.Info("infermetrics-proxy serving", "listen", pl.Addr().String(), "metrics", "http://"+ml.Addr().String()+"/metrics",
-		"upstreams", c.upstreams.String(), "routes", c.routes.String(), "include_usage", c.includeUsage, "exporters", provider.Exporters())
+		"upstreams", c.upstreams.String(), "routes", c.routes.String(), "include_usage", c.includeUsage, "exporters", provider.Exporters(),
+		"attributes", c.attributes.String(), "priced_models", c.usage.prices.Len())
+	if c.usage.saltGenerated {
+		log.Warn("-attribute with apikey but no -attribute-salt: a random salt for this process, so that each API key's " +
+			"value changes when the proxy restarts; give -attribute-salt (the same on every proxy) to keep them")
+	}
 	if ready != nil {
 		ready <- addrs{proxy: pl.Addr().String(), metrics: ml.Addr().String()}
 	}
@@ -166,6 +147,46 @@ func (c *config) listenOn(name, addr string) (net.Listener, error) {
 	return l, nil
 }
 
+// newRecording builds the MeterProvider (exporters.Setup, with the views
+// and the cardinality limit the usage families need) and the models'
+// Engines on it.
+func newRecording(ctx context.Context, c *config, onErr func(error), log *slog.Logger) (*exporters.Provider, *models, error) {
+	vv, err := views.VLLM()
+	if err != nil {
+		return nil, nil, err
+	}
+	sv, err := views.Semconv()
+	if err != nil {
+		return nil, nil, err
+	}
+	setup := []exporters.Option{
+		exporters.WithServiceName(c.serviceName),
+		exporters.WithViews(append(vv, sv...)...),
+		exporters.WithErrorHandler(onErr),
+		exporters.WithGoMetrics(), // its /metrics is the proxy's only one
+	}
+	if c.instanceID != "" {
+		setup = append(setup, exporters.WithServiceInstanceID(c.instanceID))
+	}
+	if n := c.cardinalityLimit(); n > 0 {
+		setup = append(setup, exporters.WithCardinalityLimit(n))
+	}
+	provider, err := exporters.Setup(ctx, setup...)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
+		rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(provider.MeterProvider()),
+			instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv()},
+			c.usage.recorderOptions()...)...)
+		if err != nil {
+			return nil, err
+		}
+		return rec.Engine(0)
+	}, log)
+	return provider, m, nil
+}
+
 // waitGroup waits for wg at most d; it reports whether wg is done.
 func waitGroup(wg *sync.WaitGroup, d time.Duration) bool {
 	done := make(chan struct{})
@@ -218,7 +239,7 @@ func newHandler(c *config, base http.RoundTripper, engineFor func(string) *instr
 	// is the pattern of the route a path matches (-route, then openaihttp's
 	// own), none for any other: no client's path segment becomes a label.
 	var h http.Handler = openaihttp.NewHandler(&picker{ups: c.upstreams, next: rp},
-		append(common, openaihttp.WithHTTPMetrics(httpEngine, nil))...)
+		slices.Concat(common, []openaihttp.Option{openaihttp.WithHTTPMetrics(httpEngine, nil)}, c.usage.handlerOptions())...)
 	if c.includeUsage {
 		h = &usageHandler{next: h, limit: c.maxRequestBody, routes: c.routes, log: log}
 	}

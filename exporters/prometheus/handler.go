@@ -252,14 +252,15 @@ func exported(mf *dto.MetricFamily) bool {
 
 // exportedHistograms are the scrape names of the histogram families the
 // views export: vLLM's, those of older vLLM versions, the HTTP server
-// families and the GenAI ones.
+// families, the GenAI ones and the usage ones.
 var exportedHistograms = sync.OnceValue(func() map[string]struct{} {
 	names := map[string]struct{}{}
 	legacy := make([]views.Family, 0, len(views.LegacyFamilies()))
 	for _, f := range views.LegacyFamilies() {
 		legacy = append(legacy, f.Family)
 	}
-	for _, fs := range [][]views.Family{views.Families(), legacy, views.HTTPFamilies(), views.ClientFamilies(), views.ServerFamilies()} {
+	for _, fs := range [][]views.Family{views.Families(), legacy, views.HTTPFamilies(), views.ClientFamilies(), views.ServerFamilies(),
+		views.UsageFamilies()} {
 		for _, f := range fs {
 			if f.Type == instrument.Histogram.String() {
 				names[f.ScrapeName()] = struct{}{}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -220,6 +221,8 @@ TTFT buckets, being parts of the client's time to first token.
 	genAITable(&b, views.ClientFamilies())
 	b.WriteString(httpIntro)
 	genAITable(&b, views.HTTPFamilies())
+	b.WriteString(usageIntro)
+	genAITable(&b, views.UsageFamilies())
 	return b.Bytes()
 }
 
@@ -336,6 +339,8 @@ func feature(f instrument.Feature) string {
 		return "CPU KV offload store threshold (`WithKVOffloadStoreThreshold`, or skipped stores in a step)"
 	case instrument.ServerOperations:
 		return "the API server's first operation of the kind"
+	case instrument.Usage:
+		return "a request recorded with attribution or a price table (`WithAttribution`, `WithPriceTable`)"
 	}
 	return "-"
 }
@@ -486,6 +491,52 @@ const admissionText = "`vllm:admission_rejections_total` counts the requests a f
 	"family (vLLM counts a refused attempt only here) and, with `WithGenAISemconv`, as a failed GenAI\n" +
 	"request. A refusal a router retries on another instance is not its client's: it is the leg's\n" +
 	"failure in the GenAI client metrics, not counted here."
+
+// usageIntro heads the table of the usage families.
+var usageIntro = `
+## Usage: who used it, what it cost
+
+A Recorder built with ` + "`instrument.WithAttribution(a)`" + ` or ` + "`instrument.WithPriceTable()`" + ` records, for each
+request of a front end (` + "`instrument.Engine.RecordRequest`" + `; ` + "`openaihttp.WithAttribution`" + `,
+` + "`openaihttp.WithPrices`" + `; the proxy's ` + "`-attribute`" + ` and ` + "`-prices`" + `), the usage families below.
+vLLM has none, so like the P/D router families they follow OpenTelemetry's naming rules and keep their names
+in every export (a Prometheus scrape shows ` + "`infermetrics_usage_tokens_total`" + `); vLLM's families keep
+exactly vLLM's labels. Each carries ` + "`model_name`" + `, ` + "`engine`" + `, the constant attributes and, but
+` + "`infermetrics.attribution.overflow`" + `, one label per attribution dimension (its name as given, dots as
+underscores in a scrape), whose value is the request's, bounded: ` + "`" + instrument.AttributionNone + "`" + ` when the
+request has none, ` + "`" + instrument.AttributionInvalid + "`" + ` when it is longer than ` + strconv.Itoa(instrument.MaxAttributionValueLen) + ` bytes,
+not UTF-8 or one of these three, ` + "`" + instrument.AttributionOverflow + "`" + ` when it is new past the dimension's cap
+(` + "`instrument.Dimension.MaxValues`" + `, default ` + strconv.Itoa(instrument.DefaultMaxValues) + `, shared by every Recorder
+of the Attribution). The combinations of values are capped too, at ` + strconv.Itoa(instrument.CombinationsPerValue) + ` times the
+largest dimension's cap: a request whose combination is new past it has every dimension
+` + "`" + instrument.AttributionOverflow + "`" + `. Both are counted on ` + "`infermetrics.attribution.overflow`" + ` (` + "`dimension`" + ` the
+dimension's name, or ` + "`" + instrument.OverflowCombinations + "`" + `). The series they cost are in docs/proxy.md.
+
+` + "`kind`" + ` is one of ` + strings.Join(tokenKinds(), ", ") + `: ` + "`input`" + ` is the prompt less
+its cache reads and writes, ` + "`reasoning`" + ` a part of ` + "`output`" + `, the audio and image kinds parts of the
+prompt or the output (` + "`stats.ObservedRequest.Tokens`" + `); a kind the response did not report, or reported
+as 0, is not counted. ` + "`error.type`" + ` is set only on a request that failed or was aborted for a known cause
+(` + "`stats.ErrorType`" + `; ` + "`_OTHER`" + ` for a failure of unknown cause) and absent on the others, as the
+OpenTelemetry conventions set it only on errors. Cost is in the price table's currency (unit ` + "`" + instrument.CostUnit + "`" + `:
+LiteLLM's prices are in US dollars); ` + "`infermetrics.usage.cost.uncached`" + ` is what the same requests
+would have cost without a prompt cache, so that ` + "`uncached - cost`" + ` is what caching saved (negative when
+cache writes cost more than the reads saved). A request with usage whose model has no price is counted in
+` + "`infermetrics.usage.unpriced_requests`" + `, never priced by a guess. The duration and time to first token
+take the GenAI conventions' buckets (those of ` + "`gen_ai.client.operation.duration`" + ` and
+` + "`gen_ai.client.operation.time_to_first_chunk`" + `).
+
+| family | type | labels | buckets | unit | recorded | description |
+|---|---|---|---|---|---|---|
+`
+
+// tokenKinds lists the kind values, each as code.
+func tokenKinds() []string {
+	var out []string
+	for _, k := range stats.TokenKinds() {
+		out = append(out, code1(k.String()))
+	}
+	return out
+}
 
 // vllmCommits names the vLLM sources the families were compared against.
 // The vLLM repository is too large to fetch whole; these are the files read.

@@ -82,6 +82,7 @@ The proxy container: (dict "root" . "job" JOB "upstreams" LIST
     {{- with .defaultModel }}
     - -default-model={{ . }}
     {{- end }}
+    {{- include "infermetrics.usageArgs" $p }}
     - -service-name={{ .job }}
     - -instance-id=$(POD_NAME)
     - -log-format=json
@@ -108,6 +109,13 @@ The proxy container: (dict "root" . "job" JOB "upstreams" LIST
     {{- with include "infermetrics.otlpEndpoint" $root }}
     - name: OTEL_EXPORTER_OTLP_ENDPOINT
       value: {{ . | quote }}
+    {{- end }}
+    {{- with $p.attribution.saltSecret.name }}
+    - name: INFERMETRICS_PROXY_ATTRIBUTE_SALT
+      valueFrom:
+        secretKeyRef:
+          name: {{ . | quote }}
+          key: {{ $p.attribution.saltSecret.key | quote }}
     {{- end }}
     {{- with $p.env }}
     {{- toYaml . | nindent 4 }}
@@ -140,6 +148,14 @@ The proxy container: (dict "root" . "job" JOB "upstreams" LIST
         seconds: {{ $p.preStopSleepSeconds }}
   resources:
     {{- toYaml $p.resources | nindent 4 }}
+  {{- with $p.prices }}
+  volumeMounts:
+    {{- range $i, $f := . }}
+    - name: prices-{{ $i }}
+      mountPath: /etc/infermetrics/prices/{{ $i }}
+      readOnly: true
+    {{- end }}
+  {{- end }}
   securityContext:
     runAsNonRoot: true
     runAsUser: 65532
@@ -190,4 +206,35 @@ collector Service when collector.enabled, else nowhere. */}}
 {{- else if .Values.collector.enabled -}}
 {{- printf "http://%s-collector.%s.svc:4318" (include "infermetrics.fullname" .) .Release.Namespace -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The usage flags of the proxy (values proxy.attribution and proxy.prices):
+-attribute per dimension, -attribute-max-values with them, -prices per
+table, at the path infermetrics.proxyVolumes mounts it.
+*/}}
+{{- define "infermetrics.usageArgs" -}}
+{{- range .attribution.dimensions }}
+    - -attribute={{ .name }}={{ .source }}
+{{- end }}
+{{- if .attribution.dimensions }}
+    - -attribute-max-values={{ .attribution.maxValues }}
+{{- end }}
+{{- range $i, $f := .prices }}
+    - -prices=/etc/infermetrics/prices/{{ $i }}/prices.json
+{{- end }}
+{{- end -}}
+
+{{/*
+The proxy's volumes: the ConfigMap key of each price table, as prices.json.
+*/}}
+{{- define "infermetrics.proxyVolumes" -}}
+{{- range $i, $f := .Values.proxy.prices }}
+- name: prices-{{ $i }}
+  configMap:
+    name: {{ $f.configMap | quote }}
+    items:
+      - key: {{ $f.key | quote }}
+        path: prices.json
+{{- end }}
 {{- end -}}

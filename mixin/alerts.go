@@ -182,6 +182,7 @@ func (r rules) alerts(sel labelSet) []alert {
 		r.overflowAlert(target, perModel, w),
 		r.cardinalityAlert(target, engine0),
 	)
+	out = append(out, r.usageAlerts(target, engine0, perModel, w)...)
 	if varied := r.variedLabel(sel); varied != "" {
 		for i := range out {
 			out[i] = r.withDerived(out[i], engine0, varied, sel)

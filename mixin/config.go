@@ -3,6 +3,8 @@ package mixin
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -130,6 +132,51 @@ type Config struct {
 	// limit into (otel_metric_overflow="true") before
 	// InfermetricsCardinalityOverflow fires.
 	CardinalityOverflowFor Duration
+
+	// Dimensions are the attribution dimensions the usage families carry,
+	// as labels (infermetrics-proxy's -attribute names, dots as
+	// underscores): the recording rules record the cost rate of each by
+	// model, and SpendBudget budgets their values. Empty: neither; the spend
+	// dashboard lists the dimensions from the series and needs none.
+	Dimensions []string
+	// SpendBudget is the spend per hour of one value of a dimension (a
+	// tenant, a user, an API key) within a deployment above which
+	// InfermetricsSpendOverBudget fires; no budget, no alert.
+	SpendBudget SpendBudget
+	// OtherTargetLabels are the labels a scrape adds beside JobLabels and
+	// InstanceLabels (the Prometheus Operator's container, endpoint and
+	// service): the spend dashboard's dimension variable does not list them
+	// as attribution dimensions.
+	OtherTargetLabels []string
+	// UnpricedFor is how long requests with usage whose model has no price
+	// (infermetrics_usage_unpriced_requests_total) keep being counted
+	// before InfermetricsUnpricedRequests fires.
+	UnpricedFor Duration
+	// AttributionOverflowFor is how long requests keep being recorded with
+	// a dimension's value folded into _overflow, the cap on its values hit
+	// (infermetrics_attribution_overflow_total), before
+	// InfermetricsAttributionOverflow fires.
+	AttributionOverflowFor Duration
+}
+
+// SpendBudget is a budget of spend in the price table's currency per hour
+// (US dollars for LiteLLM's list): PerDimension's amount for each value of
+// the dimensions it names, Default for each value of the other Dimensions;
+// 0 is no budget. The spend is the cost rate over Window, above the budget
+// for For.
+type SpendBudget struct {
+	Default      float64
+	PerDimension map[string]float64
+	Window       Duration
+	For          Duration
+}
+
+// of returns the budget of dimension d, 0 for none.
+func (b SpendBudget) of(d string) float64 {
+	if v, ok := b.PerDimension[d]; ok {
+		return v
+	}
+	return b.Default
 }
 
 // Threshold is an alert's threshold and how long it must hold (for:).
@@ -200,6 +247,16 @@ func Default() Config {
 		OverflowFor:      "5m",
 
 		CardinalityOverflowFor: "5m",
+
+		SpendBudget: SpendBudget{Window: "1h", For: "15m"},
+		// The Prometheus Operator's target labels of a ServiceMonitor's and
+		// a PodMonitor's targets beside namespace, pod, job and instance
+		// (prometheus-operator/prometheus-operator @ 6adcebc5,
+		// pkg/prometheus/promcfg.go: generateServiceMonitorConfig,
+		// generatePodMonitorConfig).
+		OtherTargetLabels:      []string{"container", "endpoint", "service"},
+		UnpricedFor:            "15m",
+		AttributionOverflowFor: "5m",
 	}
 }
 
@@ -215,7 +272,7 @@ func (c Config) WithFor(d Duration) Config {
 		t.For = d
 	}
 	for _, f := range []*Duration{&c.StuckFor, &c.AbsentFor, &c.InvalidEventsFor, &c.OverflowFor, &c.CardinalityOverflowFor,
-		&c.TrafficStoppedFor, &c.ValueDroppedFor} {
+		&c.TrafficStoppedFor, &c.ValueDroppedFor, &c.UnpricedFor, &c.AttributionOverflowFor, &c.SpendBudget.For} {
 		*f = d
 	}
 	return c
@@ -285,6 +342,8 @@ func (c Config) Validate() error {
 		{"TrafficStoppedLookback", c.TrafficStoppedLookback, false}, {"TrafficStoppedFor", c.TrafficStoppedFor, true},
 		{"RestartWindow", c.RestartWindow, false}, {"ValueDroppedFor", c.ValueDroppedFor, true},
 		{"LoadShedding.For", c.LoadShedding.For, true},
+		{"UnpricedFor", c.UnpricedFor, true}, {"AttributionOverflowFor", c.AttributionOverflowFor, true},
+		{"SpendBudget.Window", c.SpendBudget.Window, false}, {"SpendBudget.For", c.SpendBudget.For, true},
 	}
 	if c.Interval != "" {
 		durations = append(durations, namedDuration{"Interval", c.Interval, false})
@@ -315,6 +374,7 @@ func (c Config) Validate() error {
 		check(!slices.Contains(slices.Concat(c.JobLabels, c.ExtraGroupLabels)[:i], l), "label %q twice in JobLabels and ExtraGroupLabels", l)
 	}
 	check(len(c.InstanceLabels) > 0, "InstanceLabels: empty, want the labels that name a server (instance)")
+	errs = append(errs, c.validateUsage()...)
 	tw, _ := c.TrafficStoppedWindow.parse()
 	tl, _ := c.TrafficStoppedLookback.parse()
 	tf, _ := c.TrafficStoppedFor.parse()
@@ -355,4 +415,41 @@ func (c Config) Validate() error {
 		check(short < long, "BurnRates[%d]: Short %s is not shorter than Long %s", i, b.Short, b.Long)
 	}
 	return errors.Join(errs...)
+}
+
+// usageLabels are the labels of the usage families that are no attribution
+// dimension: a dimension may not be one.
+var usageLabels = []string{instrument.KeyModelName, instrument.KeyEngine, instrument.KeyKind,
+	label(instrument.KeyFinishedReason), label(instrument.KeyErrorType), instrument.KeyDimension, "le", "quantile"}
+
+// validateUsage reports the usage parameters out of their range: the
+// dimensions, the budgets and the other target labels.
+func (c Config) validateUsage() []error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	targets := slices.Concat(c.JobLabels, c.ExtraGroupLabels, c.InstanceLabels)
+	for i, d := range c.Dimensions {
+		check(labelName.MatchString(d) && !strings.HasPrefix(d, "__"), "Dimensions: %q is not a label name", d)
+		check(!slices.Contains(usageLabels, d), "Dimensions: %q is a label of the usage families, no dimension", d)
+		check(!slices.Contains(targets, d), "Dimensions: %q is in JobLabels, ExtraGroupLabels or InstanceLabels", d)
+		check(!slices.Contains(c.Dimensions[:i], d), "Dimensions: %q twice", d)
+	}
+	for _, l := range c.OtherTargetLabels {
+		check(labelName.MatchString(l), "OtherTargetLabels: %q is not a label name", l)
+		check(!slices.Contains(c.Dimensions, l), "OtherTargetLabels: %q is in Dimensions too", l)
+	}
+	budget := func(name string, v float64) {
+		check(v >= 0 && !math.IsInf(v, 0), "%s %g, want an amount per hour, 0 for no budget", name, v)
+	}
+	budget("SpendBudget.Default", c.SpendBudget.Default)
+	check(c.SpendBudget.Default == 0 || len(c.Dimensions) > 0, "SpendBudget.Default %g without Dimensions: no dimension to budget", c.SpendBudget.Default)
+	for _, d := range slices.Sorted(maps.Keys(c.SpendBudget.PerDimension)) {
+		budget(fmt.Sprintf("SpendBudget.PerDimension[%q]", d), c.SpendBudget.PerDimension[d])
+		check(slices.Contains(c.Dimensions, d), "SpendBudget.PerDimension: %q is not one of Dimensions %v", d, c.Dimensions)
+	}
+	return errs
 }

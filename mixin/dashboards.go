@@ -2,6 +2,7 @@ package mixin
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -30,17 +31,24 @@ type board struct {
 }
 
 // variable is a dashboard variable: a query variable, the values of label
-// name on the series of selector (several at once, with an All that
-// stands for the values listed, no custom all value); or, with options, a
-// custom variable of one of those numbers, current by default.
+// name (or of the label another variable names, label) on the series of
+// selector (several at once, with an All that stands for the values
+// listed, no custom all value); with labelNames, one of the label names of
+// those series that regex (Grafana's, a JavaScript regular expression)
+// matches; or, with options, a custom variable of one of those numbers,
+// current by default.
 type variable struct {
 	name, title, selector string
+	label                 string
+	labelNames            bool
+	regex                 string
 	options               []float64
 	current               float64
 }
 
-// definition is the variable's query, as Grafana's label_values writes it,
-// or a custom variable's options, as Grafana writes them.
+// definition is the variable's query, as Grafana's label_values and
+// label_names write it, or a custom variable's options, as Grafana writes
+// them.
 func (v variable) definition() string {
 	if v.options != nil {
 		parts := make([]string, len(v.options))
@@ -49,7 +57,10 @@ func (v variable) definition() string {
 		}
 		return strings.Join(parts, ",")
 	}
-	return fmt.Sprintf("label_values(%s, %s)", v.selector, v.name)
+	if v.labelNames {
+		return fmt.Sprintf("label_names(%s)", v.selector)
+	}
+	return fmt.Sprintf("label_values(%s, %s)", v.selector, cmp.Or(v.label, v.name))
 }
 
 // boardRow is a row of panels; without a title the panels have no row.
@@ -59,17 +70,18 @@ type boardRow struct {
 }
 
 // panel is a time series, a heatmap or a stat (one number: the targets
-// are instant queries), width out of 24 and 8 high. A panel of what only
-// an engine records (its steps and state) is engine only, and names the
-// optional feature it needs, if any; the others show any server that
-// records requests, a gateway or P/D router's too.
+// are instant queries), width out of 24 and 8 high. A time series' axis
+// starts at 0 unless signed (a quantity that can be negative). A panel of
+// what only an engine records (its steps and state) is engine only, and
+// names the optional feature it needs, if any; the others show any server
+// that records requests, a gateway or P/D router's too.
 type panel struct {
-	title, description, unit string
-	width                    uint32
-	heatmap, stacked, stat   bool
-	engine                   bool
-	feature, alsoBy          string
-	targets                  []target
+	title, description, unit       string
+	width                          uint32
+	heatmap, stacked, stat, signed bool
+	engine                         bool
+	feature, alsoBy                string
+	targets                        []target
 }
 
 // Marks of the engine-only panels' descriptions, which docs/operators.md's
@@ -527,7 +539,7 @@ func tokensBoard(c Config) board {
 
 // boards are every dashboard.
 func boards(c Config) []board {
-	return []board{engineBoard(c), gatewayBoard(c), tokensBoard(c), featuresBoard(c)}
+	return []board{engineBoard(c), gatewayBoard(c), tokensBoard(c), featuresBoard(c), spendBoard(c)}
 }
 
 // datasource is the dashboards' Prometheus, their first variable.
@@ -674,10 +686,14 @@ func (v variable) builder() cog.Builder[dashboard.VariableModel] {
 			Options(opts).AllowCustomValue(false).Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: &cur},
 			Value: dashboard.StringOrArrayOfString{String: &cur}, Selected: cog.ToPtr(true)})
 	}
-	return dashboard.NewQueryVariableBuilder(v.name).Label(v.title).Datasource(datasource).
+	q := dashboard.NewQueryVariableBuilder(v.name).Label(v.title).Datasource(datasource).
 		Query(dashboard.StringOrMap{String: cog.ToPtr(v.definition())}).Definition(v.definition()).
-		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc).
-		IncludeAll(true).Multi(true).AllValue(allValue)
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc)
+	if v.labelNames {
+		// One label to group by: several, or All, would make no by clause.
+		return q.Regex(v.regex).IncludeAll(false).Multi(false)
+	}
+	return q.IncludeAll(true).Multi(true).AllValue(allValue)
 }
 
 // panelBuilder is what the panel builders of the SDK have in common.
@@ -707,9 +723,12 @@ func (p panel) builder(id uint32) panelBuilder {
 			ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
 	}
 	ts := timeseries.NewPanelBuilder().Id(id).Title(p.title).Description(p.fullDescription()).Datasource(datasource).
-		Span(p.width).Height(8).Unit(p.unit).Targets(queries).Min(0).FillOpacity(10).
+		Span(p.width).Height(8).Unit(p.unit).Targets(queries).FillOpacity(10).
 		Legend(common.NewVizLegendOptionsBuilder().ShowLegend(true).DisplayMode(common.LegendDisplayModeList).Placement(common.LegendPlacementBottom)).
 		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
+	if !p.signed {
+		ts = ts.Min(0)
+	}
 	if p.stacked {
 		ts = ts.Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal))
 	}

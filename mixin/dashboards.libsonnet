@@ -5,4 +5,5 @@
   'infermetrics-gateway.json': import '../docs/grafana/infermetrics-gateway.json',
   'infermetrics-tokens.json': import '../docs/grafana/infermetrics-tokens.json',
   'infermetrics-features.json': import '../docs/grafana/infermetrics-features.json',
+  'infermetrics-spend.json': import '../docs/grafana/infermetrics-spend.json',
 }

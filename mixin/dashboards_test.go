@@ -85,8 +85,12 @@ func (d builtBoard) exprs(t *testing.T) map[string]string {
 		if v.Type != "query" {
 			continue
 		}
+		if m := labelNamesDef.FindStringSubmatch(v.Definition); m != nil && v.Name == dimensionVar {
+			out[m[1]] = "variable " + v.Name
+			continue
+		}
 		m := labelValuesDef.FindStringSubmatch(v.Definition)
-		if m == nil || m[2] != v.Name {
+		if m == nil || m[2] != v.Name && !(v.Name == valueVar && m[2] == "$"+dimensionVar) {
 			t.Errorf("variable %s: definition %q is not label_values(<selector>, %s)", v.Name, v.Definition, v.Name)
 			continue
 		}
@@ -100,11 +104,16 @@ func (d builtBoard) exprs(t *testing.T) map[string]string {
 	return out
 }
 
-var labelValuesDef = regexp.MustCompile(`^label_values\((.+), (\w+)\)$`)
+var (
+	labelValuesDef = regexp.MustCompile(`^label_values\((.+), (\$?\w+)\)$`)
+	labelNamesDef  = regexp.MustCompile(`^label_names\((.+)\)$`)
+)
 
 // grafanaWindows are Grafana's time variables, which PromQL cannot parse
-// where a duration goes: the parser reads a duration in their place.
-var grafanaWindows = strings.NewReplacer("$__rate_interval", "5m", "$__range", "1h")
+// where a duration goes, and the spend dashboard's variables where a label
+// name or a number goes: the parser reads a duration, a label or a number
+// in their place.
+var grafanaWindows = strings.NewReplacer("$__rate_interval", "5m", "$__range", "1h", "$"+dimensionVar, "tenant", "$"+topVar, "10")
 
 // selectors parses expr with Prometheus's parser and returns its series
 // selectors.
@@ -205,6 +214,7 @@ func TestDashboardVariables(t *testing.T) {
 		"docs/grafana/infermetrics-tokens.json":   {"datasource", "cluster", "namespace", "job", "instance", "model_name", "engine"},
 		"docs/grafana/infermetrics-features.json": {"datasource", "cluster", "namespace", "job", "instance", "model_name", "engine"},
 		"docs/grafana/infermetrics-gateway.json":  {"datasource", "cluster", "namespace", "job", "instance", "model_name", "backend", "ttft_seconds", "itl_seconds"},
+		SpendDashboardFile:                        {"datasource", "cluster", "namespace", "job", "instance", "model_name", "dimension", "value", "top"},
 	}
 	bs := builtBoards(t, c)
 	if len(bs) != len(want) {
@@ -214,7 +224,7 @@ func TestDashboardVariables(t *testing.T) {
 		var names []string
 		for _, v := range d.Templating.List {
 			names = append(names, v.Name)
-			if v.Type == "query" && (!v.IncludeAll || !v.Multi || v.AllValue == nil || *v.AllValue != ".*") {
+			if v.Type == "query" && v.Name != dimensionVar && (!v.IncludeAll || !v.Multi || v.AllValue == nil || *v.AllValue != ".*") {
 				t.Errorf("%s: variable %s: includeAll %v, multi %v, allValue %v; want several values and an All of .*",
 					file, v.Name, v.IncludeAll, v.Multi, v.AllValue)
 			}
@@ -238,7 +248,7 @@ func TestEngineDashboardsListEveryServer(t *testing.T) {
 	c := contractConfig()
 	listed := slices.Concat(c.JobLabels, []string{c.InstanceLabels[0], modelName, engineName})
 	for file, d := range builtBoards(t, c) {
-		if file == "docs/grafana/infermetrics-gateway.json" {
+		if file == "docs/grafana/infermetrics-gateway.json" || file == SpendDashboardFile {
 			continue
 		}
 		n := 0
@@ -531,9 +541,19 @@ func labelValuesOf(l string) []string {
 		return out
 	case finishedReason:
 		return []string{stats.FinishStop.String(), errorReason}
+	case instrument.KeyKind: // the token kinds (the spend panels read some), and one of invalid events
+		var out []string
+		for _, k := range stats.TokenKinds() {
+			out = append(out, k.String())
+		}
+		return out
 	}
 	return []string{"x"}
 }
+
+// syntheticDimension is the attribution dimension of the synthetic series
+// of the usage families that carry dimensions.
+const syntheticDimension = "tenant"
 
 // syntheticSeries writes promtool input series for every exported family,
 // as a plain Prometheus scrapes them: job and instance, no cluster or
@@ -542,6 +562,10 @@ func syntheticSeries() string {
 	var b strings.Builder
 	for _, f := range exported {
 		combos := [][]string{{`job="vllm"`, `instance="a:8000"`}} // syntheticValue's
+		if slices.ContainsFunc(views.UsageFamilies(), func(u views.Family) bool { return u.Name == f.Name }) && f.Name != attrOverflow.Name {
+			combos = [][]string{append(slices.Clone(combos[0]), syntheticDimension+`="x"`),
+				append(slices.Clone(combos[0]), syntheticDimension+`="`+instrument.AttributionNone+`"`)}
+		}
 		for _, k := range f.Labels {
 			l := label(k)
 			if !labelName.MatchString(l) {
@@ -589,6 +613,10 @@ func syntheticValue(c Config, v string) string {
 		return "a:8000"
 	case slices.Contains(c.JobLabels, v):
 		return ""
+	case v == dimensionVar:
+		return syntheticDimension
+	case v == valueVar: // the values of syntheticDimension
+		return "x|" + instrument.AttributionNone
 	}
 	return labelValuesOf(v)[0]
 }
@@ -609,8 +637,11 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	queries := map[string]string{}
 	for file, d := range builtBoards(t, c) {
 		for _, v := range d.Templating.List {
-			if v.Type == "query" {
+			switch v.Type {
+			case "query":
 				subst = append(subst, "$"+v.Name, syntheticValue(c, v.Name))
+			case "custom":
+				subst = append(subst, "$"+v.Name, v.Current.Value)
 			}
 		}
 		for expr, where := range d.exprs(t) {
@@ -762,8 +793,8 @@ func TestEngineOnlyMarks(t *testing.T) {
 	before, after := gatewayPath(t)
 	marked := 0
 	for _, b := range boards(contractConfig()) {
-		if b.file == "docs/grafana/infermetrics-gateway.json" {
-			continue
+		if b.file == "docs/grafana/infermetrics-gateway.json" || b.file == SpendDashboardFile {
+			continue // a front end's dashboards
 		}
 		for _, r := range b.rows {
 			for _, p := range r.panels {

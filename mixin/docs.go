@@ -6,7 +6,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -68,6 +70,18 @@ func value(v reflect.Value) string {
 		return fmt.Sprintf("`%s` for `%s`", number(x.Value), x.For)
 	case SLO:
 		return fmt.Sprintf("%s within `%s` s", percent(x.Objective), number(x.Seconds))
+	case SpendBudget:
+		var budgets []string
+		if x.Default != 0 {
+			budgets = append(budgets, "`"+number(x.Default)+"` by default")
+		}
+		for _, d := range slices.Sorted(maps.Keys(x.PerDimension)) {
+			budgets = append(budgets, fmt.Sprintf("`%s` for `%s`", number(x.PerDimension[d]), d))
+		}
+		if len(budgets) == 0 {
+			return fmt.Sprintf("no budget (the spend over `%s` for `%s`)", x.Window, x.For)
+		}
+		return fmt.Sprintf("%s an hour for each value, the spend over `%s` for `%s`", strings.Join(budgets, ", "), x.Window, x.For)
 	case []BurnRate:
 		parts := make([]string, len(x))
 		for i, b := range x {
@@ -99,7 +113,8 @@ func runbook(r rules, alerts []alert, recording []ruleGroup, bs []board) ([]byte
 	p("source, the Go code in [`mixin/`](../mixin), which names every family from package `views` (the")
 	p("one definition of the scrape), as the Kubernetes monitoring mixins do. The engine alerts read")
 	p("vLLM's own families, so they serve a vLLM server as they serve an engine instrumented with")
-	p("infermetrics; the P/D router, invalid-event and model-overflow alerts read infermetrics' own.")
+	p("infermetrics; the P/D router, invalid-event, model-overflow and usage (spend, pricing,")
+	p("attribution) alerts read infermetrics' own.")
 	p("")
 	p("| file | what |")
 	p("|---|---|")
@@ -207,8 +222,9 @@ func runbook(r rules, alerts []alert, recording []ruleGroup, bs []board) ([]byte
 	p("Named `level:metric:operations`: the level `%s` is one series per model and deployment, the", level)
 	p("metric the family read. Every rule and alert aggregates with `by (%s)` (`JobLabels`,", strings.Join(r.agg.labels, ", "))
 	p("`ExtraGroupLabels` and `model_name`), plus the labels it needs (`finished_reason` for the error")
-	p("ratio, `source` for prompt tokens by source, `le` inside a quantile, `kind` for invalid events, the")
-	p("instance labels and `engine` for the per-engine and per-server alerts): any other label, `priority`")
+	p("ratio, `source` for prompt tokens by source, `le` inside a quantile, `kind` for invalid events and")
+	p("tokens by kind, each of `Dimensions` for the cost by attribution dimension, the instance labels and")
+	p("`engine` for the per-engine and per-server alerts): any other label, `priority`")
 	p("under priority scheduling, a LoRA adapter, one a relabeling adds, is summed away, so it neither splits")
 	p("a page nor breaks a ratio of two families of which one carries it. A label a setup lacks (`cluster`")
 	p("and `namespace` on a plain Prometheus) is empty, and `by` keeps working. The quantile rules carry a")

@@ -62,7 +62,7 @@ func Files(c Config) ([]File, error) {
 		return nil, fmt.Errorf("mixin: %w", err)
 	}
 	files = append(files, File{ConfigJSONFile, cfg}, File{DashboardsLibsonnetFile, dashboardsLibsonnet(bs)})
-	doc, err := runbook(r, alerts, recording, bs)
+	doc, err := runbook(r, r.documented(alerts, r.deployment(sel)), recording, bs)
 	if err != nil {
 		return nil, fmt.Errorf("mixin: %w", err)
 	}

@@ -157,7 +157,7 @@ func TestPromtool(t *testing.T) {
 // threshold alerts fail.
 func TestUnitTestsCatchWrongRules(t *testing.T) {
 	t.Parallel()
-	def := Default()
+	def := withBudgets(Default())
 	deaf := def
 	deaf.ErrorRatio.Value = 0.999
 	deaf.TTFT.Objective, deaf.ITL.Objective = 0.01, 0.01 // budgets no share of misses burns 1.0 times or more
@@ -166,6 +166,8 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	deaf.QueueWaiting.Value = 1e6
 	deaf.StuckFor, deaf.AbsentFor, deaf.InvalidEventsFor, deaf.OverflowFor = "1d", "1d", "1d", "1d"
 	deaf.CardinalityOverflowFor, deaf.ValueDroppedFor = "1d", "1d"
+	deaf.UnpricedFor, deaf.AttributionOverflowFor = "1d", "1d"
+	deaf.SpendBudget = SpendBudget{Default: 1e9, PerDimension: map[string]float64{"user": 1e9}, Window: def.SpendBudget.Window, For: def.SpendBudget.For}
 	deaf.HTTPErrorRatio.Value = 0.999
 	deaf.LoadShedding.Value = 0.999
 	deaf.TrafficStoppedFor, deaf.TrafficStoppedLookback = "1d", "3d"
@@ -179,8 +181,10 @@ func TestUnitTestsCatchWrongRules(t *testing.T) {
 	eager.Handoff.Value = 0.0001
 	eager.HTTPErrorRatio.Value = 0.0001
 	eager.LoadShedding.Value = 0.0001
+	eager.SpendBudget = SpendBudget{Default: 1e-9, PerDimension: map[string]float64{"user": 1e-9}, Window: def.SpendBudget.Window, For: def.SpendBudget.For}
 	threshold := []string{"VLLMRequestErrors", "VLLMTimeToFirstTokenBudgetBurn", "VLLMInterTokenLatencyBudgetBurn",
-		"VLLMKVCacheSaturated", "VLLMPreemptionsHigh", "InfermetricsPDHandoffSlow", "VLLMHTTPServerErrors", "VLLMLoadShedding"}
+		"VLLMKVCacheSaturated", "VLLMPreemptionsHigh", "InfermetricsPDHandoffSlow", "VLLMHTTPServerErrors", "VLLMLoadShedding",
+		"InfermetricsSpendOverBudget"}
 	var every []string
 	for _, a := range newRules(def).alerts(nil) {
 		every = append(every, a.name)
@@ -316,6 +320,21 @@ func TestValidate(t *testing.T) {
 		{"instance label kept", func(c *Config) { c.ExtraGroupLabels = []string{"pod"} }, "in InstanceLabels"},
 		{"traffic windows", func(c *Config) { c.TrafficStoppedWindow, c.TrafficStoppedLookback = "1h", "1h" }, "could never fire"},
 		{"http ratio", func(c *Config) { c.HTTPErrorRatio.Value = 0 }, "HTTPErrorRatio.Value"},
+		{"dimension name", func(c *Config) { c.Dimensions = []string{"x-tenant"} }, "not a label name"},
+		{"dimension of the family", func(c *Config) { c.Dimensions = []string{"kind"} }, "a label of the usage families"},
+		{"dimension a target label", func(c *Config) { c.Dimensions = []string{"job"} }, "in JobLabels"},
+		{"dimension twice", func(c *Config) { c.Dimensions = []string{"tenant", "tenant"} }, `"tenant" twice`},
+		{"budget without dimensions", func(c *Config) { c.SpendBudget.Default = 5 }, "without Dimensions"},
+		{"budget of no dimension", func(c *Config) {
+			c.Dimensions = []string{"tenant"}
+			c.SpendBudget.PerDimension = map[string]float64{"user": 5}
+		}, "not one of Dimensions"},
+		{"negative budget", func(c *Config) {
+			c.Dimensions = []string{"tenant"}
+			c.SpendBudget.Default = -1
+		}, "SpendBudget.Default -1"},
+		{"budget window", func(c *Config) { c.SpendBudget.Window = "0s" }, "SpendBudget.Window"},
+		{"other target label", func(c *Config) { c.OtherTargetLabels = []string{"a-b"} }, "OtherTargetLabels"},
 	} {
 		cfg := Default()
 		c.change(&cfg)
@@ -396,7 +415,7 @@ func testsOf(t *testing.T, c Config, keep func(alert, scenario) bool) []File {
 // which one fires, one without cluster and namespace labels; all expect it
 // to fire.
 func TestEveryAlertHasDerivedScenarios(t *testing.T) {
-	r := newRules(Default())
+	r := newRules(withBudgets(Default()))
 	varied := r.variedLabel(nil)
 	for _, a := range r.alerts(nil) {
 		var prio, two, plain bool
@@ -495,7 +514,7 @@ func TestScaleValues(t *testing.T) {
 // Summaries are static, so that Alertmanager groups an alert's instances
 // by them; descriptions name the deployment and differ per instance.
 func TestStaticSummaries(t *testing.T) {
-	for _, a := range newRules(Default()).alerts(nil) {
+	for _, a := range newRules(withBudgets(Default())).alerts(nil) {
 		if strings.Contains(a.summary, "{{") {
 			t.Errorf("%s: the summary %q is a template", a.name, a.summary)
 		}
@@ -509,7 +528,7 @@ func TestStaticSummaries(t *testing.T) {
 // Prometheus parses, and first commands to run (a code span).
 func TestRunbookEntries(t *testing.T) {
 	t.Parallel()
-	r := newRules(Default())
+	r := newRules(withBudgets(Default()))
 	var w yamlWriter
 	w.line(0, "groups:")
 	w.line(1, "- name: confirm")
@@ -553,6 +572,43 @@ func TestEveryParameterDocumented(t *testing.T) {
 	for i := range ct.NumField() {
 		if name := ct.Field(i).Name; docs[name] == "" {
 			t.Errorf("Config.%s has no doc comment", name)
+		}
+	}
+}
+
+// withBudgets returns c with two attribution dimensions and a spend budget
+// for each (a default and one of its own), so that
+// InfermetricsSpendOverBudget is among the alerts.
+func withBudgets(c Config) Config {
+	c.Dimensions = []string{"tenant", "user"}
+	c.SpendBudget.Default = 10
+	c.SpendBudget.PerDimension = map[string]float64{"user": 2}
+	return c
+}
+
+// With budgets, both Prometheus versions load the rules and pass the unit
+// tests of InfermetricsSpendOverBudget, its derived scenarios included;
+// without one, there is no such alert.
+func TestSpendBudget(t *testing.T) {
+	t.Parallel()
+	if slices.ContainsFunc(newRules(Default()).alerts(nil), func(a alert) bool { return a.name == spendAlert }) {
+		t.Errorf("%s without a budget", spendAlert)
+	}
+	c := withBudgets(Default())
+	rs := files(t, c)
+	alerts := string(fileOf(t, rs, AlertsFile))
+	for _, d := range c.Dimensions {
+		if !strings.Contains(alerts, "dimension: "+strconv.Quote(d)) {
+			t.Errorf("no condition of %s for dimension %s in\n%s", spendAlert, d, alerts)
+		}
+	}
+	dir := writeRules(t, rs, testsOf(t, c, func(a alert, _ scenario) bool { return a.name == spendAlert }))
+	for name, bin := range promtools(t) {
+		if out, ok := promtool(t, bin, dir, "check", "rules", "recording.yaml", "alerts.yaml"); !ok {
+			t.Errorf("%s check rules:\n%s", name, out)
+		}
+		if out, ok := promtool(t, bin, dir, "test", "rules", "tests.yaml"); !ok {
+			t.Errorf("%s test rules:\n%s", name, out)
 		}
 	}
 }

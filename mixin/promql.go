@@ -12,8 +12,9 @@ import (
 )
 
 // exported are the families the rules and dashboards read: vLLM's, the
-// HTTP server families and the GenAI client families, as views exports them.
-var exported = slices.Concat(views.Families(), views.HTTPFamilies(), views.ClientFamilies())
+// HTTP server families, the GenAI client families and the usage families,
+// as views exports them.
+var exported = slices.Concat(views.Families(), views.HTTPFamilies(), views.ClientFamilies(), views.UsageFamilies())
 
 // family returns the family exported from the instrument named name (an
 // instrument.Name* constant); of the two families of vllm.prompt_tokens

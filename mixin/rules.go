@@ -140,7 +140,7 @@ func (r rules) recordingGroups() []ruleGroup {
 			slo.rules = append(slo.rules, rule{record: r.sloMissRatio(s.family, w), expr: "1 - (\n  " + good + "\n/\n  " + total + "\n)"})
 		}
 	}
-	return []ruleGroup{requests, latency, slo}
+	return []ruleGroup{requests, latency, slo, r.usageGroup()}
 }
 
 // burnWindows are the windows of the burn-rate alerts, each once, in the

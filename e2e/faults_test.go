@@ -76,8 +76,10 @@ type faultCase struct {
 	apiUntilScraped bool
 	// proxy: an infermetrics-proxy of its own in front of this
 	// deployment's decode instance, with these flags, and clients
-	// through it.
-	proxy []string
+	// through it; with proxyTenants, the clients' requests name that
+	// many tenants in turn (X-Tenant).
+	proxy        []string
+	proxyTenants int
 	// removeTargets: its engine targets leave service discovery once
 	// scraped (the deployment's metrics vanish without a target down).
 	removeTargets bool
@@ -321,7 +323,11 @@ func TestFaults(t *testing.T) {
 				"-metrics-listen", d.proxyMetrics, "-upstream", "http://" + d.decodeAddr, "-instance-id", "proxy-" + d.namespace}, d.proxy...)...)
 			waitServing(t, p, "http://"+d.proxyMetrics+"/metrics")
 			sdFile(t, sd, proxyJob+"-"+d.namespace+".json", d.namespace, d.proxyMetrics)
-			traffic.Go(func() { routerTraffic(ctx, "http://"+d.proxyListen+"/v1/chat/completions", trafficErrs) })
+			var tenants func(int) http.Header
+			if d.proxyTenants > 0 {
+				tenants = func(i int) http.Header { return http.Header{"X-Tenant": {fmt.Sprintf("tenant-%d", i%d.proxyTenants)}} }
+			}
+			traffic.Go(func() { chatTraffic(ctx, "http://"+d.proxyListen+"/v1/chat/completions", trafficErrs, tenants) })
 		}
 	}
 	mark(fmt.Sprintf("%d deployments serving", len(deps)))
@@ -405,7 +411,7 @@ func TestFaults(t *testing.T) {
 			at := time.Now()
 			window := int(at.Sub(began).Seconds()) + 5
 			for _, f := range files {
-				if strings.HasPrefix(f.Path, dashboardDir) && strings.HasSuffix(f.Path, ".json") {
+				if strings.HasPrefix(f.Path, dashboardDir) && strings.HasSuffix(f.Path, ".json") && !usageOnly(f.Path) {
 					e.checkScopedDashboard(t, f.Path, f.Data, scopes, at, window)
 				}
 			}
@@ -510,9 +516,17 @@ func trafficLoop(ctx context.Context, pace time.Duration, errs *errList, send fu
 
 // do sends a request and reads its answer whole.
 func do(ctx context.Context, method, u, body string) (*http.Response, []byte, error) {
+	return doWith(ctx, method, u, body, nil)
+}
+
+// doWith is do with headers h.
+func doWith(ctx context.Context, method, u, body string, h http.Header) (*http.Response, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u, strings.NewReader(body))
 	if err != nil {
 		return nil, nil, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -528,11 +542,19 @@ func do(ctx context.Context, method, u, body string) (*http.Response, []byte, er
 
 // routerTraffic streams chat completions to api, one at a time, until ctx
 // is done; each must end with 200 and [DONE].
-func routerTraffic(ctx context.Context, api string, errs *errList) {
+func routerTraffic(ctx context.Context, api string, errs *errList) { chatTraffic(ctx, api, errs, nil) }
+
+// chatTraffic is routerTraffic, each request with the headers header
+// gives its number (none when nil).
+func chatTraffic(ctx context.Context, api string, errs *errList, header func(i int) http.Header) {
 	trafficLoop(ctx, trafficPace, errs, func(ctx context.Context, i int) error {
 		body := fmt.Sprintf(`{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"question %d %s"}],"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true}}`,
 			i, strings.Repeat("context ", 10+i%20), 4+i%8)
-		resp, b, err := do(ctx, http.MethodPost, api, body)
+		var h http.Header
+		if header != nil {
+			h = header(i)
+		}
+		resp, b, err := doWith(ctx, http.MethodPost, api, body, h)
 		switch {
 		case err != nil:
 			return err
@@ -713,6 +735,11 @@ func faultCases() []faultCase {
 		{namespace: "overflow", flags: []string{"-rate", "0.5"}, proxy: []string{"-max-models", "1"},
 			alerts: []string{"InfermetricsModelOverflow"},
 			why:    "infermetrics-proxy -max-models 1 (its default model only) and clients naming the served model"},
+		{namespace: "spend", flags: []string{"-rate", "0.5"}, proxyTenants: 3,
+			proxy:  []string{"-attribute", "tenant=header:X-Tenant", "-attribute-max-values", "1", "-prices", unpricedTable()},
+			alerts: []string{"InfermetricsAttributionOverflow", "InfermetricsUnpricedRequests"},
+			why: "infermetrics-proxy -attribute tenant=header:X-Tenant -attribute-max-values 1 and clients naming 3 tenants: " +
+				"the second and third are past the cap; -prices with a table without the served model: every request is unpriced"},
 		{namespace: "cardinality", flags: []string{"-rate", "1", "-decode-engines", "1", "-cardinality-limit", "6"}, api: httpMix,
 			alerts: []string{"InfermetricsCardinalityOverflow"},
 			why: "-cardinality-limit 6 (5 series and the overflow's per family): http_requests_total's 7 series of httpMix overflow; " +
@@ -733,4 +760,13 @@ func faultCases() []faultCase {
 		{namespace: "absent", flags: []string{"-rate", "1"}, removeTargets: true, alerts: []string{"VLLMMetricsAbsent"},
 			why: "its engine targets leave service discovery after their first scrapes: no target down, no metrics"},
 	}
+}
+
+// unpricedTable is the path of a price table without the example's model.
+func unpricedTable() string {
+	p, err := filepath.Abs(filepath.Join("testdata", "unpriced_prices.json"))
+	if err != nil {
+		panic(err)
+	}
+	return p
 }

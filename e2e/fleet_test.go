@@ -865,7 +865,7 @@ func compareStores(t *testing.T, name string, scraped, pushed *env, files []mixi
 	sub, subOn := dashboardVars(window), dashboardVarsFor(window, instances)
 	var instant []string
 	for _, f := range files {
-		if !strings.HasPrefix(f.Path, dashboardDir) || !strings.HasSuffix(f.Path, ".json") {
+		if !strings.HasPrefix(f.Path, dashboardDir) || !strings.HasSuffix(f.Path, ".json") || usageOnly(f.Path) {
 			continue
 		}
 		for _, q := range boardQueries(t, f.Data) {

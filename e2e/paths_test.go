@@ -46,6 +46,9 @@ type wayIn struct {
 	// features: it records every optional feature (example/pd); an engine
 	// without them has none of the panels marked "Engine only, with".
 	features bool
+	// usage: it records the usage families (a proxy with -attribute or
+	// -prices), which the spend dashboard lists.
+	usage bool
 }
 
 // The marks of the generated panels' descriptions (mixin's
@@ -56,8 +59,12 @@ const (
 )
 
 // listedOn reports whether the way in is on dashboard file: the engine
-// dashboards list every server, the gateway dashboard the front ends.
+// dashboards list every server, the gateway dashboard the front ends, the
+// spend dashboard those that record the usage families.
 func (w wayIn) listedOn(file string) bool {
+	if usageOnly(file) {
+		return w.usage
+	}
 	return !strings.HasSuffix(file, "-gateway.json") || w.frontEnd
 }
 

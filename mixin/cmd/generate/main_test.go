@@ -36,3 +36,28 @@ func TestConfig(t *testing.T) {
 		t.Errorf("an unknown parameter: %v, want an error naming it", err)
 	}
 }
+
+// The budget of docs/operators.md (its excerpt of testdata/budget.json)
+// makes InfermetricsSpendOverBudget, one condition per dimension at its
+// budget, and the cost rules per dimension.
+func TestBudgetConfig(t *testing.T) {
+	dir := t.TempDir()
+	if err := run(filepath.Join("testdata", "budget.json"), dir); err != nil {
+		t.Fatal(err)
+	}
+	for file, wants := range map[string][]string{
+		mixin.AlertsFile: {"sum by (cluster, namespace, job, tenant) (rate(infermetrics_usage_cost_total{tenant!=\"\", tenant!~\"_invalid|_overflow\"}[1h]))\n          > 50\n        for: 15m",
+			"sum by (cluster, namespace, job, api_key) (rate(infermetrics_usage_cost_total{api_key!=\"\", api_key!~\"_invalid|_overflow\"}[1h]))\n          > 5\n        for: 15m"},
+		mixin.RecordingRulesFile: {"model_name_tenant:infermetrics_usage_cost:rate5m", "model_name_api_key:infermetrics_usage_cost:savings_rate5m"},
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range wants {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s does not hold %q", file, want)
+			}
+		}
+	}
+}

@@ -278,19 +278,5 @@ func (p pieces) RoundTrip(req *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, req.Body)
 	_ = req.Body.Close()
 	return &http.Response{StatusCode: p.e.Status, Header: p.e.Header(), Request: req,
-		Body: io.NopCloser(&writesReader{w: p.e.Writes(p.split)})}, nil
-}
-
-type writesReader struct{ w [][]byte }
-
-func (r *writesReader) Read(b []byte) (int, error) {
-	for len(r.w) > 0 && len(r.w[0]) == 0 {
-		r.w = r.w[1:]
-	}
-	if len(r.w) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(b, r.w[0])
-	r.w[0] = r.w[0][n:]
-	return n, nil
+		Body: io.NopCloser(p.e.Reader(p.split))}, nil
 }

@@ -39,7 +39,30 @@
 // whichever records first. Anthropic's usage cannot have such a
 // split (its prompt is input_tokens plus the cache reads and writes), nor
 // Ollama's (no cached count). A count that is not a non-negative JSON
-// integer (a string, a float, an object) makes its usage unknown. Requests
+// integer (a string, a float, an object) makes its usage unknown.
+//
+// The usage's other kinds of tokens (stats.ObservedRequest.Details, for
+// the usage families and prices) are passed on as each API reports them:
+// cache reads whenever a cached count was reported (OpenAI's
+// prompt_tokens_details.cached_tokens and the Responses API's
+// input_tokens_details.cached_tokens, both a part of the prompt;
+// Anthropic's cache_read_input_tokens; llama.cpp's timings.cache_n without
+// one), cache writes (Anthropic's cache_creation_input_tokens, and the
+// cache_write_tokens of prompt_tokens_details or input_tokens_details that
+// OpenRouter, Bedrock and the Responses API report), reasoning
+// (completion_tokens_details.reasoning_tokens,
+// output_tokens_details.reasoning_tokens, Anthropic's
+// output_tokens_details.thinking_tokens), and the audio_tokens and
+// image_tokens of the prompt's and of the completion's details. A kind
+// the usage does not report, or reports null, is not set: never a guess.
+// Ollama reports none. A detail above the tokens it is a part of
+// (OpenRouter has sent 11 reasoning tokens of 10 completion tokens) is
+// dropped by the Recorder and counted once per response, as cached tokens
+// above the prompt are. The model the response names (its "model", the
+// Responses API's response.model, Anthropic's message.model; the first
+// one a stream names, and none when it is not UTF-8 or longer than 256
+// bytes) is stats.ObservedRequest.ResponseModel (gen_ai.response.model).
+// Requests
 // in flight are vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
 // also records the GenAI server histograms (views.Semconv) by the
 // conventions' rules: the time per output token of successful requests with

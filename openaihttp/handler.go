@@ -120,6 +120,9 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	o.CachedByKVTransfer = trace.KVTransferred()
 	o.MaxTokens, o.N = info.maxTokens, info.n
 	o = trace.boundedOnce(o, true) // a leg passed on may have counted its drop
+	if h.cfg.observed != nil {
+		h.cfg.observed(&o)
+	}
 	e.RecordRequest(r.Context(), &o)
 	if pd, ok := trace.PD(); ok {
 		e.RecordPDLegs(r.Context(), &pd)

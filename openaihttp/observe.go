@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
@@ -54,6 +55,11 @@ type observer struct {
 	// handler says the observer is the handler's.
 	trace   *Trace
 	handler bool
+
+	// resp is the model the response named (gen_ai.response.model), the
+	// first one; respLen 0 when none yet.
+	resp    [maxValue]byte
+	respLen int
 }
 
 // bodyFacts are what the bytes of a body told so far, their times aside:
@@ -71,6 +77,11 @@ type bodyFacts struct {
 		known                      bool
 		prompt, completion, cached int64
 		cachedKnown                bool // from usage (prompt_tokens_details), not timings
+		// details are the kinds the usage broke out
+		// (stats.ObservedRequest.Details): cache reads whenever a cached
+		// count was reported (cachedKnown), cache writes, reasoning, audio
+		// and image tokens.
+		details stats.TokenUsage
 	}
 	anth      doc // Anthropic: usage fields merged over the events
 	cacheN    int64
@@ -419,6 +430,9 @@ func (o *observer) apply(d *doc, timed bool) {
 		o.errSeen = true
 	}
 	o.applyUsage(d)
+	if d.model && o.respLen == 0 && o.sc != nil {
+		o.respLen = copy(o.resp[:], o.sc.js.resp[:o.sc.js.respLen])
+	}
 	if d.has&fCacheN != 0 {
 		o.cacheN, o.hasCacheN = d.cacheN, true
 	}
@@ -489,6 +503,7 @@ func (o *observer) applyUsage(d *doc) {
 		}{
 			{fPrompt, &a.prompt, &d.prompt}, {fCompletion, &a.completion, &d.completion},
 			{fCacheRead, &a.cacheRead, &d.cacheRead}, {fCacheCreation, &a.cacheCreation, &d.cacheCreation},
+			{fReasoning, &a.reasoning, &d.reasoning},
 		} {
 			if d.has&f.bit != 0 {
 				*f.dst, a.has = *f.src, a.has|f.bit
@@ -499,10 +514,13 @@ func (o *observer) applyUsage(d *doc) {
 		}
 		// input_tokens is the uncached part (vLLM since PR #40912, as
 		// Anthropic defines it): the prompt is its sum with the cache reads
-		// and writes; the cache reads are the cached tokens.
+		// and writes; the cache reads are the cached tokens, the cache
+		// writes (cache_creation_input_tokens) the tokens of kind
+		// cache_write.
 		u := &o.usage
 		u.known, u.prompt, u.completion = true, a.prompt+a.cacheRead+a.cacheCreation, a.completion
 		u.cached, u.cachedKnown = a.cacheRead, a.has&fCacheRead != 0
+		u.details = a.details(fCacheRead, a.cacheRead, fCacheCreation, a.cacheCreation)
 	case dOllama:
 		if d.done && d.has&(fPrompt|fCompletion) != 0 && !d.usageBad {
 			o.usage.known, o.usage.prompt, o.usage.completion = true, d.prompt, d.completion
@@ -520,7 +538,37 @@ func (o *observer) applyUsage(d *doc) {
 		u := &o.usage
 		u.known, u.prompt, u.completion = true, d.prompt, d.completion
 		u.cached, u.cachedKnown = d.cached, d.has&fCached != 0
+		u.details = d.details(fCached, d.cached, fCacheWrite, d.cacheWrite)
 	}
+}
+
+// details returns the kinds of tokens a usage reported apart, as
+// stats.ObservedRequest.Details holds them: the cache reads (read, when
+// the field of bit readBit was reported: OpenAI's cached_tokens,
+// Anthropic's cache_read_input_tokens), the cache writes (write, of bit
+// writeBit: cache_write_tokens, Anthropic's cache_creation_input_tokens),
+// and the reasoning, audio and image tokens. A kind not reported is not
+// set.
+func (d *doc) details(readBit uint16, read int64, writeBit uint16, write int64) stats.TokenUsage {
+	var u stats.TokenUsage
+	for _, f := range [...]struct {
+		bit  uint16
+		kind stats.TokenKind
+		n    int64
+	}{
+		{readBit, stats.TokenCacheRead, read},
+		{writeBit, stats.TokenCacheWrite, write},
+		{fReasoning, stats.TokenReasoning, d.reasoning},
+		{fInAudio, stats.TokenInputAudio, d.inAudio},
+		{fInImage, stats.TokenInputImage, d.inImage},
+		{fOutAudio, stats.TokenOutputAudio, d.outAudio},
+		{fOutImage, stats.TokenOutputImage, d.outImage},
+	} {
+		if d.has&f.bit != 0 {
+			u.Set(f.kind, f.n)
+		}
+	}
+	return u
 }
 
 // responseFinish is a Responses API document's finish: its response's
@@ -673,9 +721,14 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	// recording drops them and says so (stats.ObservedRequest.Bounded).
 	if u := o.usage; u.known {
 		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = true, u.prompt, u.completion, u.cached
+		r.Details = u.details
 		if !u.cachedKnown && o.hasCacheN {
 			r.CachedPromptTokens = o.cacheN // llama.cpp's timings.cache_n
+			r.Details.Set(stats.TokenCacheRead, o.cacheN)
 		}
+	}
+	if o.respLen > 0 && utf8.Valid(o.resp[:o.respLen]) { // else none, as a model too long to read
+		r.ResponseModel = string(o.resp[:o.respLen])
 	}
 	if o.server.known {
 		r.ServerTimes, r.PrefillTime, r.DecodeTime = true, o.server.prefill, o.server.decode

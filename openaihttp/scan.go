@@ -48,6 +48,13 @@ type jsonScan struct {
 	modelLen int
 	req      request
 
+	// resp is the model a response names (gen_ai.response.model): the
+	// first one, kept across documents; respLen is 0 until one is read. A
+	// "model" read once is skipped after, so the members of a stream's
+	// later chunks before their content stay a start nothing reads (pre).
+	resp    [maxValue]byte
+	respLen int
+
 	// pre is the start of the last document whose first members nothing
 	// reads (a streamed chunk's id, object, created and model), up to the
 	// start of the key after them: a document that starts with the same
@@ -123,8 +130,15 @@ type doc struct {
 	prompt, completion  int64
 	cached, cacheRead   int64
 	cacheCreation       int64
-	cacheN              int64   // llama.cpp timings.cache_n
-	prefill, decode     float64 // server-reported, in seconds
+	// The usage's details beyond the cached count: cache writes
+	// (cache_write_tokens), reasoning, and audio and image tokens of the
+	// input and of the output.
+	cacheWrite, reasoning int64
+	inAudio, inImage      int64
+	outAudio, outImage    int64
+	cacheN                int64   // llama.cpp timings.cache_n
+	prefill, decode       float64 // server-reported, in seconds
+	model                 bool    // the response's model was read (jsonScan.resp)
 }
 
 // request is what a request body told, its model aside. includeUsage is
@@ -165,8 +179,15 @@ const (
 	fCacheN
 	fPrefill
 	fDecode
+	fCacheWrite
+	fReasoning
+	fInAudio
+	fInImage
+	fOutAudio
+	fOutImage
 
-	usageFields = fPrompt | fCompletion | fCached | fCacheRead | fCacheCreation
+	detailFields = fCacheWrite | fReasoning | fInAudio | fInImage | fOutAudio | fOutImage
+	usageFields  = fPrompt | fCompletion | fCached | fCacheRead | fCacheCreation | detailFields
 )
 
 // Values dropped from a document (doc.dropped), beyond maxCount.
@@ -218,7 +239,8 @@ const (
 	cDelta
 	cToolCalls
 	cUsage
-	cDetails
+	cDetails    // prompt_tokens_details, input_tokens_details
+	cOutDetails // completion_tokens_details, output_tokens_details
 	cStreamOptions
 	cTimings            // llama.cpp
 	cRespRoot           // Responses API: an event, or a response
@@ -245,6 +267,7 @@ const (
 	rFinish
 	rUsage
 	rDetails
+	rOutDetails
 	rError
 	rStreamOptions
 
@@ -255,6 +278,12 @@ const (
 	rCached
 	rCacheRead
 	rCacheCreation
+	rCacheWrite // rCacheWrite through rOutImage: the usage's details (doc.count)
+	rReasoning
+	rInAudio
+	rInImage
+	rOutAudio
+	rOutImage
 	rModel
 	rStream
 	rN
@@ -282,6 +311,7 @@ const (
 	rOllamaMsg
 	rDone
 	rOllamaOptions
+	rRespModel // the response's model (gen_ai.response.model)
 )
 
 // utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
@@ -727,6 +757,7 @@ func (s *jsonScan) keep(p []byte, end int) {
 	l.pre = copy(l.bytes[:], p[s.docBegin:s.contentAt])
 	l.n = l.pre + copy(l.bytes[l.pre:], p[s.contentEnd:end])
 	l.d = s.d
+	l.d.model = false // read once: the next documents skip it (see resp)
 }
 
 // same reads a document at p[i] that is last's bytes around another
@@ -762,7 +793,7 @@ func (s *jsonScan) whole(b []byte) {
 	if s.inKey {
 		s.st, s.keyR = stColon, rNone
 		if s.capStr && len(b) <= maxKey {
-			s.keyR = keyRole(s.top, b)
+			s.keyR = s.keyRole(b)
 		}
 		return
 	}
@@ -879,7 +910,7 @@ func (s *jsonScan) endStr() {
 	if s.inKey {
 		s.st, s.keyR = stColon, rNone
 		if s.capStr && !s.kover {
-			s.keyR = keyRole(s.top, s.key[:s.klen])
+			s.keyR = s.keyRole(s.key[:s.klen])
 		}
 		return
 	}
@@ -915,6 +946,10 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		if !over {
 			s.modelLen = copy(s.model[:], v)
 		}
+	case rRespModel:
+		if !over && len(v) > 0 {
+			s.respLen, d.model = copy(s.resp[:], v), true
+		}
 	case rStream:
 		s.req.hasStream = true
 		s.req.stream, _ = laxBool(v, over, true)
@@ -924,7 +959,7 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		s.param(v, true)
 	case rNumPredict, rOllamaOptions:
 		s.req.maxTokens[0] = 0 // not a number, not an object: Ollama answers 400
-	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
+	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation, rCacheWrite, rReasoning, rInAudio, rInImage, rOutAudio, rOutImage:
 		d.usageBad = true // a count must be a number
 	}
 }
@@ -953,7 +988,7 @@ func (s *jsonScan) endScalar() {
 		if !null && string(v) != "false" {
 			d.errSeen = true
 		}
-	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
+	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation, rCacheWrite, rReasoning, rInAudio, rInImage, rOutAudio, rOutImage:
 		bit, dst := d.count(s.role)
 		if null && s.role != rPrompt {
 			*dst, d.has = 0, d.has&^bit // unknown, not zero; a completion count unknown is none (see applyUsage)
@@ -1017,6 +1052,18 @@ func (d *doc) count(role uint8) (uint16, *int64) {
 		return fCached, &d.cached
 	case rCacheRead:
 		return fCacheRead, &d.cacheRead
+	case rCacheWrite:
+		return fCacheWrite, &d.cacheWrite
+	case rReasoning:
+		return fReasoning, &d.reasoning
+	case rInAudio:
+		return fInAudio, &d.inAudio
+	case rInImage:
+		return fInImage, &d.inImage
+	case rOutAudio:
+		return fOutAudio, &d.outAudio
+	case rOutImage:
+		return fOutImage, &d.outImage
 	}
 	return fCacheCreation, &d.cacheCreation
 }
@@ -1099,10 +1146,20 @@ func (s *jsonScan) duration(v []byte, unit float64) {
 // captured reports a role whose string value is kept (decoded).
 func captured(role uint8) bool {
 	switch role {
-	case rFinish, rModel, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
+	case rFinish, rModel, rRespModel, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		return true
 	}
 	return false
+}
+
+// keyRole is the role of the value of a key read in the innermost
+// container: a response's model once one was read is none.
+func (s *jsonScan) keyRole(key []byte) uint8 {
+	r := keyRole(s.top, key)
+	if r == rRespModel && s.respLen > 0 {
+		return rNone
+	}
+	return r
 }
 
 // keyRole is the role of the value of a key read in a context.
@@ -1110,6 +1167,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 	switch ctx {
 	case cRoot:
 		switch string(key) {
+		case "model":
+			return rRespModel
 		case "choices":
 			return rChoices
 		case "usage":
@@ -1147,14 +1206,32 @@ func keyRole(ctx uint8, key []byte) uint8 {
 			return rCompletion
 		case "prompt_tokens_details", "input_tokens_details":
 			return rDetails
+		case "completion_tokens_details", "output_tokens_details":
+			return rOutDetails
 		case "cache_read_input_tokens":
 			return rCacheRead
 		case "cache_creation_input_tokens":
 			return rCacheCreation
 		}
 	case cDetails:
-		if string(key) == "cached_tokens" {
+		switch string(key) {
+		case "cached_tokens":
 			return rCached
+		case "cache_write_tokens": // OpenRouter's, Bedrock's and OpenAI's Responses API's
+			return rCacheWrite
+		case "audio_tokens":
+			return rInAudio
+		case "image_tokens":
+			return rInImage
+		}
+	case cOutDetails:
+		switch string(key) {
+		case "reasoning_tokens", "thinking_tokens": // thinking_tokens: Anthropic's
+			return rReasoning
+		case "audio_tokens":
+			return rOutAudio
+		case "image_tokens":
+			return rOutImage
 		}
 	case cTimings:
 		switch string(key) {
@@ -1209,6 +1286,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		}
 	case cRespRoot:
 		switch string(key) {
+		case "model":
+			return rRespModel
 		case "type":
 			return rType
 		case "delta":
@@ -1230,6 +1309,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		}
 	case cAnthRoot:
 		switch string(key) {
+		case "model":
+			return rRespModel
 		case "type":
 			return rType
 		case "message":
@@ -1252,6 +1333,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		}
 	case cOllamaRoot:
 		switch string(key) {
+		case "model":
+			return rRespModel
 		case "message":
 			return rOllamaMsg
 		case "response", "thinking":
@@ -1307,6 +1390,8 @@ func containerContext(role uint8, array bool, root uint8) uint8 {
 		return cUsage
 	case rDetails:
 		return cDetails
+	case rOutDetails:
+		return cOutDetails
 	case rStreamOptions:
 		return cStreamOptions
 	case rTimings:

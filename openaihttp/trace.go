@@ -69,13 +69,16 @@ type Trace struct {
 }
 
 // A drop is a value a response dropped: values its scanner dropped
-// (bits: ErrDropped), or cached tokens above its prompt (prompt,
-// generation, cached: stats.ErrCachedExceedsPrompt, which the Recorder
-// counts as value_dropped), seen by a handler or a leg.
+// (bits: ErrDropped), or, which the Recorder counts as value_dropped
+// (stats.ObservedRequest.Bounded), cached tokens above its prompt (prompt,
+// generation, cached: stats.ErrCachedExceedsPrompt) or token details above
+// the tokens they are a part of (details, the kinds dropped:
+// stats.ErrDetailExceedsTotal), seen by a handler or a leg.
 type drop struct {
 	handler                    bool
 	bits                       uint8
 	prompt, generation, cached int64
+	details                    uint16
 }
 
 type traceKey struct{}
@@ -198,7 +201,7 @@ func (t *Trace) once(d drop) bool {
 	defer t.mu.Unlock()
 	for i, seen := range t.drops {
 		if seen.handler != d.handler && seen.bits == d.bits && seen.prompt == d.prompt &&
-			seen.generation == d.generation && seen.cached == d.cached {
+			seen.generation == d.generation && seen.cached == d.cached && seen.details == d.details {
 			t.drops = slices.Delete(t.drops, i, i+1)
 			return false
 		}
@@ -209,15 +212,18 @@ func (t *Trace) once(d drop) bool {
 	return true
 }
 
-// boundedOnce returns r as it is recorded when its cached tokens above its
-// prompt (stats.ObservedRequest.Bounded) were seen already by the other
+// boundedOnce returns r as it is recorded when the values
+// stats.ObservedRequest.Bounded drops of it (cached tokens above its
+// prompt, token details above their whole) were seen already by the other
 // side of its trace (see once): without them, which the Recorder then does
 // not count again. Any other r is returned unchanged.
 func (t *Trace) boundedOnce(r stats.ObservedRequest, handler bool) stats.ObservedRequest {
 	b, err := r.Bounded()
-	if errors.Is(err, stats.ErrCachedExceedsPrompt) &&
-		!t.once(drop{handler: handler, prompt: r.PromptTokens, generation: r.GenerationTokens, cached: r.CachedPromptTokens}) {
-		r.CachedPromptTokens = b.CachedPromptTokens
+	cached := errors.Is(err, stats.ErrCachedExceedsPrompt)
+	details := r.Details.Known &^ b.Details.Known
+	if (cached || details != 0) &&
+		!t.once(drop{handler: handler, prompt: r.PromptTokens, generation: r.GenerationTokens, cached: r.CachedPromptTokens, details: details}) {
+		r.CachedPromptTokens, r.Details = b.CachedPromptTokens, b.Details
 	}
 	return r
 }

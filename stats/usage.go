@@ -27,13 +27,13 @@ const (
 	// TokenReasoning: the output tokens spent reasoning (OpenAI's
 	// completion_tokens_details.reasoning_tokens), a part of TokenOutput.
 	TokenReasoning
-	// TokenInputAudio and TokenInputImage: prompt tokens of audio and of
-	// images, a part of the prompt.
+	// TokenInputAudio: prompt tokens of audio, a part of the prompt.
 	TokenInputAudio
+	// TokenInputImage: prompt tokens of images, a part of the prompt.
 	TokenInputImage
-	// TokenOutputAudio and TokenOutputImage: output tokens of audio and of
-	// images, a part of TokenOutput.
+	// TokenOutputAudio: output tokens of audio, a part of TokenOutput.
 	TokenOutputAudio
+	// TokenOutputImage: output tokens of images, a part of TokenOutput.
 	TokenOutputImage
 	numTokenKinds
 )
@@ -104,6 +104,7 @@ func (u TokenUsage) Has(k TokenKind) bool { return k < numTokenKinds && u.Known&
 type ErrorType uint8
 
 const (
+	// ErrorNone: the request did not fail (no error.type).
 	ErrorNone ErrorType = iota
 	// ErrorOther: failed for a cause not told apart ("_OTHER").
 	ErrorOther

@@ -89,14 +89,16 @@ type Backend struct {
 	name string
 	role string
 	ops  [stats.NumOperations]clientMeasures
+	// byError are the duration's sets with an error.type, built on first
+	// use (measureKey).
+	byError measureCache
 }
 
 // clientMeasures are a backend's attribute sets of one operation.
 type clientMeasures struct {
-	plain    measure
-	duration [5]measure // by finish reason: error.type on errors
-	input    measure
-	output   measure
+	plain  measure
+	input  measure
+	output measure
 }
 
 type backendKey struct{ name, role string }
@@ -180,19 +182,25 @@ func checkBackend(name, role string) error {
 func (e *Engine) newBackend(name, role string) *Backend {
 	b := &Backend{e: e, name: name, role: role}
 	for _, op := range stats.Operations() {
-		kv := append(e.genAIKV(op), attribute.String(KeyBackend, name), attribute.String(KeyBackendRole, role))
+		kv := b.kv(op)
 		m := &b.ops[op]
 		m.plain = e.with(kv...)
-		for _, r := range stats.FinishReasons() {
-			m.duration[r] = m.plain
-			if r == stats.FinishError {
-				m.duration[r] = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyErrorType, errorTypeOther))...)
-			}
-		}
 		m.input = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeInput))...)
 		m.output = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeOutput))...)
 	}
 	return b
+}
+
+// kv returns the backend's attributes of an operation: the GenAI ones,
+// backend and backend.role.
+func (b *Backend) kv(op stats.Operation) []attribute.KeyValue {
+	return append(b.e.genAIKV(op), attribute.String(KeyBackend, b.name), attribute.String(KeyBackendRole, b.role))
+}
+
+// errorMeasure builds the duration's set of an operation with an
+// error.type.
+func (b *Backend) errorMeasure(op stats.Operation, t stats.ErrorType) measure {
+	return b.e.with(append(b.kv(op), attribute.String(KeyErrorType, t.String()))...)
 }
 
 // Name returns the backend's name; Role its role.
@@ -278,7 +286,11 @@ func (b *Backend) recordRequest(ctx context.Context, req *stats.ObservedRequest)
 		return nil, err
 	}
 	in, m := b.e.inst, &b.ops[r.Operation]
-	in.clientDuration.Record(ctx, r.E2ELatency, m.duration[r.Reason].rec...)
+	duration := &m.plain
+	if t := errorTypeOf(r.Reason, r.ErrorType); t != stats.ErrorNone {
+		duration = b.byError.get(measureKey(measureDuration, r.Operation, t), func() measure { return b.errorMeasure(r.Operation, t) })
+	}
+	in.clientDuration.Record(ctx, r.E2ELatency, duration.rec...)
 	if r.FirstToken {
 		in.clientFirstChunk.Record(ctx, r.TimeToFirstToken, m.plain.rec...)
 	}

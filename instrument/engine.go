@@ -18,9 +18,6 @@ import (
 // maxSpecPositions bounds the draft positions given attribute sets.
 const maxSpecPositions = 64
 
-// errorTypeOther is the error.type value of requests that finished with an error.
-const errorTypeOther = "_OTHER"
-
 // measure holds one attribute set as the option slices the API takes, built
 // once so that recording allocates nothing.
 type measure struct {
@@ -450,7 +447,7 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	}
 	in.e2e.Record(ctx, f.E2ELatency, rec...)
 	in.tpot.Record(ctx, f.TimePerOutputToken, rec...)
-	e.recordServerFinished(ctx, stats.OperationDefault, f.Reason, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
+	e.recordServerFinished(ctx, stats.OperationDefault, f.Reason, stats.ErrorNone, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)

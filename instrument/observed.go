@@ -126,7 +126,7 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 	if tpotKnown {
 		in.tpot.Record(ctx, tpot, rec...)
 	}
-	e.recordServerFinished(ctx, r.Operation, r.Reason, r.E2ELatency, tpot, tpotKnown && r.GenerationTokens > 1)
+	e.recordServerFinished(ctx, r.Operation, r.Reason, r.ErrorType, r.E2ELatency, tpot, tpotKnown && r.GenerationTokens > 1)
 	if r.ServerTimes { // server-reported (Ollama, llama.cpp): see stats.ObservedRequest
 		in.prefillTime.Record(ctx, r.PrefillTime, rec...)
 		in.decodeTime.Record(ctx, r.DecodeTime, rec...)

@@ -186,17 +186,19 @@ func TestRecordRequestDoesNotAllocate(t *testing.T) {
 	r := observed()
 	chat := observed()
 	chat.Operation = stats.OperationChat
+	limited := stats.ObservedRequest{Operation: stats.OperationChat, Reason: stats.FinishError, ErrorType: stats.ErrorRateLimited, E2ELatency: 0.1}
 	for name, f := range map[string]func() error{
-		"RecordRequest":               func() error { e.RecordRequest(ctx, &r); return h.refused() },
-		"RecordRequest chat":          func() error { e.RecordRequest(ctx, &chat); return h.refused() },
-		"Backend.RecordRequest chat":  func() error { b.RecordRequest(ctx, &chat); return h.refused() },
-		"Backend.RecordChunkGap chat": func() error { b.RecordChunkGap(ctx, stats.OperationChat, 0.01); return h.refused() },
-		"RecordChunkGap":              func() error { e.RecordChunkGap(ctx, 0.01); return h.refused() },
-		"RequestStarted":              func() error { e.RequestStarted(); return h.refused() },
-		"RequestEnded":                func() error { e.RequestEnded(); return h.refused() },
-		"Backend":                     func() error { _, err := e.Backend("prefill-0", instrument.RolePrefill); return err },
-		"Backend.RecordRequest":       func() error { b.RecordRequest(ctx, &r); return h.refused() },
-		"Backend.RecordChunkGap":      func() error { b.RecordChunkGap(ctx, stats.OperationDefault, 0.01); return h.refused() },
+		"Backend.RecordRequest rate limited": func() error { b.RecordRequest(ctx, &limited); return h.refused() },
+		"RecordRequest":                      func() error { e.RecordRequest(ctx, &r); return h.refused() },
+		"RecordRequest chat":                 func() error { e.RecordRequest(ctx, &chat); return h.refused() },
+		"Backend.RecordRequest chat":         func() error { b.RecordRequest(ctx, &chat); return h.refused() },
+		"Backend.RecordChunkGap chat":        func() error { b.RecordChunkGap(ctx, stats.OperationChat, 0.01); return h.refused() },
+		"RecordChunkGap":                     func() error { e.RecordChunkGap(ctx, 0.01); return h.refused() },
+		"RequestStarted":                     func() error { e.RequestStarted(); return h.refused() },
+		"RequestEnded":                       func() error { e.RequestEnded(); return h.refused() },
+		"Backend":                            func() error { _, err := e.Backend("prefill-0", instrument.RolePrefill); return err },
+		"Backend.RecordRequest":              func() error { b.RecordRequest(ctx, &r); return h.refused() },
+		"Backend.RecordChunkGap":             func() error { b.RecordChunkGap(ctx, stats.OperationDefault, 0.01); return h.refused() },
 	} {
 		if err := f(); err != nil {
 			t.Fatal(err)

@@ -60,9 +60,11 @@ func WithGenAISemconv() Option {
 // serverMeasures are an engine's attribute sets of the GenAI server metrics,
 // by stats.Operation (gen_ai.operation.name).
 type serverMeasures struct {
-	on       bool                            // WithGenAISemconv
-	ok       [stats.NumOperations]measure    // the GenAI attributes
-	byReason [stats.NumOperations][5]measure // request duration: error.type on failures
+	on bool                         // WithGenAISemconv
+	ok [stats.NumOperations]measure // the GenAI attributes
+	// byError are the request duration's sets with an error.type, built
+	// on first use (measureKey).
+	byError measureCache
 }
 
 // buildServer builds the GenAI server measures of every operation: the
@@ -74,14 +76,7 @@ func (e *engineState) buildServer(cfg *config) {
 		return
 	}
 	for _, op := range stats.Operations() {
-		genAI := e.genAIKV(op)
-		s.ok[op] = newMeasure(genAI...)
-		for _, r := range stats.FinishReasons() {
-			s.byReason[op][r] = s.ok[op]
-			if r == stats.FinishError {
-				s.byReason[op][r] = newMeasure(append(genAI, attribute.String(KeyErrorType, errorTypeOther))...)
-			}
-		}
+		s.ok[op] = newMeasure(e.genAIKV(op)...)
 	}
 }
 
@@ -94,16 +89,23 @@ func (e *engineState) recordServerTTFT(ctx context.Context, op stats.Operation, 
 }
 
 // recordServerFinished records a finished request on the GenAI server
-// request duration and, when it did not fail and tpot is the time per
-// output token of more than one token (manyTokens), on the time per output
-// token: the conventions' "time per output token generated after the first
-// token for successful responses".
-func (e *engineState) recordServerFinished(ctx context.Context, op stats.Operation, r stats.FinishReason, e2e, tpot float64, manyTokens bool) {
+// request duration, with the error.type of t (see errorTypeOf) and, when it
+// did not fail and tpot is the time per output token of more than one
+// token (manyTokens), on the time per output token: the conventions' "time
+// per output token generated after the first token for successful
+// responses".
+func (e *engineState) recordServerFinished(ctx context.Context, op stats.Operation, r stats.FinishReason, t stats.ErrorType, e2e, tpot float64, manyTokens bool) {
 	s := &e.server
 	if !s.on {
 		return
 	}
-	e.inst.serverDuration.Record(ctx, e2e, s.byReason[op][r].rec...)
+	m := &s.ok[op]
+	if t = errorTypeOf(r, t); t != stats.ErrorNone {
+		m = s.byError.get(measureKey(measureDuration, op, t), func() measure {
+			return newMeasure(append(e.genAIKV(op), attribute.String(KeyErrorType, t.String()))...)
+		})
+	}
+	e.inst.serverDuration.Record(ctx, e2e, m.rec...)
 	if r != stats.FinishError && manyTokens {
 		e.inst.serverTPOT.Record(ctx, tpot, s.ok[op].rec...)
 	}

@@ -143,3 +143,49 @@ func TestGenAIOperation(t *testing.T) {
 		}
 	}
 }
+
+// The request durations of the GenAI server and client metrics carry each
+// failed request's error.type (stats.ErrorType): every value on its own
+// series, _OTHER for a failure of no known cause, none for a request that
+// did not fail or an abort of no known cause, client_canceled on an abort
+// the client made. Before, every failure was _OTHER.
+func TestErrorTypes(t *testing.T) {
+	h := newSemconvHarness(t, instrument.WithGenAI("chat", "acme"))
+	e := h.engine(0)
+	b, err := e.Backend("up", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	record := func(reason stats.FinishReason, typ stats.ErrorType) {
+		r := stats.ObservedRequest{Operation: stats.OperationChat, Reason: reason, ErrorType: typ, E2ELatency: 0.5}
+		e.RecordRequest(ctx, &r)
+		b.RecordRequest(ctx, &r)
+	}
+	for _, typ := range stats.ErrorTypes() {
+		record(stats.FinishError, typ)
+	}
+	record(stats.FinishError, stats.ErrorNone)          // _OTHER
+	record(stats.FinishAbort, stats.ErrorClientCanceled) // client_canceled
+	record(stats.FinishAbort, stats.ErrorNone)           // no error.type
+	record(stats.FinishStop, stats.ErrorNone)            // no error.type
+	s := h.collect()
+	clientLabels := []string{instrument.KeyGenAIOperationName, "chat", instrument.KeyGenAIProviderName, "acme",
+		instrument.KeyGenAIRequestModel, model, instrument.KeyBackend, "up", instrument.KeyBackendRole, ""}
+	for _, typ := range stats.ErrorTypes() {
+		want := uint64(1)
+		switch typ {
+		case stats.ErrorOther, stats.ErrorClientCanceled:
+			want = 2
+		}
+		if p := s.get(t, instrument.NameGenAIServerRequestDuration, genAILabels(instrument.KeyErrorType, typ.String())...); p.count != want {
+			t.Errorf("server duration{error.type=%s} count %d, want %d", typ, p.count, want)
+		}
+		if p := s.get(t, instrument.NameGenAIClientOperationDuration, append(clientLabels, instrument.KeyErrorType, typ.String())...); p.count != want {
+			t.Errorf("client duration{error.type=%s} count %d, want %d", typ, p.count, want)
+		}
+	}
+	if p := s.get(t, instrument.NameGenAIServerRequestDuration, genAILabels()...); p.count != 2 {
+		t.Errorf("server duration without error.type: count %d, want 2 (the stop and the abort of no known cause)", p.count)
+	}
+}

@@ -223,7 +223,8 @@ func checkClient(c *rec, e *corpus.Entry, k float64) []string {
 	if ok > 0 {
 		differs("operation durations", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, l...)), ok)
 	} else {
-		differs("operation durations with error.type", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, append(l, "error.type", "_OTHER")...)), failed)
+		differs("operation durations with error.type "+e.ErrorType().String(),
+			float64(c.clientHist(instrument.NameGenAIClientOperationDuration, append(l, "error.type", e.ErrorType().String())...)), failed)
 	}
 	for _, w := range []struct {
 		kind string

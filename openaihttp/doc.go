@@ -220,6 +220,59 @@
 // upstream, a body that is not JSON) is an error: the server, not the
 // client, ended it.
 //
+// # Why a request failed
+//
+// A request that failed or was aborted carries why
+// (stats.ObservedRequest.ErrorType: the error.type of
+// gen_ai.server.request.duration and gen_ai.client.operation.duration).
+// The body of a status of 400 or above is read, its first 64 KiB, as one
+// error document of any upstream's shape: OpenAI's and vLLM's
+// {"error":{"type","code","message"}}, vLLM's older one with them at the
+// root, Anthropic's {"type":"error","error":{"type":...}}, Azure's,
+// Gemini's array of them, Ollama's {"error":"..."}; an error a stream
+// reports (an "error" member, Anthropic's error event, the Responses API's
+// error event and failed response) is read alike. In order:
+//
+//   - context_length_exceeded and admission_rejected, which the status
+//     cannot tell: a type or code such as context_length_exceeded or
+//     llama.cpp's exceed_context_size_error, or a message saying it
+//     (OpenAI's, DeepSeek's and vLLM's "maximum context length",
+//     vLLM's "longer than the maximum model length", SGLang's and
+//     Mistral's "context length", Anthropic's "prompt is too long");
+//     vLLM's admission refusal, the 503 its front end answers at
+//     --max-num-queued-reqs ("The engine is currently busy and cannot
+//     accept new requests") or --max-num-queued-tokens ("The engine has
+//     reached its prefill token backlog limit");
+//   - a 429 is rate_limited when its body is the provider's error document
+//     (an "error" member, or "type" or "object" "error" at its root), and
+//     gateway_rate_limited, a server in between's, when it is not (empty,
+//     text, HTML, {"message": ...}: Envoy's, nginx's, an API gateway's) or
+//     when Envoy marks it (x-envoy-ratelimited);
+//   - a cause the type or code names: rate_limited (rate_limit_error,
+//     rate_limit_exceeded, insufficient_quota, RESOURCE_EXHAUSTED),
+//     overloaded (overloaded_error, or a message saying "overloaded" or
+//     "server busy": Ollama's full queue), authentication
+//     (authentication_error, invalid_api_key), permission, not_found
+//     (model_not_found, not_found_error, DeploymentNotFound: a 400 the
+//     Responses API answers for an unknown model is not_found), timeout;
+//   - the status: 401 authentication, 403 permission, 404 not_found, 408
+//     and 504 timeout, 400, 413 and 422 invalid_request, 499
+//     client_canceled, 529 overloaded, any other 5xx server_error;
+//   - a generic type (invalid_request_error, BadRequestError: invalid_request;
+//     api_error, server_error, InternalServerError: server_error), else
+//     _OTHER.
+//
+// With no response, the error that ended it says why: the context
+// canceled (the client went away) is client_canceled, its deadline or a
+// timeout of the connection (http.Transport's ResponseHeaderTimeout) a
+// timeout, any other (connection refused or reset, a DNS or TLS failure)
+// upstream_unreachable. A handler whose response does not say why (an
+// httputil.ReverseProxy's 502 with no body, a body cut) takes it from the
+// last leg its transport sent when that got no response or timed out. A
+// client that goes away is client_canceled (an abort); an abort the server
+// reports (finish reason abort) has no error.type; a stream cut while its
+// client stays is _OTHER.
+//
 // # HTTP server families
 //
 // WithHTTPMetrics adds the HTTP families vLLM's API server exports through

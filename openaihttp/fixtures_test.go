@@ -61,6 +61,31 @@ func (f fixture) reason() string {
 	return f.Outcome
 }
 
+// errorType is the error.type of a failed fixture, stated by hand from its
+// status and body: context_length_exceeded for the context length refusals
+// of vLLM ("This model's maximum context length is ..."), SGLang ("longer
+// than the model's context length") and llama.cpp
+// (exceed_context_size_error); server_error for vLLM's InternalServerError,
+// SGLang's SERVICE_UNAVAILABLE and llama.cpp's server_error stream errors
+// and a 500 that is not JSON; invalid_request for Ollama's
+// invalid_request_error; not_found for Ollama's 404; _OTHER for a stream
+// cut without an error and for Ollama's stream error, which names no
+// class.
+func (f fixture) errorType() string {
+	switch f.File {
+	case "vllm_chat_json_nousage_error400.json", "sglang_chat_json_nousage_error400.json", "llamacpp_chat_json_nousage_error400.json":
+		return "context_length_exceeded"
+	case "vllm_chat_stream_usage_error_midstream.sse", "vllm_chat_json_nousage_error500_nonjson.txt",
+		"sglang_chat_stream_usage_error_midstream.sse", "llamacpp_chat_stream_usage_error_midstream.sse":
+		return "server_error"
+	case "ollama_chat_json_nousage_error400.json":
+		return "invalid_request"
+	case "ollama_apiembed_json_nousage_error404.json":
+		return "not_found"
+	}
+	return "_OTHER"
+}
+
 // operation is the gen_ai.operation.name the fixture's endpoint records.
 func (f fixture) operation() string {
 	switch f.Endpoint {
@@ -199,7 +224,7 @@ func TestFixtures(t *testing.T) {
 				}
 				l := withOperation(clientLabels("b", ""), f.operation())
 				if f.reason() == "error" {
-					l = append(l, "error.type", "_OTHER")
+					l = append(l, "error.type", f.errorType())
 				}
 				if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 1 {
 					t.Errorf("duration count %d with %v", n, l)

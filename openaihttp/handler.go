@@ -10,6 +10,7 @@ import (
 	"github.com/felixge/httpsnoop"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // NewHandler returns middleware that records the requests next serves to
@@ -114,8 +115,15 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	if panicked != nil && panicked != http.ErrAbortHandler {
 		status = http.StatusInternalServerError
 	}
-	ended := end{status: status, aborted: r.Context().Err() != nil || rw.writeErr}
+	ended := end{status: status, aborted: r.Context().Err() != nil || rw.writeErr, cause: r.Context().Err()}
 	o := rw.obs.result(time.Now(), ended)
+	if o.Reason == stats.FinishError && !rw.obs.errSeen && status != http.StatusTooManyRequests && (status < 400 || status >= 500) {
+		// What the handler wrote (a reverse proxy's 502, a body cut) does not
+		// say why; the leg it sent does when it got no response, or timed out.
+		if t := trace.legFailure(); t != stats.ErrorNone {
+			o.ErrorType = t
+		}
+	}
 	rw.body.settle(&o, ended)
 	o.CachedByKVTransfer = trace.KVTransferred()
 	o.MaxTokens, o.N = info.maxTokens, info.n
@@ -259,6 +267,7 @@ func (rw *responseWriter) commit(code int) {
 	rw.status, rw.unsent = code, unsent(rw.obs.ctx)
 	h := rw.w.Header()
 	rw.obs.kind(headerValue(h, "Content-Type"))
+	rw.obs.failed(code, h)
 	rw.body.start(headerValue(h, "Content-Encoding"), &rw.obs)
 }
 
@@ -267,7 +276,7 @@ func (rw *responseWriter) wrote(p []byte, err error) {
 	if err != nil {
 		rw.writeErr = true
 	}
-	if rw.status >= 400 || len(p) == 0 || (rw.leg != nil || rw.linking) && rw.take(p) {
+	if len(p) == 0 || (rw.leg != nil || rw.linking) && rw.take(p) {
 		return
 	}
 	if rw.body.identity() {
@@ -289,7 +298,7 @@ func (rw *responseWriter) take(p []byte) bool {
 	case rw.linking:
 		rw.linking = false
 		o := &rw.obs
-		if !rw.body.identity() {
+		if !rw.body.identity() || rw.status >= 400 { // an error body: read here (no leg publishes one)
 			o = nil
 		}
 		rw.leg = rw.trace.passedOn(p, o)

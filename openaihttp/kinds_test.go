@@ -1,11 +1,8 @@
 package openaihttp
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +86,9 @@ func TestCorpusTokenKinds(t *testing.T) {
 				}
 				if got.ResponseModel != model {
 					t.Errorf("%s, %s, %s split: response model %q, want %q", x.ID, side, split, got.ResponseModel, model)
+				}
+				if got.ErrorType != x.ErrorType() {
+					t.Errorf("%s, %s, %s split: error.type %q, want %q", x.ID, side, split, got.ErrorType, x.ErrorType())
 				}
 			}
 		}
@@ -191,47 +191,14 @@ func kinds(u stats.TokenUsage) map[string]int64 {
 // recorded.
 func observeHandler(t *testing.T, e *instrument.Engine, x *corpus.Entry, split corpus.Split) stats.ObservedRequest {
 	t.Helper()
-	var got stats.ObservedRequest
-	h := NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for k, v := range x.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(x.Status)
-		for _, p := range x.Writes(split) {
-			_, _ = w.Write(p)
-		}
-	}), WithEngine(e), withObserved(func(o *stats.ObservedRequest) { got = *o }))
-	req := httptest.NewRequest(x.Method, "http://"+x.Provider+".test"+x.Path, bytes.NewReader(x.Request))
-	req.Header = x.RequestHeader()
-	h.ServeHTTP(httptest.NewRecorder(), req)
-	return got
+	return observeHandlerWith(t, e, x, split, x.Header())
 }
 
 // observeTransport answers an entry through NewTransport, each Read of the
 // body one of its pieces, and returns what the leg recorded.
 func observeTransport(t *testing.T, e *instrument.Engine, x *corpus.Entry, split corpus.Split) stats.ObservedRequest {
 	t.Helper()
-	tr := NewTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: x.Status, Header: x.Header(), Request: r,
-			Body: io.NopCloser(x.Reader(split))}, nil
-	}), WithEngine(e))
-	ctx, trace := NewTrace(t.Context())
-	req, err := http.NewRequestWithContext(ctx, x.Method, "http://"+x.Provider+".test"+x.Path, bytes.NewReader(x.Request))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header = x.RequestHeader()
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	legs := trace.Legs()
-	if len(legs) != 1 || !legs[0].Done {
-		t.Fatalf("%s: legs %+v, want one done", x.ID, legs)
-	}
-	return legs[0].Observed
+	return observeTransportWith(t, e, x, split, x.Header())
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

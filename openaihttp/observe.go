@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math/bits"
+	"net/http"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -60,6 +61,13 @@ type observer struct {
 	// first one; respLen 0 when none yet.
 	resp    [maxValue]byte
 	respLen int
+
+	// errDoc says the body is that of a status of 400 or above: one error
+	// document, read up to maxErrorBody bytes (errBytes so far); gateway
+	// that a server in between marked it as its own rate limit.
+	errDoc   bool
+	errBytes int
+	gateway  bool
 }
 
 // bodyFacts are what the bytes of a body told so far, their times aside:
@@ -71,9 +79,11 @@ type bodyFacts struct {
 	docs      int64
 
 	finish  reasonSeen // the worst of the documents'
-	errSeen bool
-	done    bool // [DONE], message_stop, Ollama's done, or the JSON document ended
-	usage   struct {
+	errSeen bool       // an error document or event (a provider's error body)
+	// errClass is what the errors read named (errNone, ...: errors.go).
+	errClass uint8
+	done     bool // [DONE], message_stop, Ollama's done, or the JSON document ended
+	usage    struct {
 		known                      bool
 		prompt, completion, cached int64
 		cachedKnown                bool // from usage (prompt_tokens_details), not timings
@@ -155,12 +165,31 @@ func (o *observer) kind(contentType string) {
 	o.sniff = !o.streaming && o.ep.dialect != dOllama
 }
 
+// failed takes in a response's status and header: the body of a status
+// of 400 or above is read as an error document (see errors.go).
+func (o *observer) failed(status int, h http.Header) {
+	if status < 400 {
+		return
+	}
+	o.errDoc, o.gateway = true, gatewayMarked(h)
+	if o.sc != nil {
+		o.sc.js.root = cErrRoot
+	}
+}
+
 // write observes the next bytes of the body.
 func (o *observer) write(p []byte) {
 	o.timed = false
 	if o.sc == nil {
 		o.sc = new(scanner)
 		o.sc.reset(o.ep)
+		if o.errDoc {
+			o.sc.js.root = cErrRoot
+		}
+	}
+	if o.errDoc {
+		p = p[:min(len(p), maxErrorBody-o.errBytes)]
+		o.errBytes += len(p)
 	}
 	if o.bomN < len(utf8BOM) {
 		p = o.skipBOM(p)
@@ -169,6 +198,10 @@ func (o *observer) write(p []byte) {
 }
 
 func (o *observer) scan(p []byte) {
+	if o.errDoc {
+		o.writeJSON(p)
+		return
+	}
 	if o.sniff {
 		i := 0
 		for i < len(p) && isSpace(p[i]) {
@@ -206,7 +239,7 @@ func (o *observer) skipBOM(p []byte) []byte {
 // writeJSON observes a JSON body: one document, or with Ollama a stream of
 // them (NDJSON, or one document when not streamed).
 func (o *observer) writeJSON(p []byte) {
-	multi := o.ep.dialect == dOllama
+	multi := o.ep.dialect == dOllama && !o.errDoc
 	js := &o.sc.js
 	for len(p) > 0 && (multi || !o.done) {
 		n, complete := js.feed(p)
@@ -428,6 +461,9 @@ func (o *observer) apply(d *doc, timed bool) {
 	}
 	if d.errSeen || d.event == evError {
 		o.errSeen = true
+	}
+	if errRank(d.errClass) > errRank(o.errClass) {
+		o.errClass = d.errClass
 	}
 	o.applyUsage(d)
 	if d.model && o.respLen == 0 && o.sc != nil {
@@ -686,8 +722,12 @@ func (o *observer) gap(d time.Duration) {
 
 // end is how a response ended, as the caller saw it.
 type end struct {
-	status  int  // the HTTP status
+	status  int  // the HTTP status; 0 when no response came
 	aborted bool // the client went away, or the caller closed the body early
+	// cause is the error that ended it: the transport's (no response, or
+	// the body cut), or the handler's request context's (the client went
+	// away, or its deadline passed); nil for none.
+	cause error
 }
 
 // result returns the observed request, ended at a time as e says; an end
@@ -710,6 +750,7 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	default: // truncated: ended without a finish reason, or failed
 		r.Reason = stats.FinishError
 	}
+	r.ErrorType = o.errorType(r.Reason, e)
 	if o.chunks > 0 {
 		r.FirstToken = true
 		r.TimeToFirstToken = nonNegative(o.first)
@@ -734,6 +775,29 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 		r.ServerTimes, r.PrefillTime, r.DecodeTime = true, o.server.prefill, o.server.decode
 	}
 	return r
+}
+
+// errorType is why a request that ended with reason failed (or was
+// aborted): from its response when that said it failed (a status of 400 or
+// above, an error in the stream: responseError), else from the error that
+// ended it (causeType), else client_canceled when the client went away;
+// none for an abort of no known cause (a finish reason abort the server
+// sent), _OTHER for a failure of none (a stream cut while its client
+// stayed).
+func (o *observer) errorType(reason stats.FinishReason, e end) stats.ErrorType {
+	switch {
+	case reason != stats.FinishError && reason != stats.FinishAbort:
+		return stats.ErrorNone
+	case e.status >= 400 || o.errSeen:
+		return responseError(e.status, o.errClass, o.errSeen, o.gateway)
+	case e.cause != nil:
+		return causeType(e.cause, e.status == 0)
+	case e.aborted:
+		return stats.ErrorClientCanceled
+	case reason == stats.FinishAbort:
+		return stats.ErrorNone
+	}
+	return stats.ErrorOther
 }
 
 // complete reports a response that said all it had to: a finish reason, or

@@ -121,7 +121,8 @@ type doc struct {
 	filtered      bool       // Responses API: incomplete for content_filter
 	finish        reasonSeen // the worst of the choices', or the document's own
 	choiceFinish  reasonSeen // the choice being read's, the last key winning
-	errSeen       bool       // a non-null top-level "error", or an error event
+	errSeen       bool       // a non-null top-level "error", or an error event or document
+	errClass      uint8      // what the error's type, code or message says (errNone, ...: see errors.go)
 	done          bool       // Ollama: "done": true
 	dropped       uint8
 
@@ -252,6 +253,9 @@ const (
 	cOllamaRequest      // Ollama native: a request
 	cOllamaOptions      // Ollama native: a request's options
 	cOllamaEmbedRequest // Ollama native: an embeddings request
+	cError              // an "error" object
+	cErrRoot            // the body of a response of status 400 or above
+	cErrList            // such a body that is an array of them (Gemini's)
 )
 
 // Roles: what a value means.
@@ -312,6 +316,11 @@ const (
 	rDone
 	rOllamaOptions
 	rRespModel // the response's model (gen_ai.response.model)
+	rErrType   // an error's type (Anthropic's "type":"error" too)
+	rErrCode   // an error's code (or Gemini's status)
+	rErrMsg    // an error's message
+	rErrObject // an error body's "object" (vLLM's "error")
+	rErrDoc    // an error document in an array of them
 )
 
 // utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
@@ -470,7 +479,7 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				continue
 			}
 			if s.depth == 0 {
-				if c != '{' {
+				if c != '{' && (c != '[' || s.root != cErrRoot) {
 					s.st = stBad
 					continue
 				}
@@ -933,8 +942,21 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		d.deltaText = d.deltaText || s.slen > 0
 	case rFinish:
 		s.setFinish(reasonSeen{true, finishReason(v, over)})
-	case rError:
+	case rError: // a string: Ollama's {"error": "..."}
 		d.errSeen = true
+		d.noteError(messageClass(v))
+	case rErrType:
+		if string(v) == "error" { // Anthropic's error document
+			d.errSeen = true
+		} else {
+			d.noteError(codeClass(v))
+		}
+	case rErrCode:
+		d.noteError(codeClass(v))
+	case rErrMsg:
+		d.noteError(messageClass(v))
+	case rErrObject:
+		d.errSeen = d.errSeen || string(v) == "error" // vLLM's ErrorResponse before its "error" object
 	case rType:
 		d.event = eventType(v, over)
 	case rStatus:
@@ -1146,7 +1168,7 @@ func (s *jsonScan) duration(v []byte, unit float64) {
 // captured reports a role whose string value is kept (decoded).
 func captured(role uint8) bool {
 	switch role {
-	case rFinish, rModel, rRespModel, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
+	case rFinish, rModel, rRespModel, rError, rErrType, rErrCode, rErrMsg, rErrObject, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		return true
 	}
 	return false
@@ -1286,6 +1308,10 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		}
 	case cRespRoot:
 		switch string(key) {
+		case "code": // an error event's
+			return rErrCode
+		case "message":
+			return rErrMsg
 		case "model":
 			return rRespModel
 		case "type":
@@ -1356,6 +1382,28 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		case "error":
 			return rError
 		}
+	case cError:
+		switch string(key) {
+		case "type":
+			return rErrType
+		case "code", "status": // status: Gemini's (RESOURCE_EXHAUSTED, ...)
+			return rErrCode
+		case "message":
+			return rErrMsg
+		}
+	case cErrRoot:
+		switch string(key) {
+		case "error":
+			return rError
+		case "type":
+			return rErrType
+		case "object":
+			return rErrObject
+		case "code":
+			return rErrCode
+		case "message":
+			return rErrMsg
+		}
 	case cOllamaMsg:
 		switch string(key) {
 		case "content", "thinking":
@@ -1371,17 +1419,23 @@ func keyRole(ctx uint8, key []byte) uint8 {
 // the dialect's root context.
 func containerContext(role uint8, array bool, root uint8) uint8 {
 	if array {
-		switch role {
-		case rChoices:
+		switch {
+		case role == rChoices:
 			return cChoices
-		case rToolCalls:
+		case role == rToolCalls:
 			return cToolCalls
+		case role == rRoot && root == cErrRoot:
+			return cErrList
 		}
 		return cOther
 	}
 	switch role {
 	case rRoot:
 		return root
+	case rError:
+		return cError
+	case rErrDoc:
+		return cErrRoot
 	case rChoice:
 		return cChoice
 	case rDelta:
@@ -1419,6 +1473,8 @@ func elementRole(ctx uint8) uint8 {
 		return rChoice
 	case cToolCalls:
 		return rToolCall
+	case cErrList:
+		return rErrDoc
 	}
 	return rNone
 }

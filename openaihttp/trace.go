@@ -228,6 +228,26 @@ func (t *Trace) boundedOnce(r stats.ObservedRequest, handler bool) stats.Observe
 	return r
 }
 
+// legFailure is why the last leg that ended failed, when the response it
+// got, if any, cannot say it: no response came (upstream_unreachable,
+// timeout, client_canceled) or it timed out; ErrorNone for any other end.
+func (t *Trace) legFailure() stats.ErrorType {
+	if t == nil {
+		return stats.ErrorNone
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.legs) - 1; i >= 0; i-- {
+		if l := t.legs[i]; l.Done {
+			if e := l.Observed.ErrorType; l.Status == 0 || e == stats.ErrorTimeout {
+				return e
+			}
+			return stats.ErrorNone
+		}
+	}
+	return stats.ErrorNone
+}
+
 // start adds l, a leg to b sent at, and returns it; nil past MaxLegs.
 func (t *Trace) start(l *Leg, b Backend, at time.Time) *Leg {
 	if t == nil {

@@ -77,12 +77,12 @@ func TestTransportEnds(t *testing.T) {
 		handler http.Handler
 		body    string
 		read    func(*http.Response)
-		failed  bool // error.type=_OTHER
+		errType string // error.type, none when ""
 	}{
-		"non-streamed read whole": {jsonHandler(200, nonStreamResponse), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, false},
-		"closed early":            {sseHandler(chunk("a"), chunk("b"), finishChunk("stop"), done), streamBody, func(r *http.Response) {}, false},
-		"upstream 500":            {jsonHandler(500, `{"error":"x"}`), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, true},
-		"truncated":               {sseHandler(chunk("a")), streamBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, true},
+		"non-streamed read whole": {jsonHandler(200, nonStreamResponse), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, ""},
+		"closed early":            {sseHandler(chunk("a"), chunk("b"), finishChunk("stop"), done), streamBody, func(r *http.Response) {}, "client_canceled"},
+		"upstream 500":            {jsonHandler(500, `{"error":"x"}`), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, "server_error"},
+		"truncated":               {sseHandler(chunk("a")), streamBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, "_OTHER"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := newRec(t)
@@ -96,8 +96,8 @@ func TestTransportEnds(t *testing.T) {
 			tc.read(resp)
 			_ = resp.Body.Close()
 			l := clientLabels("decode-0", "decode")
-			if tc.failed {
-				l = append(l, "error.type", "_OTHER")
+			if tc.errType != "" {
+				l = append(l, "error.type", tc.errType)
 			}
 			if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 1 {
 				t.Errorf("duration count %d, want 1", n)
@@ -128,7 +128,8 @@ func TestTransportTraceAndAbort(t *testing.T) {
 	}
 }
 
-// A transport error is a failed leg; a canceled context an aborted one.
+// A transport error is a failed leg (upstream_unreachable: no response
+// came); a canceled context an aborted one (client_canceled).
 func TestTransportErrors(t *testing.T) {
 	c := newRec(t)
 	cl := client(t, c, openaihttp.WithBackend("gone", ""))
@@ -136,7 +137,7 @@ func TestTransportErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error from a closed port")
 	}
-	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "", "error.type", "_OTHER")...); n != 1 {
+	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "", "error.type", "upstream_unreachable")...); n != 1 {
 		t.Errorf("failed legs %d, want 1", n)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -145,7 +146,7 @@ func TestTransportErrors(t *testing.T) {
 	if _, err := cl.Do(req); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
-	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "")...); n != 1 {
+	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "", "error.type", "client_canceled")...); n != 1 {
 		t.Errorf("aborted legs %d, want 1", n)
 	}
 }

@@ -255,11 +255,12 @@ func TestCorpusThroughProxy(t *testing.T) {
 				t.Errorf("%s: the client got %d and %d bytes, the upstream sent %d and %d", e.ID, code, len(got), e.Status, len(e.Response))
 			}
 		}
-		models := byModel(p.scrape(t))
+		scrape := p.scrape(t)
+		models := byModel(scrape)
 		for _, i := range batch {
 			e := &es[i]
 			wantProxyRecorded(t, e, models[corpusModel(e)], e.Expect.PromptTokens, e.Expect.GenerationTokens, e.Expect.CachedTokens)
-			wantKindsRecorded(t, e, models[corpusModel(e)])
+			wantKindsRecorded(t, e, models[corpusModel(e)], scrape)
 		}
 		_ = p.stop(t)
 	}
@@ -271,7 +272,7 @@ func TestCorpusThroughProxy(t *testing.T) {
 // the leg it passed on, when its cached count exceeds its prompt or a kind
 // exceeds the tokens it is a part of (OpenRouter's reasoning_tokens 11 of
 // 10 completion tokens), else none.
-func wantKindsRecorded(t *testing.T, e *corpus.Entry, s string) {
+func wantKindsRecorded(t *testing.T, e *corpus.Entry, s, scrape string) {
 	t.Helper()
 	if !e.Observed {
 		return
@@ -291,6 +292,13 @@ func wantKindsRecorded(t *testing.T, e *corpus.Entry, s string) {
 	}
 	if v, _ := value(s, "infermetrics_invalid_events_total", "kind", "value_dropped"); v != want {
 		t.Errorf("%s: value_dropped = %v, want %v (kinds %v)", e.ID, v, want, u)
+	}
+	if typ := e.ErrorType(); typ != stats.ErrorNone {
+		for _, family := range []string{"gen_ai_server_request_duration_seconds_count", "gen_ai_client_operation_duration_seconds_count"} {
+			if v, _ := value(scrape, family, "gen_ai_request_model", corpusModel(e), "error_type", typ.String()); v != 1 {
+				t.Errorf("%s: %s{error_type=%q} = %v, want 1", e.ID, family, typ, v)
+			}
+		}
 	}
 }
 

@@ -228,3 +228,37 @@ func object(b []byte) (map[string]any, bool) {
 	}
 	return d, true
 }
+
+// ErrorType is why an entry's request failed, as its recording says and
+// openaihttp records it (stats.ObservedRequest.ErrorType), stated by hand
+// from each failed recording's status and body (none fails otherwise): the
+// status's class (400 invalid_request, 401 authentication, 404 not_found,
+// 429 rate_limited: OpenRouter's 429 carries its error document) but for
+// the Responses API's 400s whose code is model_not_found, Groq's error
+// events of type invalid_request_error in a 200 stream, and OpenRouter's
+// error chunk that names no class ("Token limit reached", code 400).
+// ErrorNone for an entry that did not fail.
+func (e *Entry) ErrorType() stats.ErrorType {
+	if e.Expect.Finish != "error" {
+		return stats.ErrorNone
+	}
+	switch e.ID {
+	case "0222_openai_responses", "0259_openai_responses":
+		return stats.ErrorNotFound
+	case "0403_groq_chat", "0406_groq_chat":
+		return stats.ErrorInvalidRequest
+	case "0604_openrouter_chat":
+		return stats.ErrorOther
+	}
+	switch e.Status {
+	case 400:
+		return stats.ErrorInvalidRequest
+	case 401:
+		return stats.ErrorAuthentication
+	case 404:
+		return stats.ErrorNotFound
+	case 429:
+		return stats.ErrorRateLimited
+	}
+	return stats.ErrorOther
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 	"github.com/infermetrics/infermetrics/views"
 )
 
@@ -182,13 +183,22 @@ TTFT buckets, being parts of the client's time to first token.
 			f.Name, f.Type, code(f.Labels), buckets(f.Family), f.Replacement, f.Deprecated, f.Hidden, f.Removed, f.Changes,
 			versionsBefore(f.Hidden))
 	}
-	b.WriteString(serverIntro)
+	b.WriteString(strings.Replace(serverIntro, "ERROR_TYPES", errorTypes(), 1))
 	genAITable(&b, views.ServerFamilies())
 	b.WriteString(clientIntro)
 	genAITable(&b, views.ClientFamilies())
 	b.WriteString(httpIntro)
 	genAITable(&b, views.HTTPFamilies())
 	return b.Bytes()
+}
+
+// errorTypes lists the error.type values (stats.ErrorTypes).
+func errorTypes() string {
+	var v []string
+	for _, t := range stats.ErrorTypes() {
+		v = append(v, "`"+t.String()+"`")
+	}
+	return strings.Join(v, ", ")
 }
 
 // genAITable writes the rows of a GenAI families table.
@@ -337,8 +347,10 @@ a front end's request carries its own operation, ` + "`chat`" + `, ` + "`text_co
 every engine's requests of one model share a series and no view drops an attribute. They follow the
 conventions where vLLM differs: the time per output token is that "generated after the first token for
 successful responses", so a failed request, or one of a single token, has none (vLLM's counts every
-finished request, 0 for one token). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed requests. Without the
-option these families stay absent. The last column of the vLLM table names the GenAI server family that
+finished request, 0 for one token). ` + "`error.type`" + ` marks failed requests, and aborted ones whose cause
+a front end knows, with why (` + "`stats.ErrorType`" + `: ERROR_TYPES); ` + "`_OTHER`" + ` is a failure of no known cause
+(an engine's, whose steps name none). ` + "`openaihttp`" + `'s package doc says how each is told from a response.
+Without the option these families stay absent. The last column of the vLLM table names the GenAI server family that
 measures what each vLLM family does.
 
 | family | type | labels | buckets | unit | recorded | description |
@@ -359,7 +371,8 @@ A series appears with its backend's first leg. ` + "`gen_ai.operation.name`" + `
 (` + "`openaihttp`" + `: from the endpoint, listed in its package doc: ` + "`chat`" + ` for ` + "`/v1/chat/completions`" + `,
 ` + "`/v1/responses`" + `, ` + "`/v1/messages`" + ` and Ollama's ` + "`/api/chat`" + `, ` + "`text_completion`" + ` for ` + "`/v1/completions`" + ` and
 ` + "`/api/generate`" + `, ` + "`embeddings`" + ` for ` + "`/v1/embeddings`" + ` and Ollama's ` + "`/api/embed`" + ` and ` + "`/api/embeddings`" + `, ` + "`pooling`" + ` for vLLM's ` + "`/pooling`" + `, ` + "`/classify`" + `,
-` + "`/score`" + ` and ` + "`/rerank`" + `; ` + "`pooling`" + ` is not a conventions value, they define none for these). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
+` + "`/score`" + ` and ` + "`/rerank`" + `; ` + "`pooling`" + ` is not a conventions value, they define none for these). ` + "`error.type`" + ` marks failed
+and aborted legs with why, as on ` + "`gen_ai.server.request.duration`" + ` above;
 ` + "`backend`" + ` is the backend's name or host:port and ` + "`backend.role`" + ` its role (` + "`prefill`, `decode`" + `,
 or empty).
 

@@ -314,6 +314,11 @@
 // response body is observed as the caller reads it; closing it before the
 // response completed is an abort.
 //
+// The GenAI metrics carry gen_ai.provider.name, the Recorder's
+// (instrument.WithGenAI): ProviderName gives the conventions' value for an
+// upstream's host (openai for api.openai.com, azure.ai.openai for
+// *.openai.azure.com, ...), self_hosted for a server of one's own.
+//
 // A router ties a client request to its legs through the Trace in the
 // request's context: NewHandler puts one there, and the transport, called
 // with that context, adds each leg (backend, role, start, status, and what

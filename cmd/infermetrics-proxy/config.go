@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/openaihttp"
@@ -195,6 +196,7 @@ type config struct {
 	shutdownTimeout       time.Duration
 	serviceName           string
 	instanceID            string
+	provider              string // gen_ai.provider.name; from the first upstream's host by check when not given
 	logFormat             string
 	logLevel              string
 }
@@ -281,6 +283,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", 10*time.Second, "longest time a client may take to send its request headers")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", 2*time.Minute, "how long an idle keep-alive client connection stays open")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT or SIGTERM, how long requests in flight (streams included) may take to\nfinish before they are cut; metrics are flushed after")
+	fs.StringVar(&c.provider, "provider", "", "gen_ai.provider.name of the GenAI metrics (openai, anthropic, azure.ai.openai, ...,\nself_hosted); default: the first -upstream's, by its host (api.openai.com is openai,\n...: openaihttp.ProviderName), self_hosted for any other host")
 	fs.StringVar(&c.serviceName, "service-name", "infermetrics-proxy", "service.name resource attribute (OTLP)")
 	fs.StringVar(&c.instanceID, "instance-id", "", "service.instance.id resource attribute (OTLP); default a random UUID.\nGive the proxies of one deployment distinct ids")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (log/slog)")
@@ -329,6 +332,12 @@ func (c *config) check() error {
 			continue
 		}
 		c.upstreams = append(c.upstreams, u)
+	}
+	if c.provider == "" && len(c.upstreams) > 0 {
+		c.provider = openaihttp.ProviderName(c.upstreams[0].url.Host)
+	}
+	if !utf8.ValidString(c.provider) || len(c.provider) > instrument.MaxModelNameLen {
+		errs = append(errs, fmt.Errorf("-provider %q: want UTF-8 of at most %d bytes", c.provider, instrument.MaxModelNameLen))
 	}
 	if c.maxModels < 1 {
 		errs = append(errs, fmt.Errorf("-max-models %d: want at least 1", c.maxModels))

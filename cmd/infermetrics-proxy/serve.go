@@ -56,7 +56,8 @@ func serve(ctx context.Context, c *config, log *slog.Logger, ready chan<- addrs)
 	}
 	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
 		rec, err := instrument.NewRecorder(instrument.WithMeterProvider(provider.MeterProvider()),
-			instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv())
+			instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv(),
+			instrument.WithGenAI(instrument.DefaultGenAIOperation, c.provider))
 		if err != nil {
 			return nil, err
 		}

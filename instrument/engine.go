@@ -101,6 +101,10 @@ type engineState struct {
 	byKind    [numRefusals]measure // kind of refused input
 	server    serverMeasures       // the GenAI server metrics, see WithGenAISemconv
 
+	// respModels are the gen_ai.response.model values recorded, shared by
+	// the server and the client metrics.
+	respModels responseModels
+
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
 
@@ -373,7 +377,7 @@ func (e *Engine) recordStep(ctx context.Context, it *stats.Iteration, window boo
 	}
 	if e.server.on { // the GenAI TTFT at the first token, under priority scheduling too
 		for i, v := range it.TTFT {
-			e.recordServerTTFT(requestContext(ctx, it.TTFTContexts, i), stats.OperationDefault, v)
+			e.recordServerTTFT(requestContext(ctx, it.TTFTContexts, i), stats.OperationDefault, 0, v)
 		}
 	}
 	for i, v := range it.ITL {
@@ -447,7 +451,7 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	}
 	in.e2e.Record(ctx, f.E2ELatency, rec...)
 	in.tpot.Record(ctx, f.TimePerOutputToken, rec...)
-	e.recordServerFinished(ctx, stats.OperationDefault, f.Reason, stats.ErrorNone, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
+	e.recordServerFinished(ctx, stats.OperationDefault, f.Reason, stats.ErrorNone, 0, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)

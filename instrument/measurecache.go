@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -52,16 +54,97 @@ func lenOf(m *map[uint32]*measure) int {
 	return len(*m)
 }
 
-// Instruments of a handle's cached measures (measureKey's kind).
+// Attribute sets of a handle's cached measures (measureKey's kind): the
+// handle's GenAI attributes, with gen_ai.token.type input or output for
+// the token usage.
 const (
-	measureDuration uint8 = iota // the request or operation duration, with error.type
+	measureGenAI uint8 = iota
+	measureInput
+	measureOutput
 )
 
 // measureKey packs what selects a cached measure: the instrument kind, the
-// operation and the error.type (ErrorNone for none). Each is bounded, so a
-// handle caches at most 5 x 15 measures of a kind.
-func measureKey(kind uint8, op stats.Operation, t stats.ErrorType) uint32 {
-	return uint32(kind) | uint32(op)<<8 | uint32(t)<<16
+// operation, the error.type (ErrorNone for none) and the response model's
+// index (see responseModels; 0 for none). Each is bounded, so a handle
+// caches at most 5 x 15 x 10 measures of a kind.
+func measureKey(kind uint8, op stats.Operation, t stats.ErrorType, model int) uint32 {
+	return uint32(kind) | uint32(op)<<8 | uint32(t)<<16 | uint32(model)<<24
+}
+
+// MaxResponseModels bounds the values of gen_ai.response.model an Engine
+// records: the first 8 models its front end's responses name; later ones
+// are ResponseModelOther. A response model is usually the requested one or
+// a dated snapshot of it, a few per Engine, each one more series of every
+// GenAI histogram that carries it.
+const MaxResponseModels = 8
+
+// ResponseModelOther is the gen_ai.response.model of responses naming a
+// model past an Engine's first MaxResponseModels.
+const ResponseModelOther = "_OTHER"
+
+// responseModels are the gen_ai.response.model values an Engine has seen,
+// by index (1 to MaxResponseModels; MaxResponseModels+1 is
+// ResponseModelOther, 0 none), read without a lock.
+type responseModels struct {
+	mu    sync.Mutex
+	names atomic.Pointer[[]string]
+}
+
+// index returns the index of a response model, adding it while there is
+// room; it allocates only the first time a model is seen.
+func (m *responseModels) index(name string) int {
+	if name == "" {
+		return 0
+	}
+	if i, ok := m.find(name); ok {
+		return i
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if i, ok := m.find(name); ok {
+		return i
+	}
+	var names []string
+	if p := m.names.Load(); p != nil {
+		names = *p
+	}
+	if len(names) == MaxResponseModels {
+		return MaxResponseModels + 1
+	}
+	next := append(names[:len(names):len(names)], name)
+	m.names.Store(&next)
+	return len(next)
+}
+
+func (m *responseModels) find(name string) (int, bool) {
+	if p := m.names.Load(); p != nil {
+		for i, n := range *p {
+			if n == name {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// name returns the gen_ai.response.model of an index other than 0.
+func (m *responseModels) name(i int) string {
+	if p := m.names.Load(); p != nil && i <= len(*p) {
+		return (*p)[i-1]
+	}
+	return ResponseModelOther
+}
+
+// extraKV returns the attributes a cached measure adds: error.type when
+// t is not ErrorNone, gen_ai.response.model when model is not 0.
+func (m *responseModels) extraKV(kv []attribute.KeyValue, t stats.ErrorType, model int) []attribute.KeyValue {
+	if t != stats.ErrorNone {
+		kv = append(kv, attribute.String(KeyErrorType, t.String()))
+	}
+	if model != 0 {
+		kv = append(kv, attribute.String(KeyGenAIResponseModel, m.name(model)))
+	}
+	return kv
 }
 
 // errorTypeOf is the error.type a finished request is recorded with: its

@@ -3,8 +3,6 @@ package instrument
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
-
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -29,15 +27,15 @@ const GenAISemconv Feature = PDRouting + 1
 var serverCatalog = []Descriptor{
 	{Name: NameGenAIServerRequestDuration, Kind: Histogram, Unit: "s", Buckets: genAIDurationBuckets,
 		Recorded: perFinished + "; each request of a front end (RecordRequest)", Feature: GenAISemconv,
-		Attributes:  append(genAIAttrs[:len(genAIAttrs):len(genAIAttrs)], KeyErrorType),
+		Attributes:  withKeys(genAIAttrs, KeyErrorType, KeyGenAIResponseModel),
 		Description: "GenAI server request duration: from a request's arrival to its last output token or failure."},
-	{Name: NameGenAIServerTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: genAIFirstChunkBuckets,
+	{Name: NameGenAIServerTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: genAIServerTTFTBuckets,
 		Recorded: perIter + " for a request's first token; RecordRequest for a streamed one", Feature: GenAISemconv,
-		Attributes:  genAIAttrs,
+		Attributes:  withKeys(genAIAttrs, KeyGenAIResponseModel),
 		Description: "Time from a request's arrival to its first output token."},
-	{Name: NameGenAIServerTimePerOutputToken, Kind: Histogram, Unit: "s", Buckets: genAIPerChunkBuckets,
+	{Name: NameGenAIServerTimePerOutputToken, Kind: Histogram, Unit: "s", Buckets: genAIServerTPOTBuckets,
 		Recorded: perFinished + ", successful requests with more than one output token; RecordRequest alike", Feature: GenAISemconv,
-		Attributes:  genAIAttrs,
+		Attributes:  withKeys(genAIAttrs, KeyGenAIResponseModel),
 		Description: "Time per output token generated after the first, of successful requests: decode time / (generation tokens - 1)."},
 }
 
@@ -62,9 +60,9 @@ func WithGenAISemconv() Option {
 type serverMeasures struct {
 	on bool                         // WithGenAISemconv
 	ok [stats.NumOperations]measure // the GenAI attributes
-	// byError are the request duration's sets with an error.type, built
-	// on first use (measureKey).
-	byError measureCache
+	// cache are the sets with an error.type or a gen_ai.response.model,
+	// built on first use (measureKey).
+	cache measureCache
 }
 
 // buildServer builds the GenAI server measures of every operation: the
@@ -80,33 +78,39 @@ func (e *engineState) buildServer(cfg *config) {
 	}
 }
 
-// recordServerTTFT records a first token's time on the GenAI server TTFT;
-// op is valid.
-func (e *engineState) recordServerTTFT(ctx context.Context, op stats.Operation, v float64) {
+// serverMeasure returns the GenAI server set of an operation with the
+// error.type of t (none for ErrorNone) and the response model of index
+// model (none for 0).
+func (e *engineState) serverMeasure(op stats.Operation, t stats.ErrorType, model int) *measure {
+	s := &e.server
+	if t == stats.ErrorNone && model == 0 {
+		return &s.ok[op]
+	}
+	return s.cache.get(measureKey(measureGenAI, op, t, model), func() measure {
+		return newMeasure(e.respModels.extraKV(e.genAIKV(op), t, model)...)
+	})
+}
+
+// recordServerTTFT records a first token's time on the GenAI server TTFT,
+// with the response model of index model; op is valid.
+func (e *engineState) recordServerTTFT(ctx context.Context, op stats.Operation, model int, v float64) {
 	if e.server.on {
-		e.inst.serverTTFT.Record(ctx, v, e.server.ok[op].rec...)
+		e.inst.serverTTFT.Record(ctx, v, e.serverMeasure(op, stats.ErrorNone, model).rec...)
 	}
 }
 
 // recordServerFinished records a finished request on the GenAI server
-// request duration, with the error.type of t (see errorTypeOf) and, when it
-// did not fail and tpot is the time per output token of more than one
-// token (manyTokens), on the time per output token: the conventions' "time
-// per output token generated after the first token for successful
-// responses".
-func (e *engineState) recordServerFinished(ctx context.Context, op stats.Operation, r stats.FinishReason, t stats.ErrorType, e2e, tpot float64, manyTokens bool) {
-	s := &e.server
-	if !s.on {
+// request duration, with the error.type of t (see errorTypeOf) and the
+// response model of index model, and, when it did not fail and tpot is the
+// time per output token of more than one token (manyTokens), on the time
+// per output token: the conventions' "time per output token generated
+// after the first token for successful responses".
+func (e *engineState) recordServerFinished(ctx context.Context, op stats.Operation, r stats.FinishReason, t stats.ErrorType, model int, e2e, tpot float64, manyTokens bool) {
+	if !e.server.on {
 		return
 	}
-	m := &s.ok[op]
-	if t = errorTypeOf(r, t); t != stats.ErrorNone {
-		m = s.byError.get(measureKey(measureDuration, op, t), func() measure {
-			return newMeasure(append(e.genAIKV(op), attribute.String(KeyErrorType, t.String()))...)
-		})
-	}
-	e.inst.serverDuration.Record(ctx, e2e, m.rec...)
+	e.inst.serverDuration.Record(ctx, e2e, e.serverMeasure(op, errorTypeOf(r, t), model).rec...)
 	if r != stats.FinishError && manyTokens {
-		e.inst.serverTPOT.Record(ctx, tpot, s.ok[op].rec...)
+		e.inst.serverTPOT.Record(ctx, tpot, e.serverMeasure(op, stats.ErrorNone, model).rec...)
 	}
 }

@@ -208,7 +208,8 @@ func checkClient(c *rec, e *corpus.Entry, k float64) []string {
 		}
 	}
 	op := e.Operation()
-	l := withOperation(clientLabels("b", ""), op)
+	_, respModel, _ := e.Kinds() // gen_ai.response.model, as its JSON names it
+	l := namedAs(withOperation(clientLabels("b", ""), op), respModel)
 	if !e.Observed {
 		differs("legs recorded on a path not observed", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, l...)), 0)
 		return bad
@@ -230,7 +231,7 @@ func checkClient(c *rec, e *corpus.Entry, k float64) []string {
 		kind string
 		want *int64
 	}{{"input", x.PromptTokens}, {"output", x.GenerationTokens}} {
-		tl := withOperation(clientLabels("b", "", "gen_ai.token.type", w.kind), op)
+		tl := namedAs(withOperation(clientLabels("b", "", "gen_ai.token.type", w.kind), op), respModel)
 		if w.want == nil {
 			differs(w.kind+" token values without usage", float64(c.clientHist(instrument.NameGenAIClientTokenUsage, tl...)), 0)
 			continue

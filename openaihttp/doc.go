@@ -334,7 +334,13 @@
 // trace has a prefill and a decode leg, the handler also records, once,
 // the legs' pairing (Trace.PD, instrument.Engine.RecordPDLegs):
 // router.pd.prefill_leg.duration, router.pd.handoff.duration and
-// router.pd.decode_leg.time_to_first_chunk.
+// router.pd.decode_leg.time_to_first_chunk. Whenever its transport sent
+// legs, the handler records at the request's end how many
+// (Trace.Attempts, infermetrics.gateway.request.attempts): 1, or more when
+// a gateway retried or fell back to another backend. The client metrics,
+// and the server ones of a handler's requests, carry the model the
+// response named (gen_ai.response.model, at most
+// instrument.MaxResponseModels per Engine).
 //
 // # HTTP stacks
 //

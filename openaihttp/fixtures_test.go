@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/corpus"
 	"github.com/infermetrics/infermetrics/internal/sample"
 	"github.com/infermetrics/infermetrics/openaihttp"
 )
@@ -222,14 +223,15 @@ func TestFixtures(t *testing.T) {
 				if !bytes.Equal(got, body) {
 					t.Fatal("the caller did not get the body unchanged")
 				}
-				l := withOperation(clientLabels("b", ""), f.operation())
+				_, respModel, _ := corpus.KindsOf(corpus.FixtureAPI(f.Endpoint), f.Status, body) // gen_ai.response.model
+				l := namedAs(withOperation(clientLabels("b", ""), f.operation()), respModel)
 				if f.reason() == "error" {
 					l = append(l, "error.type", f.errorType())
 				}
 				if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 1 {
 					t.Errorf("duration count %d with %v", n, l)
 				}
-				in := withOperation(clientLabels("b", "", "gen_ai.token.type", "input"), f.operation())
+				in := namedAs(withOperation(clientLabels("b", "", "gen_ai.token.type", "input"), f.operation()), respModel)
 				if f.Prompt == nil {
 					if n := c.clientHist(instrument.NameGenAIClientTokenUsage, in...); n != 0 {
 						t.Errorf("token usage recorded without usage")
@@ -238,8 +240,8 @@ func TestFixtures(t *testing.T) {
 					t.Errorf("input tokens %v, want %d", h.Sum, *f.Prompt)
 				}
 				first := min(chunks, 1)
-				plain := withOperation(clientLabels("b", ""), f.operation())
-				if n := c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, plain...); n != first {
+				plain := withOperation(clientLabels("b", ""), f.operation()) // the chunk gaps carry no response model
+				if n := c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, namedAs(plain, respModel)...); n != first {
 					t.Errorf("time to first chunk count %d, want %d", n, first)
 				}
 				if n := c.clientHist(instrument.NameGenAIClientTimePerOutputChunk, plain...); n != gaps {

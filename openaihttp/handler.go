@@ -135,6 +135,9 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	if pd, ok := trace.PD(); ok {
 		e.RecordPDLegs(r.Context(), &pd)
 	}
+	if n := trace.Attempts(); n > 0 {
+		e.RecordAttempts(r.Context(), n)
+	}
 }
 
 // responseWriter observes what the handler writes, after writing it. The

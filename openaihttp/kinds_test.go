@@ -162,13 +162,7 @@ func TestFixtureTokenKinds(t *testing.T) {
 // the corpus's are: its API as corpus.KindsOf names it, its Content-Type
 // from its file's extension, its body in one piece.
 func fixtureEntry(file, endpoint, path string, status int, body []byte) *corpus.Entry {
-	api := endpoint
-	switch endpoint {
-	case "rerank", "score":
-		api = "embeddings"
-	case "apichat", "apigenerate", "apiembed", "apiembeddings":
-		api = "ollama_" + endpoint
-	}
+	api := corpus.FixtureAPI(endpoint)
 	ct := map[string]string{".sse": "text/event-stream", ".ndjson": "application/x-ndjson",
 		".json": "application/json", ".txt": "text/plain"}[filepath.Ext(file)]
 	return &corpus.Entry{ID: strings.TrimSuffix(file, filepath.Ext(file)), API: api, Method: http.MethodPost, Path: path,

@@ -56,6 +56,7 @@ type Trace struct {
 	mu      sync.Mutex
 	legs    []*Leg
 	legsBuf [2]*Leg // legs' first: a P/D request's two legs allocate nothing more
+	sent    int64   // legs sent, past MaxLegs too
 
 	// A handler may take what a leg it passes on read (see share.go):
 	// until its first write, feeds are the legs that publish their reads.
@@ -228,6 +229,19 @@ func (t *Trace) boundedOnce(r stats.ObservedRequest, handler bool) stats.Observe
 	return r
 }
 
+// Attempts returns how many legs a transport sent for the trace's request,
+// those past MaxLegs included: 1, or more after retries and fallbacks to
+// another backend. NewHandler records it at the request's end
+// (instrument.Engine.RecordAttempts) when it is not 0.
+func (t *Trace) Attempts() int64 {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sent
+}
+
 // legFailure is why the last leg that ended failed, when the response it
 // got, if any, cannot say it: no response came (upstream_unreachable,
 // timeout, client_canceled) or it timed out; ErrorNone for any other end.
@@ -256,6 +270,7 @@ func (t *Trace) start(l *Leg, b Backend, at time.Time) *Leg {
 	*l = Leg{Backend: b, Start: at}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sent++
 	if len(t.legs) >= MaxLegs {
 		return nil
 	}

@@ -1,6 +1,8 @@
 package views
 
 import (
+	"cmp"
+
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -54,7 +56,11 @@ func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 		views = append(views, c.stream(f.Instrument, f.Name, nil))
 	}
 	for _, f := range ClientFamilies() {
-		views = append(views, c.stream(f.Instrument, f.Name, allow(clientKeys)))
+		name := f.Name
+		if c.inference {
+			name = cmp.Or(inferenceNames[f.Name], name)
+		}
+		views = append(views, c.streamAs(f.Instrument, f.Name, name, allow(clientKeys)))
 	}
 	return views, nil
 }

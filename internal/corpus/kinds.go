@@ -262,3 +262,17 @@ func (e *Entry) ErrorType() stats.ErrorType {
 	}
 	return stats.ErrorOther
 }
+
+// FixtureAPI is the API KindsOf reads a body of openaihttp's fixtures
+// (testdata/manifest.json) as, from its endpoint: the OpenAI-style APIs
+// as they are, vLLM's pooling endpoints as embeddings, Ollama's native
+// ones as ollama_*.
+func FixtureAPI(endpoint string) string {
+	switch endpoint {
+	case "rerank", "score":
+		return "embeddings"
+	case "apichat", "apigenerate", "apiembed", "apiembeddings":
+		return "ollama_" + endpoint
+	}
+	return endpoint
+}

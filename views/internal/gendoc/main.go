@@ -159,7 +159,10 @@ times whole requests) define per-leg families, so these follow OpenTelemetry's n
 their names in every export (a Prometheus scrape shows ` + "`router_pd_prefill_leg_duration_seconds`" + ` and so on).
 They carry ` + "`model_name` and `engine`" + `, not the backend: per-backend leg figures are the GenAI client
 metrics below, and a prefill × decode pair label would multiply the histogram series. They use vLLM's
-TTFT buckets, being parts of the client's time to first token.
+TTFT buckets, being parts of the client's time to first token. A gateway or router whose handler's
+legs go through ` + "`openaihttp.NewTransport`" + ` also records, at each client request's end, how many legs it
+sent for it (` + "`infermetrics.gateway.request.attempts`" + `, ` + "`instrument.Engine.RecordAttempts`" + `): 1, or more with
+retries and fallbacks to another backend; ours too, as neither vLLM nor the GenAI conventions define one.
 
 | vLLM family | type | labels | buckets | OpenTelemetry instrument | unit | recorded | when present | GenAI semantic convention |
 |---|---|---|---|---|---|---|---|---|
@@ -350,6 +353,7 @@ successful responses", so a failed request, or one of a single token, has none (
 finished request, 0 for one token). ` + "`error.type`" + ` marks failed requests, and aborted ones whose cause
 a front end knows, with why (` + "`stats.ErrorType`" + `: ERROR_TYPES); ` + "`_OTHER`" + ` is a failure of no known cause
 (an engine's, whose steps name none). ` + "`openaihttp`" + `'s package doc says how each is told from a response.
+A front end's requests also carry ` + "`gen_ai.response.model`" + `, as on the client metrics below.
 Without the option these families stay absent. The last column of the vLLM table names the GenAI server family that
 measures what each vLLM family does.
 
@@ -365,8 +369,17 @@ A gateway or router records these per backend with ` + "`openaihttp.NewTransport
 ` + "`instrument.Engine.Backend`" + `). vLLM has no client-side family, so they keep the names of the
 OpenTelemetry GenAI semantic conventions (status Development; open-telemetry/semantic-conventions-genai,
 ` + "`docs/gen-ai/gen-ai-metrics.md` and `model/gen-ai/metrics.yaml`" + `, read from the search store on the
-main branch, commit not known), with their advised buckets. ` + "`views.Semconv()`" + ` exports them with the
+main branch, commit not known), with their advised buckets: the time to first chunk and the time per
+output chunk take the durations' list, as ` + "`docs/gen-ai/client-inference.md`" + ` @ 024a4f94 advises for both (they
+took the server's lists before). ` + "`views.Semconv()`" + ` exports them with the
 labels below (the Recorder's ` + "`model_name` and `engine`" + ` dropped); without it they carry those too.
+` + "`gen_ai.response.model`" + `, which the conventions recommend, is the model the backend's response named
+(` + "`openaihttp`" + `: its first one), at most ` + "`instrument.MaxResponseModels`" + ` values per Engine, the rest ` + "`_OTHER`" + `,
+none on a response that named none; the time per output chunk, recorded as the chunks come, has none.
+` + "`server.address`" + ` and ` + "`server.port`" + ` are not set: the conventions recommend them (` + "`server.port`" + ` is required
+only beside ` + "`server.address`" + `), and ` + "`backend`" + ` already carries the backend's name or host:port.
+Their names since the conventions moved to open-telemetry/semantic-conventions-genai
+(` + "`gen_ai.client.inference.duration`" + `, ...): ` + "`views.WithGenAIInferenceNames()`" + ` (docs/migration.md).
 A series appears with its backend's first leg. ` + "`gen_ai.operation.name`" + ` is each leg's operation
 (` + "`openaihttp`" + `: from the endpoint, listed in its package doc: ` + "`chat`" + ` for ` + "`/v1/chat/completions`" + `,
 ` + "`/v1/responses`" + `, ` + "`/v1/messages`" + ` and Ollama's ` + "`/api/chat`" + `, ` + "`text_completion`" + ` for ` + "`/v1/completions`" + ` and

@@ -490,10 +490,13 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				s.docBegin, s.contentN, s.contentElse = i, 0, false
 				if s.preLen > 0 && len(p)-i >= s.preLen && bytes.Equal(p[i:i+s.preLen], s.pre[:s.preLen]) {
 					// The start of the last document again: its state after
-					// it, as members left it (see pre).
+					// it, as members left it (see pre). Members after it
+					// that nothing reads (a response model read before)
+					// make it longer.
 					s.begin(c)
 					s.startKey()
 					s.role, s.keyR = rNone, rNone
+					docAt = i
 					i += s.preLen - 1
 					continue
 				}

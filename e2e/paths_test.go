@@ -394,7 +394,7 @@ func TestDashboardsPerPath(t *testing.T) {
 	load(30, 7, 4, 1, mixinRouterRequests)
 	e.waitValue(t, "the held stream running at the proxy", `sum(vllm:num_requests_running{job="infermetrics-proxy"})`,
 		func(v float64) bool { return v == 1 })
-	e.waitQuiet(t, time.Now(), startupIdle+loadDuration+2*time.Minute)
+	e.waitQuiet(t, startupIdle+loadDuration+2*time.Minute)
 	at := e.scrapedAllAfter(t, time.Now(), targets)
 	window := int(math.Ceil(at.Sub(began).Seconds())) + 5
 	mark("requests recorded, every target scraped after them")

@@ -224,7 +224,7 @@ func TestScrapeVariantsAgree(t *testing.T) {
 	for _, f := range views.Families() {
 		switch f.Instrument.Feature {
 		case instrument.PriorityScheduling, instrument.KVOffload, instrument.KVOffloadCPU, instrument.PDRouting, instrument.InvalidInput,
-			instrument.KVOffloadStoreThreshold, instrument.SimpleCPUOffload, instrument.ServerOperations:
+			instrument.KVOffloadStoreThreshold, instrument.SimpleCPUOffload, instrument.ServerOperations, instrument.HTTPClient:
 			continue // not in the benchmark's fixture
 		}
 		if !have[f.Name] {

@@ -109,7 +109,7 @@ func TestRecordRequestRefusedAtAdmission(t *testing.T) {
 	refused := stats.ObservedRequest{Reason: stats.FinishError, ErrorType: stats.ErrorAdmissionRejected, E2ELatency: 0.004}
 	e.RecordRequest(t.Context(), &refused)
 	s := h.collect()
-	if p := s.get(t, instrument.NameGenAIServerRequestDuration, genAILabels(instrument.KeyErrorType, "_OTHER")...); p.count != 1 {
+	if p := s.get(t, instrument.NameGenAIServerRequestDuration, genAILabels(instrument.KeyErrorType, stats.ErrorAdmissionRejected.String())...); p.count != 1 {
 		t.Errorf("GenAI request duration of failed requests: %d, want the refused one", p.count)
 	}
 	if p := s.get(t, "vllm:request_success", engineLabels("0", "finished_reason", "error")...); p.value != 0 {

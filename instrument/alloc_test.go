@@ -46,6 +46,9 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 			s := validScheduler() // LoRA state included: its attribute set is reused while unchanged
 			f := validFinished()
 			r := observed()
+			limited := stats.ObservedRequest{Operation: stats.OperationChat, Reason: stats.FinishError, ErrorType: stats.ErrorRateLimited, E2ELatency: 0.1}
+			named := observed()
+			named.ResponseModel = "llama-3.1-8b-2026-01"
 
 			for _, c := range []struct {
 				name   string
@@ -55,6 +58,8 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 				{"RecordScheduler", func() error { e.RecordScheduler(ctx, &s); return h.refused() }},
 				{"RecordFinished", func() error { e.RecordFinished(ctx, &f); return h.refused() }},
 				{"RecordRequest", func() error { e.RecordRequest(ctx, &r); return h.refused() }},
+				{"RecordRequest rate limited", func() error { e.RecordRequest(ctx, &limited); return h.refused() }},
+				{"RecordRequest response model", func() error { e.RecordRequest(ctx, &named); return h.refused() }},
 			} {
 				t.Run(c.name, func(t *testing.T) { checkNoAllocs(t, c.record) })
 			}

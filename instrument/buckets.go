@@ -22,6 +22,10 @@ var (
 	numPreemptionsBuckets = []float64{1, 2, 3, 4, 5, 10, 20}
 )
 
+// attemptsBuckets are ours, for infermetrics.gateway.request.attempts: one
+// per count up to 5, then 10 (a retry policy's usual bounds).
+var attemptsBuckets = []float64{1, 2, 3, 4, 5, 10}
+
 // LengthBuckets returns vLLM's 1-2-5 boundaries for token-count histograms:
 // 1, 2, 5, 10, 20, 50, ... while the value is at most maxModelLen (maxModelLen
 // itself is not added). LengthBuckets(4096) is [1 2 5 10 20 50 100 200 500
@@ -68,13 +72,19 @@ var (
 	kvOffloadCPUAllocationBuckets = powersOfTwo(0, 18, 2)
 )
 
-// Advisory boundaries of the OpenTelemetry GenAI client metrics, as the
-// semantic conventions give them (open-telemetry/semantic-conventions-genai,
-// docs/gen-ai/gen-ai-metrics.md).
+// Advisory boundaries of the OpenTelemetry GenAI metrics, as the semantic
+// conventions give them (open-telemetry/semantic-conventions-genai):
+// gen_ai.client.token.usage's and the durations'; the client's time to
+// first chunk and time per output chunk take the durations' too
+// (docs/gen-ai/client-inference.md @ 024a4f94: "SHOULD be specified with
+// ExplicitBucketBoundaries of [0.01, 0.02, ..., 81.92]" for both); the
+// server's time to first token and time per output token have lists of
+// their own (docs/gen-ai/gen-ai-metrics.md).
 var (
 	genAITokenUsageBuckets = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576,
 		4194304, 16777216, 67108864}
 	genAIDurationBuckets   = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
-	genAIFirstChunkBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
-	genAIPerChunkBuckets   = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
+	genAIChunkBuckets      = genAIDurationBuckets
+	genAIServerTTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0}
+	genAIServerTPOTBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5}
 )

@@ -124,6 +124,10 @@ const (
 	KeyGenAIProviderName  = "gen_ai.provider.name"
 	KeyGenAIRequestModel  = "gen_ai.request.model"
 	KeyErrorType          = "error.type"
+	// KeyGenAIResponseModel is the model a front end's response named
+	// (stats.ObservedRequest.ResponseModel), at most MaxResponseModels
+	// values per Engine, the rest ResponseModelOther.
+	KeyGenAIResponseModel = "gen_ai.response.model"
 )
 
 // Label values of the waiting reason attribute.
@@ -433,6 +437,9 @@ var catalog = []Descriptor{
 		Description: "Time from sending a routed request's decode leg to its first content chunk."},
 	{Name: NamePDHandoffDuration, Kind: Histogram, Unit: "s", Buckets: ttftBuckets, Recorded: perRouted + ", decode leg sent after the prefill leg ended", Feature: PDRouting,
 		Description: "Time from the end of a routed request's prefill leg to the start of its decode leg."},
+	{Name: NameGatewayRequestAttempts, Kind: Histogram, Integer: true, Unit: "{attempt}", Buckets: attemptsBuckets, Feature: HTTPClient,
+		Recorded:    "each client request whose legs a gateway or router sent through openaihttp's transport, at its end (Engine.RecordAttempts)",
+		Description: "Requests a gateway or router sent upstream for one client request: 1, or more with retries and fallbacks to another backend."},
 
 	// The Recorder's own counter of refused input (refusal.go).
 	{Name: NameInvalidEvents, Kind: Counter, Integer: true, Unit: "{event}", Feature: InvalidInput,

@@ -47,29 +47,35 @@ const (
 )
 
 // HTTPClient says the client metrics' series appear with a backend's first
-// leg (Backend.RecordRequest).
+// leg (Backend.RecordRequest), and the gateway's attempts with its first
+// request that sent legs (RecordAttempts).
 const HTTPClient Feature = KVConsumer + 1
 
 const perLeg = "each request leg to a backend (Backend.RecordRequest)"
 
-var clientAttrs = append(genAIAttrs[:len(genAIAttrs):len(genAIAttrs)], KeyBackend, KeyBackendRole)
+var clientAttrs = withKeys(genAIAttrs, KeyBackend, KeyBackendRole)
+
+// withKeys returns keys followed by more, in a slice of its own.
+func withKeys(keys []string, more ...string) []string {
+	return append(keys[:len(keys):len(keys)], more...)
+}
 
 // clientCatalog is the catalog of the client metrics, which ClientDescriptors
 // returns; lookup finds them with the others.
 var clientCatalog = []Descriptor{
 	{Name: NameGenAIClientTokenUsage, Kind: Histogram, Integer: true, Unit: "{token}", Buckets: genAITokenUsageBuckets,
 		Recorded: perLeg + ", when the response reported usage", Feature: HTTPClient,
-		Attributes:  append(clientAttrs[:len(clientAttrs):len(clientAttrs)], KeyGenAITokenType),
+		Attributes:  withKeys(clientAttrs, KeyGenAITokenType, KeyGenAIResponseModel),
 		Description: "Number of input and output tokens used, from the usage object of the backend's response."},
 	{Name: NameGenAIClientOperationDuration, Kind: Histogram, Unit: "s", Buckets: genAIDurationBuckets,
 		Recorded: perLeg, Feature: HTTPClient,
-		Attributes:  append(clientAttrs[:len(clientAttrs):len(clientAttrs)], KeyErrorType),
+		Attributes:  withKeys(clientAttrs, KeyErrorType, KeyGenAIResponseModel),
 		Description: "GenAI operation duration: from sending the request to the backend to the end of its response."},
-	{Name: NameGenAIClientTimeToFirstChunk, Kind: Histogram, Unit: "s", Buckets: genAIFirstChunkBuckets,
+	{Name: NameGenAIClientTimeToFirstChunk, Kind: Histogram, Unit: "s", Buckets: genAIChunkBuckets,
 		Recorded: perLeg + ", streamed responses with a content chunk", Feature: HTTPClient,
-		Attributes:  clientAttrs,
+		Attributes:  withKeys(clientAttrs, KeyGenAIResponseModel),
 		Description: "Time to receive the first content chunk of a streamed response, from sending the request to the backend."},
-	{Name: NameGenAIClientTimePerOutputChunk, Kind: Histogram, Unit: "s", Buckets: genAIPerChunkBuckets,
+	{Name: NameGenAIClientTimePerOutputChunk, Kind: Histogram, Unit: "s", Buckets: genAIChunkBuckets,
 		Recorded: "each content chunk after the first of a streamed response (Backend.RecordChunkGap)", Feature: HTTPClient,
 		Attributes:  clientAttrs,
 		Description: "Time between consecutive content chunks of a streamed response from the backend."},
@@ -89,14 +95,16 @@ type Backend struct {
 	name string
 	role string
 	ops  [stats.NumOperations]clientMeasures
+	// cache are the sets with an error.type or a gen_ai.response.model,
+	// built on first use (measureKey).
+	cache measureCache
 }
 
 // clientMeasures are a backend's attribute sets of one operation.
 type clientMeasures struct {
-	plain    measure
-	duration [5]measure // by finish reason: error.type on errors
-	input    measure
-	output   measure
+	plain  measure
+	input  measure
+	output measure
 }
 
 type backendKey struct{ name, role string }
@@ -180,19 +188,45 @@ func checkBackend(name, role string) error {
 func (e *Engine) newBackend(name, role string) *Backend {
 	b := &Backend{e: e, name: name, role: role}
 	for _, op := range stats.Operations() {
-		kv := append(e.genAIKV(op), attribute.String(KeyBackend, name), attribute.String(KeyBackendRole, role))
 		m := &b.ops[op]
-		m.plain = e.with(kv...)
-		for _, r := range stats.FinishReasons() {
-			m.duration[r] = m.plain
-			if r == stats.FinishError {
-				m.duration[r] = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyErrorType, errorTypeOther))...)
-			}
-		}
-		m.input = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeInput))...)
-		m.output = e.with(append(kv[:len(kv):len(kv)], attribute.String(KeyGenAITokenType, TokenTypeOutput))...)
+		m.plain = e.with(b.kv(measureGenAI, op)...)
+		m.input = e.with(b.kv(measureInput, op)...)
+		m.output = e.with(b.kv(measureOutput, op)...)
 	}
 	return b
+}
+
+// kv returns the backend's attributes of a kind of measure of an
+// operation: the GenAI ones, backend and backend.role, and
+// gen_ai.token.type for the token usage (measureInput, measureOutput).
+func (b *Backend) kv(kind uint8, op stats.Operation) []attribute.KeyValue {
+	kv := append(b.e.genAIKV(op), attribute.String(KeyBackend, b.name), attribute.String(KeyBackendRole, b.role))
+	switch kind {
+	case measureInput:
+		kv = append(kv, attribute.String(KeyGenAITokenType, TokenTypeInput))
+	case measureOutput:
+		kv = append(kv, attribute.String(KeyGenAITokenType, TokenTypeOutput))
+	}
+	return kv
+}
+
+// measure returns the backend's set of an operation of a kind
+// (measureGenAI, measureInput, measureOutput), with the error.type of t
+// (none for ErrorNone) and the response model of index model (none for 0).
+func (b *Backend) measure(kind uint8, op stats.Operation, t stats.ErrorType, model int) *measure {
+	m := &b.ops[op]
+	if t == stats.ErrorNone && model == 0 {
+		switch kind {
+		case measureInput:
+			return &m.input
+		case measureOutput:
+			return &m.output
+		}
+		return &m.plain
+	}
+	return b.cache.get(measureKey(kind, op, t, model), func() measure {
+		return b.e.with(b.e.respModels.extraKV(b.kv(kind, op), t, model)...)
+	})
 }
 
 // Name returns the backend's name; Role its role.
@@ -239,9 +273,11 @@ func (b *Backend) recordChunkGap(ctx context.Context, op stats.Operation, second
 }
 
 // RecordRequest records one finished leg as the client saw it: its duration
-// (with error.type when it failed), its time to first chunk when streamed,
-// and its input and output tokens when the response reported usage, with
-// gen_ai.operation.name from r.Operation. Times are from sending the
+// (with error.type when it failed: r.ErrorType, _OTHER without one; or was
+// aborted for a known cause), its time to first chunk when streamed, and
+// its input and output tokens when the response reported usage, with
+// gen_ai.operation.name from r.Operation and gen_ai.response.model from
+// r.ResponseModel (see MaxResponseModels). Times are from sending the
 // request to the backend. An invalid leg is refused: nothing of it is
 // recorded, and the refusal is counted and reported (see
 // Engine.RecordIteration). Usage above stats.MaxRequestTokens is dropped
@@ -277,14 +313,15 @@ func (b *Backend) recordRequest(ctx context.Context, req *stats.ObservedRequest)
 	if err := b.e.reserve(&inc); err != nil {
 		return nil, err
 	}
-	in, m := b.e.inst, &b.ops[r.Operation]
-	in.clientDuration.Record(ctx, r.E2ELatency, m.duration[r.Reason].rec...)
+	in, op := b.e.inst, r.Operation
+	model := b.e.respModels.index(r.ResponseModel)
+	in.clientDuration.Record(ctx, r.E2ELatency, b.measure(measureGenAI, op, errorTypeOf(r.Reason, r.ErrorType), model).rec...)
 	if r.FirstToken {
-		in.clientFirstChunk.Record(ctx, r.TimeToFirstToken, m.plain.rec...)
+		in.clientFirstChunk.Record(ctx, r.TimeToFirstToken, b.measure(measureGenAI, op, stats.ErrorNone, model).rec...)
 	}
 	if r.UsageKnown {
-		in.clientTokens.Record(ctx, r.PromptTokens, m.input.rec...)
-		in.clientTokens.Record(ctx, r.GenerationTokens, m.output.rec...)
+		in.clientTokens.Record(ctx, r.PromptTokens, b.measure(measureInput, op, stats.ErrorNone, model).rec...)
+		in.clientTokens.Record(ctx, r.GenerationTokens, b.measure(measureOutput, op, stats.ErrorNone, model).rec...)
 	}
 	return dropped, nil
 }

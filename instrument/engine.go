@@ -18,9 +18,6 @@ import (
 // maxSpecPositions bounds the draft positions given attribute sets.
 const maxSpecPositions = 64
 
-// errorTypeOther is the error.type value of requests that finished with an error.
-const errorTypeOther = "_OTHER"
-
 // measure holds one attribute set as the option slices the API takes, built
 // once so that recording allocates nothing.
 type measure struct {
@@ -109,6 +106,10 @@ type engineState struct {
 	byStage   [3]measure           // KV fetch stage
 	byKind    [numRefusals]measure // kind of refused input
 	server    serverMeasures       // the GenAI server metrics, see WithGenAISemconv
+
+	// respModels are the gen_ai.response.model values recorded, shared by
+	// the server and the client metrics.
+	respModels responseModels
 
 	positions atomic.Pointer[[]measure] // spec decode positions, grown on demand
 	growMu    sync.Mutex
@@ -384,7 +385,7 @@ func (e *Engine) recordStep(ctx context.Context, it *stats.Iteration, window boo
 	}
 	if e.server.on { // the GenAI TTFT at the first token, under priority scheduling too
 		for i, v := range it.TTFT {
-			e.recordServerTTFT(requestContext(ctx, it.TTFTContexts, i), stats.OperationDefault, v)
+			e.recordServerTTFT(requestContext(ctx, it.TTFTContexts, i), stats.OperationDefault, 0, v)
 		}
 	}
 	for i, v := range it.ITL {
@@ -461,7 +462,7 @@ func (e *Engine) recordFinished(ctx context.Context, f *stats.FinishedRequest) {
 	}
 	in.e2e.Record(ctx, f.E2ELatency, rec...)
 	in.tpot.Record(ctx, f.TimePerOutputToken, rec...)
-	e.recordServerFinished(ctx, stats.OperationDefault, f.Reason, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
+	e.recordServerFinished(ctx, stats.OperationDefault, f.Reason, stats.ErrorNone, 0, f.E2ELatency, f.TimePerOutputToken, f.GenerationTokens > 1)
 	in.queueTime.Record(ctx, f.QueueTime, rec...)
 	in.inferenceTime.Record(ctx, f.InferenceTime, rec...)
 	in.prefillTime.Record(ctx, f.PrefillTime, rec...)

@@ -122,3 +122,8 @@ func OpenWindow(ev *Events) (time.Duration, bool) {
 	defer ev.mu.Unlock()
 	return ev.length, ev.open
 }
+
+// RecordAttemptsErr is RecordAttempts, returning its refusal.
+func RecordAttemptsErr(e *Engine, ctx context.Context, n int64) error {
+	return e.recordAttempts(ctx, n)
+}

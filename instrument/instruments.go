@@ -64,8 +64,9 @@ type instruments struct {
 	clientDuration, clientFirstChunk, clientPerChunk metric.Float64Histogram
 	// The GenAI server metrics of WithGenAISemconv (semconv.go).
 	serverDuration, serverTTFT, serverTPOT metric.Float64Histogram
-	// The P/D router families (router.go).
+	// The P/D router families and the gateway's attempts (router.go).
 	pdPrefillLeg, pdDecodeFirstChunk, pdHandoff metric.Float64Histogram
+	gatewayAttempts                             metric.Int64Histogram
 	// The Recorder's own counter of refused input (refusal.go).
 	invalidEvents metric.Int64ObservableCounter
 	// The front end's refused admissions (admission.go).
@@ -277,6 +278,7 @@ func newInstruments(meter metric.Meter, maxModelLen int) (*instruments, error) {
 		pdPrefillLeg:           b.float64Histogram(NamePDPrefillLegDuration),
 		pdDecodeFirstChunk:     b.float64Histogram(NamePDDecodeLegTimeToFirstChunk),
 		pdHandoff:              b.float64Histogram(NamePDHandoffDuration),
+		gatewayAttempts:        b.int64Histogram(NameGatewayRequestAttempts),
 		httpRequests:           b.int64Counter(NameHTTPRequests),
 		httpDuration:           b.float64Histogram(NameHTTPRequestDuration),
 		httpDurationHigh:       b.float64Histogram(NameHTTPRequestDurationHigh),

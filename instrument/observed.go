@@ -79,7 +79,9 @@ func (e *Engine) recordChunkGap(ctx context.Context, seconds float64) error {
 // records the GenAI server metrics by the same rules as RecordIteration and
 // RecordFinished (the time per output token of successful requests with
 // usage and more than one output token), with gen_ai.operation.name from
-// r.Operation. Without usage no token family is recorded. An invalid
+// r.Operation, error.type from r.ErrorType and gen_ai.response.model from
+// r.ResponseModel (see MaxResponseModels). Without usage no token family
+// is recorded. An invalid
 // request is refused: nothing of it is recorded, and the refusal is counted
 // and reported (see RecordIteration). Counts above stats.MaxRequestTokens
 // (a client's max_tokens or n, an upstream's usage) are dropped for this
@@ -117,12 +119,16 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 	}
 	bounded, dropped := req.Bounded()
 	r := &bounded
+	model := 0
+	if e.server.on {
+		model = e.respModels.index(r.ResponseModel)
+	}
 	if r.ErrorType == stats.ErrorAdmissionRejected {
 		// Refused before it was queued: not one of vLLM's requests, which
 		// counts it in vllm:admission_rejections_total alone
 		// (RecordAdmissionRejection); a failed operation of the GenAI
 		// conventions, and a request its caller made (the usage families).
-		e.recordServerFinished(ctx, r.Operation, r.Reason, r.E2ELatency, 0, false)
+		e.recordServerFinished(ctx, r.Operation, r.Reason, r.ErrorType, model, r.E2ELatency, 0, false)
 		e.recordUsage(ctx, r)
 		return dropped, nil
 	}
@@ -137,13 +143,13 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 	in.e2e.Record(ctx, r.E2ELatency, rec...)
 	if r.FirstToken {
 		in.ttft.Record(ctx, r.TimeToFirstToken, rec...)
-		e.recordServerTTFT(ctx, r.Operation, r.TimeToFirstToken)
+		e.recordServerTTFT(ctx, r.Operation, model, r.TimeToFirstToken)
 	}
 	tpot, tpotKnown := r.TimePerOutputToken()
 	if tpotKnown {
 		in.tpot.Record(ctx, tpot, rec...)
 	}
-	e.recordServerFinished(ctx, r.Operation, r.Reason, r.E2ELatency, tpot, tpotKnown && r.GenerationTokens > 1)
+	e.recordServerFinished(ctx, r.Operation, r.Reason, r.ErrorType, model, r.E2ELatency, tpot, tpotKnown && r.GenerationTokens > 1)
 	if r.ServerTimes { // server-reported (Ollama, llama.cpp): see stats.ObservedRequest
 		in.prefillTime.Record(ctx, r.PrefillTime, rec...)
 		in.decodeTime.Record(ctx, r.DecodeTime, rec...)

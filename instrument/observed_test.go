@@ -155,7 +155,7 @@ func TestBackend(t *testing.T) {
 		"gen_ai.operation.name", "text_completion", "gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model)
 	checkHistogram(t, s, 1, 1.25, map[int]uint64{7: 1}, instrument.NameGenAIClientOperationDuration, labels...)
 	checkHistogram(t, s, 1, 0.05, map[int]uint64{3: 1}, instrument.NameGenAIClientOperationDuration, append(labels, "error.type", "_OTHER")...)
-	checkHistogram(t, s, 1, 0.2, map[int]uint64{8: 1}, instrument.NameGenAIClientTimeToFirstChunk, labels...)
+	checkHistogram(t, s, 1, 0.2, map[int]uint64{5: 1}, instrument.NameGenAIClientTimeToFirstChunk, labels...) // le 0.32: the conventions' buckets
 	checkHistogram(t, s, 1, 0.02, map[int]uint64{1: 1}, instrument.NameGenAIClientTimePerOutputChunk, labels...)
 	checkHistogram(t, s, 1, 100, map[int]uint64{4: 1}, instrument.NameGenAIClientTokenUsage, append(labels, "gen_ai.token.type", "input")...)
 	checkHistogram(t, s, 1, 11, map[int]uint64{2: 1}, instrument.NameGenAIClientTokenUsage, append(labels, "gen_ai.token.type", "output")...)
@@ -186,17 +186,23 @@ func TestRecordRequestDoesNotAllocate(t *testing.T) {
 	r := observed()
 	chat := observed()
 	chat.Operation = stats.OperationChat
+	limited := stats.ObservedRequest{Operation: stats.OperationChat, Reason: stats.FinishError, ErrorType: stats.ErrorRateLimited, E2ELatency: 0.1}
+	named := observed()
+	named.ResponseModel = "llama-3.1-8b-2026-01"
 	for name, f := range map[string]func() error{
-		"RecordRequest":               func() error { e.RecordRequest(ctx, &r); return h.refused() },
-		"RecordRequest chat":          func() error { e.RecordRequest(ctx, &chat); return h.refused() },
-		"Backend.RecordRequest chat":  func() error { b.RecordRequest(ctx, &chat); return h.refused() },
-		"Backend.RecordChunkGap chat": func() error { b.RecordChunkGap(ctx, stats.OperationChat, 0.01); return h.refused() },
-		"RecordChunkGap":              func() error { e.RecordChunkGap(ctx, 0.01); return h.refused() },
-		"RequestStarted":              func() error { e.RequestStarted(); return h.refused() },
-		"RequestEnded":                func() error { e.RequestEnded(); return h.refused() },
-		"Backend":                     func() error { _, err := e.Backend("prefill-0", instrument.RolePrefill); return err },
-		"Backend.RecordRequest":       func() error { b.RecordRequest(ctx, &r); return h.refused() },
-		"Backend.RecordChunkGap":      func() error { b.RecordChunkGap(ctx, stats.OperationDefault, 0.01); return h.refused() },
+		"Backend.RecordRequest rate limited":   func() error { b.RecordRequest(ctx, &limited); return h.refused() },
+		"Backend.RecordRequest response model": func() error { b.RecordRequest(ctx, &named); return h.refused() },
+		"RecordRequest":                        func() error { e.RecordRequest(ctx, &r); return h.refused() },
+		"RecordRequest chat":                   func() error { e.RecordRequest(ctx, &chat); return h.refused() },
+		"Backend.RecordRequest chat":           func() error { b.RecordRequest(ctx, &chat); return h.refused() },
+		"Backend.RecordChunkGap chat":          func() error { b.RecordChunkGap(ctx, stats.OperationChat, 0.01); return h.refused() },
+		"RecordChunkGap":                       func() error { e.RecordChunkGap(ctx, 0.01); return h.refused() },
+		"RecordAttempts":                       func() error { e.RecordAttempts(ctx, 2); return h.refused() },
+		"RequestStarted":                       func() error { e.RequestStarted(); return h.refused() },
+		"RequestEnded":                         func() error { e.RequestEnded(); return h.refused() },
+		"Backend":                              func() error { _, err := e.Backend("prefill-0", instrument.RolePrefill); return err },
+		"Backend.RecordRequest":                func() error { b.RecordRequest(ctx, &r); return h.refused() },
+		"Backend.RecordChunkGap":               func() error { b.RecordChunkGap(ctx, stats.OperationDefault, 0.01); return h.refused() },
 	} {
 		if err := f(); err != nil {
 			t.Fatal(err)

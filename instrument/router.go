@@ -2,6 +2,7 @@ package instrument
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/infermetrics/infermetrics/stats"
 )
@@ -16,6 +17,40 @@ const (
 	NamePDDecodeLegTimeToFirstChunk = "router.pd.decode_leg.time_to_first_chunk"
 	NamePDHandoffDuration           = "router.pd.handoff.duration"
 )
+
+// NameGatewayRequestAttempts is how many requests (legs) a gateway or router
+// sent upstream for one client request: 1 without a retry, more with
+// retries and fallbacks to another backend (Engine.RecordAttempts). Ours,
+// as the P/D router families: neither vLLM nor the GenAI conventions
+// define one.
+const NameGatewayRequestAttempts = "infermetrics.gateway.request.attempts"
+
+// MaxAttempts bounds the attempts of one client request RecordAttempts
+// takes, far above any retry policy: a value above is refused.
+const MaxAttempts = 1 << 16
+
+// RecordAttempts records how many requests (legs) a gateway or router sent
+// upstream for one client request, at its end: package openaihttp's
+// handler records the legs its Trace holds, for a request whose transport
+// sent any. A count below 1 or above MaxAttempts is refused: nothing is
+// recorded, and the refusal is counted and reported (see RecordIteration).
+func (e *Engine) RecordAttempts(ctx context.Context, n int64) {
+	if err := e.recordAttempts(ctx, n); err != nil {
+		e.refuse(refusedRequest, "RecordAttempts", err)
+	}
+}
+
+// recordAttempts is RecordAttempts, returning its refusal.
+func (e *Engine) recordAttempts(ctx context.Context, n int64) error {
+	if err := e.usable(false); err != nil {
+		return err
+	}
+	if n < 1 || n > MaxAttempts {
+		return fmt.Errorf("instrument: attempts %d: %w (want 1 to %d)", n, stats.ErrOutOfRange, MaxAttempts)
+	}
+	e.inst.gatewayAttempts.Record(ctx, n, e.plain.rec...)
+	return nil
+}
 
 // PDRouting says the P/D router families' series appear with the first
 // routed request (Engine.RecordPDLegs).

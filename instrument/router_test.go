@@ -60,3 +60,20 @@ func TestRecordPDLegs(t *testing.T) {
 		t.Errorf("RecordPDLegs allocates %v times per call (err %v), want 0", allocs, err)
 	}
 }
+
+// RecordAttempts records a count of 1 to MaxAttempts on
+// infermetrics.gateway.request.attempts; 0, a negative count or one above
+// MaxAttempts is refused and records nothing.
+func TestRecordAttempts(t *testing.T) {
+	h := newHarness(t)
+	e := h.engine(0)
+	for _, n := range []int64{1, 3, instrument.MaxAttempts} {
+		e.RecordAttempts(t.Context(), n)
+	}
+	for _, n := range []int64{0, -1, instrument.MaxAttempts + 1} {
+		if err := instrument.RecordAttemptsErr(e, t.Context(), n); !errors.Is(err, stats.ErrOutOfRange) {
+			t.Errorf("RecordAttempts(%d) = %v, want ErrOutOfRange", n, err)
+		}
+	}
+	checkHistogram(t, h.collect(), 3, 4+instrument.MaxAttempts, map[int]uint64{0: 1, 2: 1, 6: 1}, instrument.NameGatewayRequestAttempts, engineLabels("0")...)
+}

@@ -3,8 +3,6 @@ package instrument
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
-
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -29,15 +27,15 @@ const GenAISemconv Feature = PDRouting + 1
 var serverCatalog = []Descriptor{
 	{Name: NameGenAIServerRequestDuration, Kind: Histogram, Unit: "s", Buckets: genAIDurationBuckets,
 		Recorded: perFinished + "; each request of a front end (RecordRequest)", Feature: GenAISemconv,
-		Attributes:  append(genAIAttrs[:len(genAIAttrs):len(genAIAttrs)], KeyErrorType),
+		Attributes:  withKeys(genAIAttrs, KeyErrorType, KeyGenAIResponseModel),
 		Description: "GenAI server request duration: from a request's arrival to its last output token or failure."},
-	{Name: NameGenAIServerTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: genAIFirstChunkBuckets,
+	{Name: NameGenAIServerTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: genAIServerTTFTBuckets,
 		Recorded: perIter + " for a request's first token; RecordRequest for a streamed one", Feature: GenAISemconv,
-		Attributes:  genAIAttrs,
+		Attributes:  withKeys(genAIAttrs, KeyGenAIResponseModel),
 		Description: "Time from a request's arrival to its first output token."},
-	{Name: NameGenAIServerTimePerOutputToken, Kind: Histogram, Unit: "s", Buckets: genAIPerChunkBuckets,
+	{Name: NameGenAIServerTimePerOutputToken, Kind: Histogram, Unit: "s", Buckets: genAIServerTPOTBuckets,
 		Recorded: perFinished + ", successful requests with more than one output token; RecordRequest alike", Feature: GenAISemconv,
-		Attributes:  genAIAttrs,
+		Attributes:  withKeys(genAIAttrs, KeyGenAIResponseModel),
 		Description: "Time per output token generated after the first, of successful requests: decode time / (generation tokens - 1)."},
 }
 
@@ -60,9 +58,11 @@ func WithGenAISemconv() Option {
 // serverMeasures are an engine's attribute sets of the GenAI server metrics,
 // by stats.Operation (gen_ai.operation.name).
 type serverMeasures struct {
-	on       bool                            // WithGenAISemconv
-	ok       [stats.NumOperations]measure    // the GenAI attributes
-	byReason [stats.NumOperations][5]measure // request duration: error.type on failures
+	on bool                         // WithGenAISemconv
+	ok [stats.NumOperations]measure // the GenAI attributes
+	// cache are the sets with an error.type or a gen_ai.response.model,
+	// built on first use (measureKey).
+	cache measureCache
 }
 
 // buildServer builds the GenAI server measures of every operation: the
@@ -74,37 +74,43 @@ func (e *engineState) buildServer(cfg *config) {
 		return
 	}
 	for _, op := range stats.Operations() {
-		genAI := e.genAIKV(op)
-		s.ok[op] = newMeasure(genAI...)
-		for _, r := range stats.FinishReasons() {
-			s.byReason[op][r] = s.ok[op]
-			if r == stats.FinishError {
-				s.byReason[op][r] = newMeasure(append(genAI, attribute.String(KeyErrorType, errorTypeOther))...)
-			}
-		}
+		s.ok[op] = newMeasure(e.genAIKV(op)...)
 	}
 }
 
-// recordServerTTFT records a first token's time on the GenAI server TTFT;
-// op is valid.
-func (e *engineState) recordServerTTFT(ctx context.Context, op stats.Operation, v float64) {
+// serverMeasure returns the GenAI server set of an operation with the
+// error.type of t (none for ErrorNone) and the response model of index
+// model (none for 0).
+func (e *engineState) serverMeasure(op stats.Operation, t stats.ErrorType, model int) *measure {
+	s := &e.server
+	if t == stats.ErrorNone && model == 0 {
+		return &s.ok[op]
+	}
+	return s.cache.get(measureKey(measureGenAI, op, t, model), func() measure {
+		return newMeasure(e.respModels.extraKV(e.genAIKV(op), t, model)...)
+	})
+}
+
+// recordServerTTFT records a first token's time on the GenAI server TTFT,
+// with the response model of index model; op is valid.
+func (e *engineState) recordServerTTFT(ctx context.Context, op stats.Operation, model int, v float64) {
 	if e.server.on {
-		e.inst.serverTTFT.Record(ctx, v, e.server.ok[op].rec...)
+		e.inst.serverTTFT.Record(ctx, v, e.serverMeasure(op, stats.ErrorNone, model).rec...)
 	}
 }
 
 // recordServerFinished records a finished request on the GenAI server
-// request duration and, when it did not fail and tpot is the time per
-// output token of more than one token (manyTokens), on the time per output
-// token: the conventions' "time per output token generated after the first
-// token for successful responses".
-func (e *engineState) recordServerFinished(ctx context.Context, op stats.Operation, r stats.FinishReason, e2e, tpot float64, manyTokens bool) {
-	s := &e.server
-	if !s.on {
+// request duration, with the error.type of t (see errorTypeOf) and the
+// response model of index model, and, when it did not fail and tpot is the
+// time per output token of more than one token (manyTokens), on the time
+// per output token: the conventions' "time per output token generated
+// after the first token for successful responses".
+func (e *engineState) recordServerFinished(ctx context.Context, op stats.Operation, r stats.FinishReason, t stats.ErrorType, model int, e2e, tpot float64, manyTokens bool) {
+	if !e.server.on {
 		return
 	}
-	e.inst.serverDuration.Record(ctx, e2e, s.byReason[op][r].rec...)
+	e.inst.serverDuration.Record(ctx, e2e, e.serverMeasure(op, errorTypeOf(r, t), model).rec...)
 	if r != stats.FinishError && manyTokens {
-		e.inst.serverTPOT.Record(ctx, tpot, s.ok[op].rec...)
+		e.inst.serverTPOT.Record(ctx, tpot, e.serverMeasure(op, stats.ErrorNone, model).rec...)
 	}
 }

@@ -2,6 +2,7 @@ package instrument_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -139,6 +140,110 @@ func TestGenAIOperation(t *testing.T) {
 		for k := range series {
 			if strings.Contains(k, "unknown") {
 				t.Errorf("series %s from an unknown operation", k)
+			}
+		}
+	}
+}
+
+// frontEnd returns a harness with the GenAI server metrics, operation chat
+// and provider acme, its engine 0, and that engine's backend "up".
+func frontEnd(t *testing.T) (*harness, *instrument.Engine, *instrument.Backend) {
+	h := newSemconvHarness(t, instrument.WithGenAI("chat", "acme"))
+	e := h.engine(0)
+	b, err := e.Backend("up", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, e, b
+}
+
+// upLabels are the labels of frontEnd's backend's client metrics.
+func upLabels() []string {
+	return []string{instrument.KeyGenAIOperationName, "chat", instrument.KeyGenAIProviderName, "acme",
+		instrument.KeyGenAIRequestModel, model, instrument.KeyBackend, "up", instrument.KeyBackendRole, ""}
+}
+
+// The request durations of the GenAI server and client metrics carry each
+// failed request's error.type (stats.ErrorType): every value on its own
+// series, _OTHER for a failure of no known cause, none for a request that
+// did not fail or an abort of no known cause, client_canceled on an abort
+// the client made. Before, every failure was _OTHER.
+func TestErrorTypes(t *testing.T) {
+	h, e, b := frontEnd(t)
+	ctx := t.Context()
+	record := func(reason stats.FinishReason, typ stats.ErrorType) {
+		r := stats.ObservedRequest{Operation: stats.OperationChat, Reason: reason, ErrorType: typ, E2ELatency: 0.5}
+		e.RecordRequest(ctx, &r)
+		b.RecordRequest(ctx, &r)
+	}
+	for _, typ := range stats.ErrorTypes() {
+		record(stats.FinishError, typ)
+	}
+	record(stats.FinishError, stats.ErrorNone)           // _OTHER
+	record(stats.FinishAbort, stats.ErrorClientCanceled) // client_canceled
+	record(stats.FinishAbort, stats.ErrorNone)           // no error.type
+	record(stats.FinishStop, stats.ErrorNone)            // no error.type
+	s := h.collect()
+	for _, typ := range stats.ErrorTypes() {
+		want := uint64(1)
+		switch typ {
+		case stats.ErrorOther, stats.ErrorClientCanceled:
+			want = 2
+		}
+		if p := s.get(t, instrument.NameGenAIServerRequestDuration, genAILabels(instrument.KeyErrorType, typ.String())...); p.count != want {
+			t.Errorf("server duration{error.type=%s} count %d, want %d", typ, p.count, want)
+		}
+		if p := s.get(t, instrument.NameGenAIClientOperationDuration, append(upLabels(), instrument.KeyErrorType, typ.String())...); p.count != want {
+			t.Errorf("client duration{error.type=%s} count %d, want %d", typ, p.count, want)
+		}
+	}
+	if p := s.get(t, instrument.NameGenAIServerRequestDuration, genAILabels()...); p.count != 2 {
+		t.Errorf("server duration without error.type: count %d, want 2 (the stop and the abort of no known cause)", p.count)
+	}
+}
+
+// gen_ai.response.model is on the GenAI server and client metrics a
+// front end's request records (durations, first token or chunk, time per
+// output token, token usage), the first MaxResponseModels models of an
+// Engine under their names, shared by its server and client metrics, the
+// rest under ResponseModelOther, and none on a request that named none.
+func TestResponseModels(t *testing.T) {
+	h, e, b := frontEnd(t)
+	ctx := t.Context()
+	models := []string{""}
+	for i := range instrument.MaxResponseModels + 3 {
+		models = append(models, fmt.Sprintf("m-%02d", i))
+	}
+	for _, m := range models {
+		r := observed()
+		r.Operation, r.ResponseModel = stats.OperationChat, m
+		e.RecordRequest(ctx, &r)
+		b.RecordRequest(ctx, &r)
+	}
+	s := h.collect()
+	for i, m := range models {
+		var extra []string
+		want := uint64(1)
+		switch {
+		case m == "":
+		case i <= instrument.MaxResponseModels:
+			extra = []string{instrument.KeyGenAIResponseModel, m}
+		default:
+			extra, want = []string{instrument.KeyGenAIResponseModel, instrument.ResponseModelOther}, 3
+		}
+		for _, c := range []struct {
+			name   string
+			labels []string
+		}{
+			{instrument.NameGenAIServerRequestDuration, genAILabels(extra...)},
+			{instrument.NameGenAIServerTimeToFirstToken, genAILabels(extra...)},
+			{instrument.NameGenAIServerTimePerOutputToken, genAILabels(extra...)},
+			{instrument.NameGenAIClientOperationDuration, append(upLabels(), extra...)},
+			{instrument.NameGenAIClientTimeToFirstChunk, append(upLabels(), extra...)},
+			{instrument.NameGenAIClientTokenUsage, append(append(upLabels(), instrument.KeyGenAITokenType, "input"), extra...)},
+		} {
+			if p := s.get(t, c.name, c.labels...); p.count != want {
+				t.Errorf("%s %v: count %d, want %d", c.name, c.labels, p.count, want)
 			}
 		}
 	}

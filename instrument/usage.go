@@ -65,7 +65,7 @@ var usageCatalog = []Descriptor{
 	{Name: NameUsageRequestDuration, Kind: Histogram, Unit: "s", Buckets: genAIDurationBuckets, Feature: Usage,
 		Recorded:    perUsage,
 		Description: "Time from a request's arrival to the end of its response."},
-	{Name: NameUsageTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: genAIFirstChunkBuckets, Feature: Usage,
+	{Name: NameUsageTimeToFirstToken, Kind: Histogram, Unit: "s", Buckets: genAIServerTTFTBuckets, Feature: Usage,
 		Recorded:    perUsage + ", streamed with a content chunk",
 		Description: "Time from a request's arrival to its first content chunk."},
 	{Name: NameAttributionOverflow, Kind: Counter, Integer: true, Unit: "{request}", Feature: Usage,

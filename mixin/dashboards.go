@@ -296,6 +296,7 @@ var (
 	clientPerChunk    = family(instrument.NameGenAIClientTimePerOutputChunk)
 	httpDurationHigh  = family(instrument.NameHTTPRequestDurationHigh)
 	cachedTotal       = family(instrument.NamePromptTokensCached)
+	attempts          = family(instrument.NameGatewayRequestAttempts)
 )
 
 // Label names the dashboards group by.
@@ -445,6 +446,9 @@ func gatewayBoard(c Config) board {
 			targets: s.quantiles(clientFirstChunk, byBackend, " "+legendOf(backend), slowest)},
 		{title: "Time per output chunk by backend", unit: "s", width: 8, description: "Between two chunks of a backend's streamed response, after the first.",
 			targets: s.quantiles(clientPerChunk, byBackend, " "+legendOf(backend), slowest)},
+		{title: "Attempts per client request", unit: "short", width: 24,
+			description: "Requests the gateway sent upstream for one client request: 1, more with retries and fallbacks to another backend (infermetrics_gateway_request_attempts).",
+			targets: append([]target{{s.mean(attempts, all), "mean"}}, s.quantiles(attempts, all, "", slowest)...)},
 	}}
 	handler, status := label(instrument.KeyHTTPHandler), label(instrument.KeyHTTPStatus)
 	httpRow := boardRow{title: "HTTP", panels: []panel{

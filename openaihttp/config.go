@@ -4,6 +4,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // DefaultMaxRequestBody is how many bytes of a request body are read to
@@ -23,6 +24,9 @@ type config struct {
 	attribution    []AttributionSource
 	attributionErr error
 	prices         Pricer
+	// observed, when set (by tests), gets each request the handler is
+	// about to record.
+	observed func(*stats.ObservedRequest)
 }
 
 func newConfig(opts []Option) config {

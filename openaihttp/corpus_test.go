@@ -208,7 +208,8 @@ func checkClient(c *rec, e *corpus.Entry, k float64) []string {
 		}
 	}
 	op := e.Operation()
-	l := withOperation(clientLabels("b", ""), op)
+	_, respModel, _ := e.Kinds() // gen_ai.response.model, as its JSON names it
+	l := namedAs(withOperation(clientLabels("b", ""), op), respModel)
 	if !e.Observed {
 		differs("legs recorded on a path not observed", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, l...)), 0)
 		return bad
@@ -223,13 +224,14 @@ func checkClient(c *rec, e *corpus.Entry, k float64) []string {
 	if ok > 0 {
 		differs("operation durations", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, l...)), ok)
 	} else {
-		differs("operation durations with error.type", float64(c.clientHist(instrument.NameGenAIClientOperationDuration, append(l, "error.type", "_OTHER")...)), failed)
+		differs("operation durations with error.type "+e.ErrorType().String(),
+			float64(c.clientHist(instrument.NameGenAIClientOperationDuration, append(l, "error.type", e.ErrorType().String())...)), failed)
 	}
 	for _, w := range []struct {
 		kind string
 		want *int64
 	}{{"input", x.PromptTokens}, {"output", x.GenerationTokens}} {
-		tl := withOperation(clientLabels("b", "", "gen_ai.token.type", w.kind), op)
+		tl := namedAs(withOperation(clientLabels("b", "", "gen_ai.token.type", w.kind), op), respModel)
 		if w.want == nil {
 			differs(w.kind+" token values without usage", float64(c.clientHist(instrument.NameGenAIClientTokenUsage, tl...)), 0)
 			continue
@@ -278,19 +280,5 @@ func (p pieces) RoundTrip(req *http.Request) (*http.Response, error) {
 	_, _ = io.Copy(io.Discard, req.Body)
 	_ = req.Body.Close()
 	return &http.Response{StatusCode: p.e.Status, Header: p.e.Header(), Request: req,
-		Body: io.NopCloser(&writesReader{w: p.e.Writes(p.split)})}, nil
-}
-
-type writesReader struct{ w [][]byte }
-
-func (r *writesReader) Read(b []byte) (int, error) {
-	for len(r.w) > 0 && len(r.w[0]) == 0 {
-		r.w = r.w[1:]
-	}
-	if len(r.w) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(b, r.w[0])
-	r.w[0] = r.w[0][n:]
-	return n, nil
+		Body: io.NopCloser(p.e.Reader(p.split))}, nil
 }

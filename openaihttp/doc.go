@@ -39,7 +39,30 @@
 // whichever records first. Anthropic's usage cannot have such a
 // split (its prompt is input_tokens plus the cache reads and writes), nor
 // Ollama's (no cached count). A count that is not a non-negative JSON
-// integer (a string, a float, an object) makes its usage unknown. Requests
+// integer (a string, a float, an object) makes its usage unknown.
+//
+// The usage's other kinds of tokens (stats.ObservedRequest.Details, for
+// the usage families and prices) are passed on as each API reports them:
+// cache reads whenever a cached count was reported (OpenAI's
+// prompt_tokens_details.cached_tokens and the Responses API's
+// input_tokens_details.cached_tokens, both a part of the prompt;
+// Anthropic's cache_read_input_tokens; llama.cpp's timings.cache_n without
+// one), cache writes (Anthropic's cache_creation_input_tokens, and the
+// cache_write_tokens of prompt_tokens_details or input_tokens_details that
+// OpenRouter, Bedrock and the Responses API report), reasoning
+// (completion_tokens_details.reasoning_tokens,
+// output_tokens_details.reasoning_tokens, Anthropic's
+// output_tokens_details.thinking_tokens), and the audio_tokens and
+// image_tokens of the prompt's and of the completion's details. A kind
+// the usage does not report, or reports null, is not set: never a guess.
+// Ollama reports none. A detail above the tokens it is a part of
+// (OpenRouter has sent 11 reasoning tokens of 10 completion tokens) is
+// dropped by the Recorder and counted once per response, as cached tokens
+// above the prompt are. The model the response names (its "model", the
+// Responses API's response.model, Anthropic's message.model; the first
+// one a stream names, and none when it is not UTF-8 or longer than 256
+// bytes) is stats.ObservedRequest.ResponseModel (gen_ai.response.model).
+// Requests
 // in flight are vllm:num_requests_running. With instrument.WithGenAISemconv the Recorder
 // also records the GenAI server histograms (views.Semconv) by the
 // conventions' rules: the time per output token of successful requests with
@@ -207,6 +230,58 @@
 // stats.ErrorAdmissionRejected: in no vLLM request family, as vLLM counts a
 // refused attempt (see instrument.Engine.RecordRequest). Any other 503 is a
 // failed request.
+// # Why a request failed
+//
+// A request that failed or was aborted carries why
+// (stats.ObservedRequest.ErrorType: the error.type of
+// gen_ai.server.request.duration and gen_ai.client.operation.duration).
+// The body of a status of 400 or above is read, its first 64 KiB, as one
+// error document of any upstream's shape: OpenAI's and vLLM's
+// {"error":{"type","code","message"}}, vLLM's older one with them at the
+// root, Anthropic's {"type":"error","error":{"type":...}}, Azure's,
+// Gemini's array of them, Ollama's {"error":"..."}; an error a stream
+// reports (an "error" member, Anthropic's error event, the Responses API's
+// error event and failed response) is read alike. In order:
+//
+//   - context_length_exceeded and admission_rejected, which the status
+//     cannot tell: a type or code such as context_length_exceeded or
+//     llama.cpp's exceed_context_size_error, or a message saying it
+//     (OpenAI's, DeepSeek's and vLLM's "maximum context length",
+//     vLLM's "longer than the maximum model length", SGLang's and
+//     Mistral's "context length", Anthropic's "prompt is too long");
+//     vLLM's admission refusal, the 503 its front end answers at
+//     --max-num-queued-reqs ("The engine is currently busy and cannot
+//     accept new requests") or --max-num-queued-tokens ("The engine has
+//     reached its prefill token backlog limit");
+//   - a 429 is rate_limited when its body is the provider's error document
+//     (an "error" member, or "type" or "object" "error" at its root), and
+//     gateway_rate_limited, a server in between's, when it is not (empty,
+//     text, HTML, {"message": ...}: Envoy's, nginx's, an API gateway's) or
+//     when Envoy marks it (x-envoy-ratelimited);
+//   - a cause the type or code names: rate_limited (rate_limit_error,
+//     rate_limit_exceeded, insufficient_quota, RESOURCE_EXHAUSTED),
+//     overloaded (overloaded_error, or a message saying "overloaded" or
+//     "server busy": Ollama's full queue), authentication
+//     (authentication_error, invalid_api_key), permission, not_found
+//     (model_not_found, not_found_error, DeploymentNotFound: a 400 the
+//     Responses API answers for an unknown model is not_found), timeout;
+//   - the status: 401 authentication, 403 permission, 404 not_found, 408
+//     and 504 timeout, 400, 413 and 422 invalid_request, 499
+//     client_canceled, 529 overloaded, any other 5xx server_error;
+//   - a generic type (invalid_request_error, BadRequestError: invalid_request;
+//     api_error, server_error, InternalServerError: server_error), else
+//     _OTHER.
+//
+// With no response, the error that ended it says why: the context
+// canceled (the client went away) is client_canceled, its deadline or a
+// timeout of the connection (http.Transport's ResponseHeaderTimeout) a
+// timeout, any other (connection refused or reset, a DNS or TLS failure)
+// upstream_unreachable. A handler whose response does not say why (an
+// httputil.ReverseProxy's 502 with no body, a body cut) takes it from the
+// last leg its transport sent when that got no response or timed out. A
+// client that goes away is client_canceled (an abort); an abort the server
+// reports (finish reason abort) has no error.type; a stream cut while its
+// client stays is _OTHER.
 //
 // # HTTP server families
 //
@@ -249,6 +324,11 @@
 // response body is observed as the caller reads it; closing it before the
 // response completed is an abort.
 //
+// The GenAI metrics carry gen_ai.provider.name, the Recorder's
+// (instrument.WithGenAI): ProviderName gives the conventions' value for an
+// upstream's host (openai for api.openai.com, azure.ai.openai for
+// *.openai.azure.com, ...), self_hosted for a server of one's own.
+//
 // A router ties a client request to its legs through the Trace in the
 // request's context: NewHandler puts one there, and the transport, called
 // with that context, adds each leg (backend, role, start, status, and what
@@ -267,7 +347,13 @@
 // trace has a prefill and a decode leg, the handler also records, once,
 // the legs' pairing (Trace.PD, instrument.Engine.RecordPDLegs):
 // router.pd.prefill_leg.duration, router.pd.handoff.duration and
-// router.pd.decode_leg.time_to_first_chunk.
+// router.pd.decode_leg.time_to_first_chunk. Whenever its transport sent
+// legs, the handler records at the request's end how many
+// (Trace.Attempts, infermetrics.gateway.request.attempts): 1, or more when
+// a gateway retried or fell back to another backend. The client metrics,
+// and the server ones of a handler's requests, carry the model the
+// response named (gen_ai.response.model, at most
+// instrument.MaxResponseModels per Engine).
 //
 // # HTTP stacks
 //

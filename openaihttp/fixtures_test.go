@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/corpus"
 	"github.com/infermetrics/infermetrics/internal/sample"
 	"github.com/infermetrics/infermetrics/openaihttp"
 )
@@ -59,6 +60,31 @@ func (f fixture) reason() string {
 		return "error"
 	}
 	return f.Outcome
+}
+
+// errorType is the error.type of a failed fixture, stated by hand from its
+// status and body: context_length_exceeded for the context length refusals
+// of vLLM ("This model's maximum context length is ..."), SGLang ("longer
+// than the model's context length") and llama.cpp
+// (exceed_context_size_error); server_error for vLLM's InternalServerError,
+// SGLang's SERVICE_UNAVAILABLE and llama.cpp's server_error stream errors
+// and a 500 that is not JSON; invalid_request for Ollama's
+// invalid_request_error; not_found for Ollama's 404; _OTHER for a stream
+// cut without an error and for Ollama's stream error, which names no
+// class.
+func (f fixture) errorType() string {
+	switch f.File {
+	case "vllm_chat_json_nousage_error400.json", "sglang_chat_json_nousage_error400.json", "llamacpp_chat_json_nousage_error400.json":
+		return "context_length_exceeded"
+	case "vllm_chat_stream_usage_error_midstream.sse", "vllm_chat_json_nousage_error500_nonjson.txt",
+		"sglang_chat_stream_usage_error_midstream.sse", "llamacpp_chat_stream_usage_error_midstream.sse":
+		return "server_error"
+	case "ollama_chat_json_nousage_error400.json":
+		return "invalid_request"
+	case "ollama_apiembed_json_nousage_error404.json":
+		return "not_found"
+	}
+	return "_OTHER"
 }
 
 // operation is the gen_ai.operation.name the fixture's endpoint records.
@@ -197,14 +223,15 @@ func TestFixtures(t *testing.T) {
 				if !bytes.Equal(got, body) {
 					t.Fatal("the caller did not get the body unchanged")
 				}
-				l := withOperation(clientLabels("b", ""), f.operation())
+				_, respModel, _ := corpus.KindsOf(corpus.FixtureAPI(f.Endpoint), f.Status, body) // gen_ai.response.model
+				l := namedAs(withOperation(clientLabels("b", ""), f.operation()), respModel)
 				if f.reason() == "error" {
-					l = append(l, "error.type", "_OTHER")
+					l = append(l, "error.type", f.errorType())
 				}
 				if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 1 {
 					t.Errorf("duration count %d with %v", n, l)
 				}
-				in := withOperation(clientLabels("b", "", "gen_ai.token.type", "input"), f.operation())
+				in := namedAs(withOperation(clientLabels("b", "", "gen_ai.token.type", "input"), f.operation()), respModel)
 				if f.Prompt == nil {
 					if n := c.clientHist(instrument.NameGenAIClientTokenUsage, in...); n != 0 {
 						t.Errorf("token usage recorded without usage")
@@ -213,8 +240,8 @@ func TestFixtures(t *testing.T) {
 					t.Errorf("input tokens %v, want %d", h.Sum, *f.Prompt)
 				}
 				first := min(chunks, 1)
-				plain := withOperation(clientLabels("b", ""), f.operation())
-				if n := c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, plain...); n != first {
+				plain := withOperation(clientLabels("b", ""), f.operation()) // the chunk gaps carry no response model
+				if n := c.clientHist(instrument.NameGenAIClientTimeToFirstChunk, namedAs(plain, respModel)...); n != first {
 					t.Errorf("time to first chunk count %d, want %d", n, first)
 				}
 				if n := c.clientHist(instrument.NameGenAIClientTimePerOutputChunk, plain...); n != gaps {

@@ -120,13 +120,21 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	if panicked != nil && panicked != http.ErrAbortHandler {
 		status = http.StatusInternalServerError
 	}
-	ended := end{status: status, aborted: r.Context().Err() != nil || rw.writeErr}
+	ended := end{status: status, aborted: r.Context().Err() != nil || rw.writeErr, cause: r.Context().Err()}
 	o := rw.obs.result(time.Now(), ended)
+	if o.Reason == stats.FinishError && !rw.obs.errSeen && status != http.StatusTooManyRequests && (status < 400 || status >= 500) {
+		// What the handler wrote (a reverse proxy's 502, a body cut) does not
+		// say why; the leg it sent does when it got no response, or timed out.
+		if t := trace.legFailure(); t != stats.ErrorNone {
+			o.ErrorType = t
+		}
+	}
 	rw.body.settle(&o, ended)
 	if cached, ok := trace.PrefillCached(); ok && o.UsageKnown {
 		// A P/D request: the prefill instance's cached tokens, whatever
 		// the decode response's cached_tokens holds (see PrefillCached).
 		o.CachedPromptTokens, o.CachedByKVTransfer = cached, false
+		o.Details.Set(stats.TokenCacheRead, cached)
 	} else {
 		o.CachedByKVTransfer = trace.KVTransferred()
 	}
@@ -138,12 +146,18 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	}
 	o.Attribution = rw.attr[:rw.attrN]
 	h.cfg.price(&o, info.model)
+	if h.cfg.observed != nil {
+		h.cfg.observed(&o)
+	}
 	e.RecordRequest(r.Context(), &o)
 	if refused {
 		e.RecordAdmissionRejection(r.Context(), reason)
 	}
 	if pd, ok := trace.PD(); ok {
 		e.RecordPDLegs(r.Context(), &pd)
+	}
+	if n := trace.Attempts(); n > 0 {
+		e.RecordAttempts(r.Context(), n)
 	}
 }
 
@@ -284,6 +298,7 @@ func (rw *responseWriter) commit(code int) {
 	rw.status, rw.unsent = code, unsent(rw.obs.ctx)
 	h := rw.w.Header()
 	rw.obs.kind(headerValue(h, "Content-Type"))
+	rw.obs.failed(code, h)
 	rw.body.start(headerValue(h, "Content-Encoding"), &rw.obs)
 }
 
@@ -294,7 +309,6 @@ func (rw *responseWriter) wrote(p []byte, err error) {
 	}
 	if rw.status >= 400 {
 		rw.keepRefusal(p)
-		return
 	}
 	if len(p) == 0 || (rw.leg != nil || rw.linking) && rw.take(p) {
 		return
@@ -330,7 +344,7 @@ func (rw *responseWriter) take(p []byte) bool {
 	case rw.linking:
 		rw.linking = false
 		o := &rw.obs
-		if !rw.body.identity() {
+		if !rw.body.identity() || rw.status >= 400 { // an error body: read here (no leg publishes one)
 			o = nil
 		}
 		rw.leg = rw.trace.passedOn(p, o)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"math/bits"
+	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
@@ -54,6 +56,18 @@ type observer struct {
 	// handler says the observer is the handler's.
 	trace   *Trace
 	handler bool
+
+	// resp is the model the response named (gen_ai.response.model), the
+	// first one; respLen 0 when none yet.
+	resp    [maxValue]byte
+	respLen int
+
+	// errDoc says the body is that of a status of 400 or above: one error
+	// document, read up to maxErrorBody bytes (errBytes so far); gateway
+	// that a server in between marked it as its own rate limit.
+	errDoc   bool
+	errBytes int
+	gateway  bool
 }
 
 // bodyFacts are what the bytes of a body told so far, their times aside:
@@ -65,12 +79,19 @@ type bodyFacts struct {
 	docs      int64
 
 	finish  reasonSeen // the worst of the documents'
-	errSeen bool
-	done    bool // [DONE], message_stop, Ollama's done, or the JSON document ended
-	usage   struct {
+	errSeen bool       // an error document or event (a provider's error body)
+	// errClass is what the errors read named (errNone, ...: errors.go).
+	errClass uint8
+	done     bool // [DONE], message_stop, Ollama's done, or the JSON document ended
+	usage    struct {
 		known                      bool
 		prompt, completion, cached int64
 		cachedKnown                bool // from usage (prompt_tokens_details), not timings
+		// details are the kinds the usage broke out
+		// (stats.ObservedRequest.Details): cache reads whenever a cached
+		// count was reported (cachedKnown), cache writes, reasoning, audio
+		// and image tokens.
+		details stats.TokenUsage
 	}
 	anth      doc // Anthropic: usage fields merged over the events
 	cacheN    int64
@@ -148,12 +169,31 @@ func (o *observer) kind(contentType string) {
 	o.sniff = !o.streaming && o.ep.dialect != dOllama
 }
 
+// failed takes in a response's status and header: the body of a status
+// of 400 or above is read as an error document (see errors.go).
+func (o *observer) failed(status int, h http.Header) {
+	if status < 400 {
+		return
+	}
+	o.errDoc, o.gateway = true, gatewayMarked(h)
+	if o.sc != nil {
+		o.sc.js.root = cErrRoot
+	}
+}
+
 // write observes the next bytes of the body.
 func (o *observer) write(p []byte) {
 	o.timed = false
 	if o.sc == nil {
 		o.sc = new(scanner)
 		o.sc.reset(o.ep)
+		if o.errDoc {
+			o.sc.js.root = cErrRoot
+		}
+	}
+	if o.errDoc {
+		p = p[:min(len(p), maxErrorBody-o.errBytes)]
+		o.errBytes += len(p)
 	}
 	if o.bomN < len(utf8BOM) {
 		p = o.skipBOM(p)
@@ -162,6 +202,10 @@ func (o *observer) write(p []byte) {
 }
 
 func (o *observer) scan(p []byte) {
+	if o.errDoc {
+		o.writeJSON(p)
+		return
+	}
 	if o.sniff {
 		i := 0
 		for i < len(p) && isSpace(p[i]) {
@@ -199,7 +243,7 @@ func (o *observer) skipBOM(p []byte) []byte {
 // writeJSON observes a JSON body: one document, or with Ollama a stream of
 // them (NDJSON, or one document when not streamed).
 func (o *observer) writeJSON(p []byte) {
-	multi := o.ep.dialect == dOllama
+	multi := o.ep.dialect == dOllama && !o.errDoc
 	js := &o.sc.js
 	for len(p) > 0 && (multi || !o.done) {
 		n, complete := js.feed(p)
@@ -422,7 +466,13 @@ func (o *observer) apply(d *doc, timed bool) {
 	if d.errSeen || d.event == evError {
 		o.errSeen = true
 	}
+	if errRank(d.errClass) > errRank(o.errClass) {
+		o.errClass = d.errClass
+	}
 	o.applyUsage(d)
+	if d.model && o.respLen == 0 && o.sc != nil {
+		o.respLen = copy(o.resp[:], o.sc.js.resp[:o.sc.js.respLen])
+	}
 	if d.has&fCacheN != 0 {
 		o.cacheN, o.hasCacheN = d.cacheN, true
 	}
@@ -496,6 +546,7 @@ func (o *observer) applyUsage(d *doc) {
 		}{
 			{fPrompt, &a.prompt, &d.prompt}, {fCompletion, &a.completion, &d.completion},
 			{fCacheRead, &a.cacheRead, &d.cacheRead}, {fCacheCreation, &a.cacheCreation, &d.cacheCreation},
+			{fReasoning, &a.reasoning, &d.reasoning},
 		} {
 			if d.has&f.bit != 0 {
 				*f.dst, a.has = *f.src, a.has|f.bit
@@ -506,10 +557,13 @@ func (o *observer) applyUsage(d *doc) {
 		}
 		// input_tokens is the uncached part (vLLM since PR #40912, as
 		// Anthropic defines it): the prompt is its sum with the cache reads
-		// and writes; the cache reads are the cached tokens.
+		// and writes; the cache reads are the cached tokens, the cache
+		// writes (cache_creation_input_tokens) the tokens of kind
+		// cache_write.
 		u := &o.usage
 		u.known, u.prompt, u.completion = true, a.prompt+a.cacheRead+a.cacheCreation, a.completion
 		u.cached, u.cachedKnown = a.cacheRead, a.has&fCacheRead != 0
+		u.details = a.details(fCacheRead, a.cacheRead, fCacheCreation, a.cacheCreation)
 	case dOllama:
 		if d.done && d.has&(fPrompt|fCompletion) != 0 && !d.usageBad {
 			o.usage.known, o.usage.prompt, o.usage.completion = true, d.prompt, d.completion
@@ -527,7 +581,37 @@ func (o *observer) applyUsage(d *doc) {
 		u := &o.usage
 		u.known, u.prompt, u.completion = true, d.prompt, d.completion
 		u.cached, u.cachedKnown = d.cached, d.has&fCached != 0
+		u.details = d.details(fCached, d.cached, fCacheWrite, d.cacheWrite)
 	}
+}
+
+// details returns the kinds of tokens a usage reported apart, as
+// stats.ObservedRequest.Details holds them: the cache reads (read, when
+// the field of bit readBit was reported: OpenAI's cached_tokens,
+// Anthropic's cache_read_input_tokens), the cache writes (write, of bit
+// writeBit: cache_write_tokens, Anthropic's cache_creation_input_tokens),
+// and the reasoning, audio and image tokens. A kind not reported is not
+// set.
+func (d *doc) details(readBit uint16, read int64, writeBit uint16, write int64) stats.TokenUsage {
+	var u stats.TokenUsage
+	for _, f := range [...]struct {
+		bit  uint16
+		kind stats.TokenKind
+		n    int64
+	}{
+		{readBit, stats.TokenCacheRead, read},
+		{writeBit, stats.TokenCacheWrite, write},
+		{fReasoning, stats.TokenReasoning, d.reasoning},
+		{fInAudio, stats.TokenInputAudio, d.inAudio},
+		{fInImage, stats.TokenInputImage, d.inImage},
+		{fOutAudio, stats.TokenOutputAudio, d.outAudio},
+		{fOutImage, stats.TokenOutputImage, d.outImage},
+	} {
+		if d.has&f.bit != 0 {
+			u.Set(f.kind, f.n)
+		}
+	}
+	return u
 }
 
 // responseFinish is a Responses API document's finish: its response's
@@ -645,8 +729,12 @@ func (o *observer) gap(d time.Duration) {
 
 // end is how a response ended, as the caller saw it.
 type end struct {
-	status  int  // the HTTP status
+	status  int  // the HTTP status; 0 when no response came
 	aborted bool // the client went away, or the caller closed the body early
+	// cause is the error that ended it: the transport's (no response, or
+	// the body cut), or the handler's request context's (the client went
+	// away, or its deadline passed); nil for none.
+	cause error
 }
 
 // result returns the observed request, ended at a time as e says; an end
@@ -669,6 +757,7 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	default: // truncated: ended without a finish reason, or failed
 		r.Reason = stats.FinishError
 	}
+	r.ErrorType = o.errorType(r.Reason, e)
 	if o.chunks > 0 {
 		r.FirstToken = true
 		r.TimeToFirstToken = nonNegative(o.first)
@@ -680,9 +769,14 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	// recording drops them and says so (stats.ObservedRequest.Bounded).
 	if u := o.usage; u.known {
 		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = true, u.prompt, u.completion, u.cached
+		r.Details = u.details
 		if !u.cachedKnown && o.hasCacheN {
 			r.CachedPromptTokens = o.cacheN // llama.cpp's timings.cache_n
+			r.Details.Set(stats.TokenCacheRead, o.cacheN)
 		}
+	}
+	if o.respLen > 0 && utf8.Valid(o.resp[:o.respLen]) { // else none, as a model too long to read
+		r.ResponseModel = string(o.resp[:o.respLen])
 	}
 	if o.server.known {
 		r.ServerTimes, r.PrefillTime, r.DecodeTime = true, o.server.prefill, o.server.decode
@@ -702,6 +796,29 @@ func (o *observer) prefillCached() (int64, bool) {
 		return o.usage.cached, true
 	}
 	return 0, false
+}
+
+// errorType is why a request that ended with reason failed (or was
+// aborted): from its response when that said it failed (a status of 400 or
+// above, an error in the stream: responseError), else from the error that
+// ended it (causeType), else client_canceled when the client went away;
+// none for an abort of no known cause (a finish reason abort the server
+// sent), _OTHER for a failure of none (a stream cut while its client
+// stayed).
+func (o *observer) errorType(reason stats.FinishReason, e end) stats.ErrorType {
+	switch {
+	case reason != stats.FinishError && reason != stats.FinishAbort:
+		return stats.ErrorNone
+	case e.status >= 400 || o.errSeen:
+		return responseError(e.status, o.errClass, o.errSeen, o.gateway)
+	case e.cause != nil:
+		return causeType(e.cause, e.status == 0)
+	case e.aborted:
+		return stats.ErrorClientCanceled
+	case reason == stats.FinishAbort:
+		return stats.ErrorNone
+	}
+	return stats.ErrorOther
 }
 
 // complete reports a response that said all it had to: a finish reason, or

@@ -30,7 +30,7 @@ func TestHandlerOperation(t *testing.T) {
 			s.wait()
 			for _, family := range []string{instrument.NameGenAIServerRequestDuration,
 				instrument.NameGenAIServerTimeToFirstToken, instrument.NameGenAIServerTimePerOutputToken} {
-				if n := c.clientHist(family, genAILabels(tc.op)...); n != 1 {
+				if n := c.clientHist(family, genAILabels(tc.op, "gen_ai.response.model", model)...); n != 1 {
 					t.Errorf("%s{gen_ai.operation.name=%q} count %d, want 1", family, tc.op, n)
 				}
 			}
@@ -56,11 +56,15 @@ func TestTransportOperation(t *testing.T) {
 				instrument.NameGenAIClientTimeToFirstChunk:   1,
 				instrument.NameGenAIClientTimePerOutputChunk: 2,
 			} {
-				if n := c.clientHist(family, l...); n != want {
+				labels := named(l)
+				if family == instrument.NameGenAIClientTimePerOutputChunk {
+					labels = l // recorded as the chunks come: no response model
+				}
+				if n := c.clientHist(family, labels...); n != want {
 					t.Errorf("%s{gen_ai.operation.name=%q} count %d, want %d", family, tc.op, n, want)
 				}
 			}
-			if n := c.clientHist(instrument.NameGenAIClientTokenUsage, append(l, "gen_ai.token.type", "output")...); n != 1 {
+			if n := c.clientHist(instrument.NameGenAIClientTokenUsage, append(named(l), "gen_ai.token.type", "output")...); n != 1 {
 				t.Errorf("token usage{gen_ai.operation.name=%q} count %d, want 1", tc.op, n)
 			}
 		})

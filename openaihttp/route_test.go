@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
+	"github.com/infermetrics/infermetrics/internal/corpus"
 	"github.com/infermetrics/infermetrics/openaihttp"
 )
 
@@ -100,7 +101,8 @@ func TestProviderPaths(t *testing.T) {
 					t.Fatal("the caller did not get the body unchanged")
 				}
 				_ = resp.Body.Close()
-				if n := c.clientHist(instrument.NameGenAIClientOperationDuration, withOperation(clientLabels("b", ""), f.operation())...); n != 1 {
+				_, respModel, _ := corpus.KindsOf(corpus.FixtureAPI(f.Endpoint), f.Status, body)
+				if n := c.clientHist(instrument.NameGenAIClientOperationDuration, namedAs(withOperation(clientLabels("b", ""), f.operation()), respModel)...); n != 1 {
 					t.Errorf("legs recorded %d, want 1", n)
 				}
 				if got := models.asked(); len(got) != 2 || got[0] != wantModel || got[1] != wantModel {
@@ -244,7 +246,7 @@ func TestRoutes(t *testing.T) {
 			}
 			continue
 		}
-		if n := c0.clientHist(instrument.NameGenAIClientOperationDuration, withOperation(clientLabels("b", ""), c.op)...); n != 1 {
+		if n := c0.clientHist(instrument.NameGenAIClientOperationDuration, named(withOperation(clientLabels("b", ""), c.op))...); n != 1 {
 			t.Errorf("%s: %s legs %d, want 1", c.path, c.op, n)
 		}
 		if got := models.asked(); len(got) != 1 || got[0] != c.model {

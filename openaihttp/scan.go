@@ -54,6 +54,13 @@ type jsonScan struct {
 	user, userID       [maxUser]byte
 	userLen, userIDLen int
 
+	// resp is the model a response names (gen_ai.response.model): the
+	// first one, kept across documents; respLen is 0 until one is read. A
+	// "model" read once is skipped after, so the members of a stream's
+	// later chunks before their content stay a start nothing reads (pre).
+	resp    [maxValue]byte
+	respLen int
+
 	// pre is the start of the last document whose first members nothing
 	// reads (a streamed chunk's id, object, created and model), up to the
 	// start of the key after them: a document that starts with the same
@@ -121,7 +128,8 @@ type doc struct {
 	filtered      bool       // Responses API: incomplete for content_filter
 	finish        reasonSeen // the worst of the choices', or the document's own
 	choiceFinish  reasonSeen // the choice being read's, the last key winning
-	errSeen       bool       // a non-null top-level "error", or an error event
+	errSeen       bool       // a non-null top-level "error", or an error event or document
+	errClass      uint8      // what the error's type, code or message says (errNone, ...: see errors.go)
 	done          bool       // Ollama: "done": true
 	dropped       uint8
 
@@ -130,9 +138,16 @@ type doc struct {
 	prompt, completion  int64
 	cached, cacheRead   int64
 	cacheCreation       int64
-	cacheN              int64   // llama.cpp timings.cache_n
-	remoteCached        int64   // vLLM's kv_transfer_params.remote_prefill_cached_tokens
-	prefill, decode     float64 // server-reported, in seconds
+	// The usage's details beyond the cached count: cache writes
+	// (cache_write_tokens), reasoning, and audio and image tokens of the
+	// input and of the output.
+	cacheWrite, reasoning int64
+	inAudio, inImage      int64
+	outAudio, outImage    int64
+	cacheN                int64   // llama.cpp timings.cache_n
+	remoteCached          int64   // vLLM's kv_transfer_params.remote_prefill_cached_tokens
+	prefill, decode       float64 // server-reported, in seconds
+	model                 bool    // the response's model was read (jsonScan.resp)
 }
 
 // request is what a request body told, its model aside. includeUsage is
@@ -174,8 +189,15 @@ const (
 	fPrefill
 	fDecode
 	fRemoteCached
+	fCacheWrite
+	fReasoning
+	fInAudio
+	fInImage
+	fOutAudio
+	fOutImage
 
-	usageFields = fPrompt | fCompletion | fCached | fCacheRead | fCacheCreation
+	detailFields = fCacheWrite | fReasoning | fInAudio | fInImage | fOutAudio | fOutImage
+	usageFields  = fPrompt | fCompletion | fCached | fCacheRead | fCacheCreation | detailFields
 )
 
 // Values dropped from a document (doc.dropped), beyond maxCount.
@@ -227,7 +249,8 @@ const (
 	cDelta
 	cToolCalls
 	cUsage
-	cDetails
+	cDetails    // prompt_tokens_details, input_tokens_details
+	cOutDetails // completion_tokens_details, output_tokens_details
 	cStreamOptions
 	cTimings            // llama.cpp
 	cRespRoot           // Responses API: an event, or a response
@@ -241,6 +264,9 @@ const (
 	cOllamaEmbedRequest // Ollama native: an embeddings request
 	cKVParams           // vLLM: a response's kv_transfer_params
 	cMetadata           // a request's metadata (Anthropic's user_id)
+	cError              // an "error" object
+	cErrRoot            // the body of a response of status 400 or above
+	cErrList            // such a body that is an array of them (Gemini's)
 )
 
 // Roles: what a value means.
@@ -256,6 +282,7 @@ const (
 	rFinish
 	rUsage
 	rDetails
+	rOutDetails
 	rError
 	rStreamOptions
 
@@ -266,6 +293,12 @@ const (
 	rCached
 	rCacheRead
 	rCacheCreation
+	rCacheWrite // rCacheWrite through rOutImage: the usage's details (doc.count)
+	rReasoning
+	rInAudio
+	rInImage
+	rOutAudio
+	rOutImage
 	rModel
 	rUser   // a request's "user"
 	rUserID // its "metadata.user_id"
@@ -298,6 +331,12 @@ const (
 	rKVParams
 	rRemoteCached // kv_transfer_params.remote_prefill_cached_tokens
 	rMetadata
+	rRespModel // the response's model (gen_ai.response.model)
+	rErrType   // an error's type (Anthropic's "type":"error" too)
+	rErrCode   // an error's code (or Gemini's status)
+	rErrMsg    // an error's message
+	rErrObject // an error body's "object" (vLLM's "error")
+	rErrDoc    // an error document in an array of them
 )
 
 // utf8BOM is the UTF-8 byte order mark. Python's json.loads skips one that
@@ -456,7 +495,7 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				continue
 			}
 			if s.depth == 0 {
-				if c != '{' {
+				if c != '{' && (c != '[' || s.root != cErrRoot) {
 					s.st = stBad
 					continue
 				}
@@ -467,10 +506,13 @@ func (s *jsonScan) feed(p []byte) (n int, complete bool) {
 				s.docBegin, s.contentN, s.contentElse = i, 0, false
 				if s.preLen > 0 && len(p)-i >= s.preLen && bytes.Equal(p[i:i+s.preLen], s.pre[:s.preLen]) {
 					// The start of the last document again: its state after
-					// it, as members left it (see pre).
+					// it, as members left it (see pre). Members after it
+					// that nothing reads (a response model read before)
+					// make it longer.
 					s.begin(c)
 					s.startKey()
 					s.role, s.keyR = rNone, rNone
+					docAt = i
 					i += s.preLen - 1
 					continue
 				}
@@ -747,6 +789,7 @@ func (s *jsonScan) keep(p []byte, end int) {
 	l.pre = copy(l.bytes[:], p[s.docBegin:s.contentAt])
 	l.n = l.pre + copy(l.bytes[l.pre:], p[s.contentEnd:end])
 	l.d = s.d
+	l.d.model = false // read once: the next documents skip it (see resp)
 }
 
 // same reads a document at p[i] that is last's bytes around another
@@ -782,7 +825,7 @@ func (s *jsonScan) whole(b []byte) {
 	if s.inKey {
 		s.st, s.keyR = stColon, rNone
 		if s.capStr && len(b) <= maxKey {
-			s.keyR = keyRole(s.top, b)
+			s.keyR = s.keyRole(b)
 		}
 		return
 	}
@@ -899,7 +942,7 @@ func (s *jsonScan) endStr() {
 	if s.inKey {
 		s.st, s.keyR = stColon, rNone
 		if s.capStr && !s.kover {
-			s.keyR = keyRole(s.top, s.key[:s.klen])
+			s.keyR = s.keyRole(s.key[:s.klen])
 		}
 		return
 	}
@@ -924,8 +967,21 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		d.has &^= fRemoteCached // a string: not an integer
 	case rFinish:
 		s.setFinish(reasonSeen{true, finishReason(v, over)})
-	case rError:
+	case rError: // a string: Ollama's {"error": "..."}
 		d.errSeen = true
+		d.noteError(messageClass(v))
+	case rErrType:
+		if string(v) == "error" { // Anthropic's error document
+			d.errSeen = true
+		} else {
+			d.noteError(codeClass(v))
+		}
+	case rErrCode:
+		d.noteError(codeClass(v))
+	case rErrMsg:
+		d.noteError(messageClass(v))
+	case rErrObject:
+		d.errSeen = d.errSeen || string(v) == "error" // vLLM's ErrorResponse before its "error" object
 	case rType:
 		d.event = eventType(v, over)
 	case rStatus:
@@ -941,6 +997,10 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		s.setUser(v) // one longer than kept is cut, still too long for a label value
 	case rMetadata:
 		s.userIDLen = 0 // a metadata that is no object has no user_id
+	case rRespModel:
+		if !over && len(v) > 0 {
+			s.respLen, d.model = copy(s.resp[:], v), true
+		}
 	case rStream:
 		s.req.hasStream = true
 		s.req.stream, _ = laxBool(v, over, true)
@@ -950,7 +1010,7 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		s.param(v, true)
 	case rNumPredict, rOllamaOptions:
 		s.req.maxTokens[0] = 0 // not a number, not an object: Ollama answers 400
-	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
+	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation, rCacheWrite, rReasoning, rInAudio, rInImage, rOutAudio, rOutImage:
 		d.usageBad = true // a count must be a number
 	}
 }
@@ -983,7 +1043,7 @@ func (s *jsonScan) endScalar() {
 		if !null && string(v) != "false" {
 			d.errSeen = true
 		}
-	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation:
+	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation, rCacheWrite, rReasoning, rInAudio, rInImage, rOutAudio, rOutImage:
 		bit, dst := d.count(s.role)
 		if null && s.role != rPrompt {
 			*dst, d.has = 0, d.has&^bit // unknown, not zero; a completion count unknown is none (see applyUsage)
@@ -1055,6 +1115,18 @@ func (d *doc) count(role uint8) (uint16, *int64) {
 		return fCached, &d.cached
 	case rCacheRead:
 		return fCacheRead, &d.cacheRead
+	case rCacheWrite:
+		return fCacheWrite, &d.cacheWrite
+	case rReasoning:
+		return fReasoning, &d.reasoning
+	case rInAudio:
+		return fInAudio, &d.inAudio
+	case rInImage:
+		return fInImage, &d.inImage
+	case rOutAudio:
+		return fOutAudio, &d.outAudio
+	case rOutImage:
+		return fOutImage, &d.outImage
 	}
 	return fCacheCreation, &d.cacheCreation
 }
@@ -1147,10 +1219,20 @@ func (s *jsonScan) setUser(v []byte) {
 // captured reports a role whose string value is kept (decoded).
 func captured(role uint8) bool {
 	switch role {
-	case rFinish, rModel, rUser, rUserID, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
+	case rFinish, rModel, rUser, rUserID, rRespModel, rError, rErrType, rErrCode, rErrMsg, rErrObject, rType, rStatus, rIncompleteReason, rStream, rIncludeUsage, rN, rMaxTokens, rMaxOutput, rMaxCompletion:
 		return true
 	}
 	return false
+}
+
+// keyRole is the role of the value of a key read in the innermost
+// container: a response's model once one was read is none.
+func (s *jsonScan) keyRole(key []byte) uint8 {
+	r := keyRole(s.top, key)
+	if r == rRespModel && s.respLen > 0 {
+		return rNone
+	}
+	return r
 }
 
 // keyRole is the role of the value of a key read in a context.
@@ -1158,6 +1240,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 	switch ctx {
 	case cRoot:
 		switch string(key) {
+		case "model":
+			return rRespModel
 		case "choices":
 			return rChoices
 		case "usage":
@@ -1203,14 +1287,32 @@ func keyRole(ctx uint8, key []byte) uint8 {
 			return rCompletion
 		case "prompt_tokens_details", "input_tokens_details":
 			return rDetails
+		case "completion_tokens_details", "output_tokens_details":
+			return rOutDetails
 		case "cache_read_input_tokens":
 			return rCacheRead
 		case "cache_creation_input_tokens":
 			return rCacheCreation
 		}
 	case cDetails:
-		if string(key) == "cached_tokens" {
+		switch string(key) {
+		case "cached_tokens":
 			return rCached
+		case "cache_write_tokens": // OpenRouter's, Bedrock's and OpenAI's Responses API's
+			return rCacheWrite
+		case "audio_tokens":
+			return rInAudio
+		case "image_tokens":
+			return rInImage
+		}
+	case cOutDetails:
+		switch string(key) {
+		case "reasoning_tokens", "thinking_tokens": // thinking_tokens: Anthropic's
+			return rReasoning
+		case "audio_tokens":
+			return rOutAudio
+		case "image_tokens":
+			return rOutImage
 		}
 	case cTimings:
 		switch string(key) {
@@ -1273,6 +1375,12 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		}
 	case cRespRoot:
 		switch string(key) {
+		case "code": // an error event's
+			return rErrCode
+		case "message":
+			return rErrMsg
+		case "model":
+			return rRespModel
 		case "type":
 			return rType
 		case "delta":
@@ -1294,6 +1402,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		}
 	case cAnthRoot:
 		switch string(key) {
+		case "model":
+			return rRespModel
 		case "type":
 			return rType
 		case "message":
@@ -1318,6 +1428,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		}
 	case cOllamaRoot:
 		switch string(key) {
+		case "model":
+			return rRespModel
 		case "message":
 			return rOllamaMsg
 		case "response", "thinking":
@@ -1339,6 +1451,28 @@ func keyRole(ctx uint8, key []byte) uint8 {
 		case "error":
 			return rError
 		}
+	case cError:
+		switch string(key) {
+		case "type":
+			return rErrType
+		case "code", "status": // status: Gemini's (RESOURCE_EXHAUSTED, ...)
+			return rErrCode
+		case "message":
+			return rErrMsg
+		}
+	case cErrRoot:
+		switch string(key) {
+		case "error":
+			return rError
+		case "type":
+			return rErrType
+		case "object":
+			return rErrObject
+		case "code":
+			return rErrCode
+		case "message":
+			return rErrMsg
+		}
 	case cOllamaMsg:
 		switch string(key) {
 		case "content", "thinking":
@@ -1354,17 +1488,23 @@ func keyRole(ctx uint8, key []byte) uint8 {
 // the dialect's root context.
 func containerContext(role uint8, array bool, root uint8) uint8 {
 	if array {
-		switch role {
-		case rChoices:
+		switch {
+		case role == rChoices:
 			return cChoices
-		case rToolCalls:
+		case role == rToolCalls:
 			return cToolCalls
+		case role == rRoot && root == cErrRoot:
+			return cErrList
 		}
 		return cOther
 	}
 	switch role {
 	case rRoot:
 		return root
+	case rError:
+		return cError
+	case rErrDoc:
+		return cErrRoot
 	case rChoice:
 		return cChoice
 	case rDelta:
@@ -1373,6 +1513,8 @@ func containerContext(role uint8, array bool, root uint8) uint8 {
 		return cUsage
 	case rDetails:
 		return cDetails
+	case rOutDetails:
+		return cOutDetails
 	case rStreamOptions:
 		return cStreamOptions
 	case rTimings:
@@ -1404,6 +1546,8 @@ func elementRole(ctx uint8) uint8 {
 		return rChoice
 	case cToolCalls:
 		return rToolCall
+	case cErrList:
+		return rErrDoc
 	}
 	return rNone
 }

@@ -1,6 +1,7 @@
 package openaihttp
 
 import (
+	"bytes"
 	"context"
 	"math"
 	"testing"
@@ -255,5 +256,28 @@ func TestInterChunkTimesPerChoice(t *testing.T) {
 	}
 	if o.chunks != 11 {
 		t.Errorf("%d chunks, want 11", o.chunks)
+	}
+}
+
+// A stream's chunks after the one whose model was read start with members
+// nothing reads up to their content, model included: the start a chunk is
+// read on from (pre) covers it from the second chunk on.
+func TestPreCoversResponseModel(t *testing.T) {
+	doc := func(content string) []byte {
+		return []byte(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"Qwen/Qwen2.5-1.5B-Instruct","choices":[{"index":0,"delta":{"content":"` +
+			content + `\n"},"finish_reason":null}]}`) // an escape: not read whole from the last one (same)
+	}
+	s := jsonScan{root: cRoot}
+	for i, c := range []string{"a", "b", "c"} {
+		s.reset()
+		if _, ok := s.feed(doc(c)); !ok {
+			t.Fatalf("chunk %d not read", i)
+		}
+	}
+	if got := string(s.resp[:s.respLen]); got != "Qwen/Qwen2.5-1.5B-Instruct" {
+		t.Errorf("response model %q", got)
+	}
+	if !bytes.Contains(s.pre[:s.preLen], []byte(`"model":`)) {
+		t.Errorf("pre %q stops before the model", s.pre[:s.preLen])
 	}
 }

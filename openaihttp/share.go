@@ -162,6 +162,9 @@ func (b *legBody) next(p []byte, o *observer) bool {
 // as o's own.
 func (o *observer) take(leg *observer, events []feedEvent) {
 	o.bodyFacts = leg.bodyFacts
+	if o.respLen == 0 && leg.respLen > 0 {
+		o.respLen = copy(o.resp[:], leg.resp[:leg.respLen])
+	}
 	o.timed = false
 	for _, e := range events {
 		if e.content {

@@ -64,6 +64,7 @@ type Trace struct {
 	mu      sync.Mutex
 	legs    []*Leg
 	legsBuf [2]*Leg // legs' first: a P/D request's two legs allocate nothing more
+	sent    int64   // legs sent, past MaxLegs too
 
 	// A handler may take what a leg it passes on read (see share.go):
 	// until its first write, feeds are the legs that publish their reads.
@@ -77,13 +78,16 @@ type Trace struct {
 }
 
 // A drop is a value a response dropped: values its scanner dropped
-// (bits: ErrDropped), or cached tokens above its prompt (prompt,
-// generation, cached: stats.ErrCachedExceedsPrompt, which the Recorder
-// counts as value_dropped), seen by a handler or a leg.
+// (bits: ErrDropped), or, which the Recorder counts as value_dropped
+// (stats.ObservedRequest.Bounded), cached tokens above its prompt (prompt,
+// generation, cached: stats.ErrCachedExceedsPrompt) or token details above
+// the tokens they are a part of (details, the kinds dropped:
+// stats.ErrDetailExceedsTotal), seen by a handler or a leg.
 type drop struct {
 	handler                    bool
 	bits                       uint8
 	prompt, generation, cached int64
+	details                    uint16
 }
 
 type traceKey struct{}
@@ -208,7 +212,7 @@ func (t *Trace) once(d drop) bool {
 	defer t.mu.Unlock()
 	for i, seen := range t.drops {
 		if seen.handler != d.handler && seen.bits == d.bits && seen.prompt == d.prompt &&
-			seen.generation == d.generation && seen.cached == d.cached {
+			seen.generation == d.generation && seen.cached == d.cached && seen.details == d.details {
 			t.drops = slices.Delete(t.drops, i, i+1)
 			return false
 		}
@@ -219,17 +223,53 @@ func (t *Trace) once(d drop) bool {
 	return true
 }
 
-// boundedOnce returns r as it is recorded when its cached tokens above its
-// prompt (stats.ObservedRequest.Bounded) were seen already by the other
+// boundedOnce returns r as it is recorded when the values
+// stats.ObservedRequest.Bounded drops of it (cached tokens above its
+// prompt, token details above their whole) were seen already by the other
 // side of its trace (see once): without them, which the Recorder then does
 // not count again. Any other r is returned unchanged.
 func (t *Trace) boundedOnce(r stats.ObservedRequest, handler bool) stats.ObservedRequest {
 	b, err := r.Bounded()
-	if errors.Is(err, stats.ErrCachedExceedsPrompt) &&
-		!t.once(drop{handler: handler, prompt: r.PromptTokens, generation: r.GenerationTokens, cached: r.CachedPromptTokens}) {
-		r.CachedPromptTokens = b.CachedPromptTokens
+	cached := errors.Is(err, stats.ErrCachedExceedsPrompt)
+	details := r.Details.Known &^ b.Details.Known
+	if (cached || details != 0) &&
+		!t.once(drop{handler: handler, prompt: r.PromptTokens, generation: r.GenerationTokens, cached: r.CachedPromptTokens, details: details}) {
+		r.CachedPromptTokens, r.Details = b.CachedPromptTokens, b.Details
 	}
 	return r
+}
+
+// Attempts returns how many legs a transport sent for the trace's request,
+// those past MaxLegs included: 1, or more after retries and fallbacks to
+// another backend. NewHandler records it at the request's end
+// (instrument.Engine.RecordAttempts) when it is not 0.
+func (t *Trace) Attempts() int64 {
+	if t == nil {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sent
+}
+
+// legFailure is why the last leg that ended failed, when the response it
+// got, if any, cannot say it: no response came (upstream_unreachable,
+// timeout, client_canceled) or it timed out; ErrorNone for any other end.
+func (t *Trace) legFailure() stats.ErrorType {
+	if t == nil {
+		return stats.ErrorNone
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.legs) - 1; i >= 0; i-- {
+		if l := t.legs[i]; l.Done {
+			if e := l.Observed.ErrorType; l.Status == 0 || e == stats.ErrorTimeout {
+				return e
+			}
+			return stats.ErrorNone
+		}
+	}
+	return stats.ErrorNone
 }
 
 // start adds l, a leg to b sent at, and returns it; nil past MaxLegs.
@@ -240,6 +280,7 @@ func (t *Trace) start(l *Leg, b Backend, at time.Time) *Leg {
 	*l = Leg{Backend: b, Start: at}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sent++
 	if len(t.legs) >= MaxLegs {
 		return nil
 	}

@@ -79,7 +79,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lb.obs.init(op, start, false)
 	resp, err := t.base.RoundTrip(out)
 	if err != nil {
-		lb.end(time.Now(), end{aborted: ctx.Err() != nil})
+		lb.end(time.Now(), end{aborted: ctx.Err() != nil, cause: cause(ctx, err)})
 		return nil, err
 	}
 	lb.ReadCloser, lb.status = resp.Body, resp.StatusCode
@@ -87,6 +87,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lb.obs.gaps, lb.obs.ctx, lb.obs.onErr, lb.obs.trace = backend, ctx, t.cfg.onError, trace
 	lb.obs.sc = &lb.sc
 	lb.sc.reset(op)
+	lb.obs.failed(resp.StatusCode, resp.Header)
 	if !resp.Uncompressed { // else the base transport decoded it and removed Content-Encoding
 		lb.body.start(headerValue(resp.Header, "Content-Encoding"), &lb.obs)
 	}
@@ -143,26 +144,33 @@ func (b *legBody) Read(p []byte) (int, error) {
 	if b.ended {
 		return n, err
 	}
-	if b.status < 400 {
-		switch {
-		case b.feed != nil && n > 0: // an identity body: observed here, not by a decoder
-			b.feed.publish(p[:n], &b.obs)
-			b.obs.write(p[:n])
-			b.obs.pub = nil
-		case b.body.identity():
-			b.obs.write(p[:n])
-		default: // encoded: its decoder's goroutine observes it (an opaque body, nothing)
-			b.body.write(p[:n])
-		}
+	switch {
+	case b.feed != nil && n > 0: // an identity body: observed here, not by a decoder
+		b.feed.publish(p[:n], &b.obs)
+		b.obs.write(p[:n])
+		b.obs.pub = nil
+	case b.body.identity():
+		b.obs.write(p[:n])
+	default: // encoded: its decoder's goroutine observes it (an opaque body, nothing)
+		b.body.write(p[:n])
 	}
 	switch {
 	case err == io.EOF:
 		b.endLocked(time.Now(), end{status: b.status})
 	case err != nil:
 		canceled := errors.Is(err, context.Canceled) || b.ctx.Err() != nil
-		b.endLocked(time.Now(), end{status: b.status, aborted: canceled})
+		b.endLocked(time.Now(), end{status: b.status, aborted: canceled, cause: cause(b.ctx, err)})
 	}
 	return n, err
+}
+
+// cause is the error that ended a leg: its context's when that ended
+// (the client went away, or its deadline passed), else err.
+func cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 func (b *legBody) Close() error {

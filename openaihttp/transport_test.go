@@ -6,7 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/infermetrics/infermetrics/instrument"
@@ -24,6 +27,18 @@ func client(t *testing.T, c *rec, opts ...openaihttp.Option) *http.Client {
 func clientLabels(backend, role string, extra ...string) []string {
 	return append([]string{"backend", backend, "backend.role", role, "gen_ai.operation.name", "chat",
 		"gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model, "model_name", model, "engine", "0"}, extra...)
+}
+
+// named adds to labels the gen_ai.response.model of the test's bodies
+// that name one (chunk, nonStreamResponse: model).
+func named(l []string) []string { return namedAs(l, model) }
+
+// namedAs adds to labels gen_ai.response.model m, none when m is "".
+func namedAs(l []string, m string) []string {
+	if m == "" {
+		return l
+	}
+	return append(l[:len(l):len(l)], "gen_ai.response.model", m)
 }
 
 // clientHist returns a histogram series' count, 0 before its first value.
@@ -49,7 +64,7 @@ func TestTransportStreamed(t *testing.T) {
 	if got := readAll(t, resp); !strings.Contains(got, "[DONE]") {
 		t.Errorf("caller got %q", got)
 	}
-	l := clientLabels(host, "")
+	l := named(clientLabels(host, ""))
 	h := c.r.Histogram(instrument.NameGenAIClientTokenUsage, append(l, "gen_ai.token.type", "input")...)
 	if h.Count != 1 || h.Sum != 30 {
 		t.Errorf("input tokens %+v", h)
@@ -62,7 +77,11 @@ func TestTransportStreamed(t *testing.T) {
 		instrument.NameGenAIClientTimeToFirstChunk:   1,
 		instrument.NameGenAIClientTimePerOutputChunk: 2,
 	} {
-		if n := c.clientHist(family, l...); n != want {
+		labels := l
+		if family == instrument.NameGenAIClientTimePerOutputChunk {
+			labels = clientLabels(host, "") // recorded as the chunks come: no response model
+		}
+		if n := c.clientHist(family, labels...); n != want {
 			t.Errorf("%s count %d, want %d", family, n, want)
 		}
 	}
@@ -77,12 +96,13 @@ func TestTransportEnds(t *testing.T) {
 		handler http.Handler
 		body    string
 		read    func(*http.Response)
-		failed  bool // error.type=_OTHER
+		errType string // error.type, none when ""
+		named   bool   // the response names the model
 	}{
-		"non-streamed read whole": {jsonHandler(200, nonStreamResponse), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, false},
-		"closed early":            {sseHandler(chunk("a"), chunk("b"), finishChunk("stop"), done), streamBody, func(r *http.Response) {}, false},
-		"upstream 500":            {jsonHandler(500, `{"error":"x"}`), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, true},
-		"truncated":               {sseHandler(chunk("a")), streamBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, true},
+		"non-streamed read whole": {jsonHandler(200, nonStreamResponse), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, "", true},
+		"closed early":            {sseHandler(chunk("a"), chunk("b"), finishChunk("stop"), done), streamBody, func(r *http.Response) {}, "client_canceled", false},
+		"upstream 500":            {jsonHandler(500, `{"error":"x"}`), chatBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, "server_error", false},
+		"truncated":               {sseHandler(chunk("a")), streamBody, func(r *http.Response) { _, _ = io.ReadAll(r.Body) }, "_OTHER", true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := newRec(t)
@@ -96,8 +116,11 @@ func TestTransportEnds(t *testing.T) {
 			tc.read(resp)
 			_ = resp.Body.Close()
 			l := clientLabels("decode-0", "decode")
-			if tc.failed {
-				l = append(l, "error.type", "_OTHER")
+			if tc.errType != "" {
+				l = append(l, "error.type", tc.errType)
+			}
+			if tc.named {
+				l = named(l)
 			}
 			if n := c.clientHist(instrument.NameGenAIClientOperationDuration, l...); n != 1 {
 				t.Errorf("duration count %d, want 1", n)
@@ -128,7 +151,8 @@ func TestTransportTraceAndAbort(t *testing.T) {
 	}
 }
 
-// A transport error is a failed leg; a canceled context an aborted one.
+// A transport error is a failed leg (upstream_unreachable: no response
+// came); a canceled context an aborted one (client_canceled).
 func TestTransportErrors(t *testing.T) {
 	c := newRec(t)
 	cl := client(t, c, openaihttp.WithBackend("gone", ""))
@@ -136,7 +160,7 @@ func TestTransportErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error from a closed port")
 	}
-	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "", "error.type", "_OTHER")...); n != 1 {
+	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "", "error.type", "upstream_unreachable")...); n != 1 {
 		t.Errorf("failed legs %d, want 1", n)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -145,7 +169,7 @@ func TestTransportErrors(t *testing.T) {
 	if _, err := cl.Do(req); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
-	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "")...); n != 1 {
+	if n := c.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("gone", "", "error.type", "client_canceled")...); n != 1 {
 		t.Errorf("aborted legs %d, want 1", n)
 	}
 }
@@ -204,12 +228,68 @@ func TestRouterLegs(t *testing.T) {
 	if gap := legs[1].Start.Sub(legs[0].End()); gap < 0 {
 		t.Errorf("handoff gap %v < 0", gap)
 	}
-	for _, role := range []string{"prefill", "decode"} {
-		if n := backends.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels(role+"-0", role)...); n != 1 {
-			t.Errorf("%s legs %d, want 1", role, n)
-		}
+	// The prefill response names no model, the decode stream's chunks do.
+	if n := backends.clientHist(instrument.NameGenAIClientOperationDuration, clientLabels("prefill-0", "prefill")...); n != 1 {
+		t.Errorf("prefill legs %d, want 1", n)
 	}
-	if n := backends.clientHist(instrument.NameGenAIClientTimeToFirstChunk, clientLabels("decode-0", "decode")...); n != 1 {
+	if n := backends.clientHist(instrument.NameGenAIClientOperationDuration, named(clientLabels("decode-0", "decode"))...); n != 1 {
+		t.Errorf("decode legs %d, want 1", n)
+	}
+	if n := backends.clientHist(instrument.NameGenAIClientTimeToFirstChunk, named(clientLabels("decode-0", "decode"))...); n != 1 {
 		t.Errorf("decode time to first chunk count %d", n)
+	}
+}
+
+// A gateway that retries: its handler records once, at the client
+// request's end, how many legs the transport sent for it
+// (infermetrics.gateway.request.attempts): 3 for two refusals and a
+// success, 1 for a reverse proxy's single leg, nothing for a handler that
+// sent none.
+func TestGatewayAttempts(t *testing.T) {
+	c, backends := newRec(t), newRec(t)
+	var calls atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1)%3 != 0 {
+			http.Error(w, `{"error":{"message":"busy","type":"server_error"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		jsonHandler(200, nonStreamResponse).ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	tr := openaihttp.NewTransport(nil, openaihttp.WithEngine(backends.e))
+	retrying := serve(t, c, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		for {
+			resp := sendLeg(t, tr, r.Context(), up.URL, "", string(body))
+			if resp == nil {
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				_, _ = w.Write(b)
+				return
+			}
+		}
+	}))
+	readAll(t, post(t, retrying.URL+"/v1/chat/completions", chatBody))
+	h := c.r.Histogram(instrument.NameGatewayRequestAttempts, c.labels()...)
+	if h.Count != 1 || h.Sum != 3 {
+		t.Errorf("attempts: count %d sum %v, want one request of 3", h.Count, h.Sum)
+	}
+
+	c2 := newRec(t)
+	target, _ := url.Parse(up.URL)
+	proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, Transport: tr}
+	calls.Store(2) // the next call succeeds
+	readAll(t, post(t, serve(t, c2, proxy).URL+"/v1/chat/completions", chatBody))
+	if h := c2.r.Histogram(instrument.NameGatewayRequestAttempts, c2.labels()...); h.Count != 1 || h.Sum != 1 {
+		t.Errorf("reverse proxy attempts: count %d sum %v, want one request of 1", h.Count, h.Sum)
+	}
+
+	c3 := newRec(t)
+	readAll(t, post(t, serve(t, c3, jsonHandler(200, nonStreamResponse)).URL+"/v1/chat/completions", chatBody))
+	if n := c3.count(instrument.NameGatewayRequestAttempts); n != 0 {
+		t.Errorf("a handler without legs recorded %d attempts", n)
 	}
 }

@@ -104,7 +104,7 @@ func (u TokenUsage) Has(k TokenKind) bool { return k < numTokenKinds && u.Known&
 type ErrorType uint8
 
 const (
-	// ErrorNone: the request did not fail.
+	// ErrorNone: the request did not fail (no error.type).
 	ErrorNone ErrorType = iota
 	// ErrorOther: failed for a cause not told apart ("_OTHER").
 	ErrorOther

@@ -6,7 +6,7 @@ import "github.com/infermetrics/infermetrics/instrument"
 // ones, the backend and its role.
 var clientKeys = []string{instrument.KeyGenAIOperationName, instrument.KeyGenAIProviderName,
 	instrument.KeyGenAIRequestModel, instrument.KeyErrorType, instrument.KeyGenAITokenType,
-	instrument.KeyBackend, instrument.KeyBackendRole}
+	instrument.KeyBackend, instrument.KeyBackendRole, instrument.KeyGenAIResponseModel}
 
 // ClientFamilies returns the GenAI client families Semconv exports under
 // their OpenTelemetry names (gen_ai.client.token.usage,
@@ -35,4 +35,31 @@ func genAIFamilies(ds []instrument.Descriptor) []Family {
 			Instrument: d, Semconv: d.Name})
 	}
 	return out
+}
+
+// inferenceNames are the names of the GenAI client durations since the
+// conventions moved to open-telemetry/semantic-conventions-genai: PR #521
+// renamed the metrics of an inference (docs/gen-ai/non-normative/migration.md
+// @ 32c328e8, "GenAI client inference duration metric" and "GenAI client
+// streaming metrics"; docs/gen-ai/client-inference.md @ 024a4f94).
+var inferenceNames = map[string]string{
+	instrument.NameGenAIClientOperationDuration:  "gen_ai.client.inference.duration",
+	instrument.NameGenAIClientTimeToFirstChunk:   "gen_ai.client.inference.time_to_first_chunk",
+	instrument.NameGenAIClientTimePerOutputChunk: "gen_ai.client.inference.time_per_output_chunk",
+}
+
+// WithGenAIInferenceNames exports, with Semconv, the GenAI client durations
+// under the names the conventions give them since their move to
+// open-telemetry/semantic-conventions-genai: gen_ai.client.inference.duration,
+// gen_ai.client.inference.time_to_first_chunk and
+// gen_ai.client.inference.time_per_output_chunk, their attributes
+// unchanged. The new conventions keep gen_ai.client.operation.duration for
+// operations that are no inference: a view renames a whole instrument, so
+// embeddings and pooling legs move too (gen_ai.operation.name tells them
+// apart). gen_ai.client.token.usage keeps its name: its replacements are
+// counters per token kind (gen_ai.client.inference.usage.input_tokens, ...),
+// which no view derives from one histogram of both. Options still name the
+// families by their default names.
+func WithGenAIInferenceNames() Option {
+	return optionFunc(func(c *config) { c.inference = true })
 }

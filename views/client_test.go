@@ -65,7 +65,7 @@ func TestClientFamiliesScrapeNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	leg := stats.ObservedRequest{Reason: stats.FinishError, E2ELatency: 0.3, FirstToken: true, TimeToFirstToken: 0.1,
-		TimeToLastToken: 0.2, UsageKnown: true, PromptTokens: 70, GenerationTokens: 2}
+		TimeToLastToken: 0.2, UsageKnown: true, PromptTokens: 70, GenerationTokens: 2, ResponseModel: "llama-3.1-8b-2026"}
 	b.RecordChunkGap(t.Context(), stats.OperationDefault, 0.1)
 	b.RecordRequest(t.Context(), &leg)
 	fams := families(t, x.scrape())
@@ -82,6 +82,52 @@ func TestClientFamiliesScrapeNames(t *testing.T) {
 			if labelValue(mf.GetMetric()[0], views.ScrapeLabel(k)) == "" {
 				t.Errorf("%s: no label %s (%s) on %v", f.ScrapeName(), views.ScrapeLabel(k), k, mf.GetMetric()[0].GetLabel())
 			}
+		}
+	}
+}
+
+// With WithGenAIInferenceNames the client durations are exported under the
+// conventions' inference names, nothing under the old ones, and options
+// naming the old names still apply; the token usage keeps its name.
+func TestGenAIInferenceNames(t *testing.T) {
+	sv, err := views.Semconv(views.WithGenAIInferenceNames(), views.WithBuckets(instrument.NameGenAIClientOperationDuration, 1, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vv, err := views.VLLM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := newExported(t, append(vv, sv...))
+	e, _ := x.rec.Engine(0)
+	b, err := e.Backend("10.0.0.1:8000", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leg := stats.ObservedRequest{Reason: stats.FinishStop, E2ELatency: 0.3, FirstToken: true, TimeToFirstToken: 0.1,
+		TimeToLastToken: 0.2, UsageKnown: true, PromptTokens: 70, GenerationTokens: 2}
+	b.RecordChunkGap(t.Context(), stats.OperationDefault, 0.1)
+	b.RecordRequest(t.Context(), &leg)
+	fams := families(t, x.scrape())
+	for _, name := range []string{"gen_ai_client_inference_duration_seconds", "gen_ai_client_inference_time_to_first_chunk_seconds",
+		"gen_ai_client_inference_time_per_output_chunk_seconds", "gen_ai_client_token_usage"} {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("no family %s", name)
+		}
+	}
+	for _, name := range []string{"gen_ai_client_operation_duration_seconds", "gen_ai_client_operation_time_to_first_chunk_seconds",
+		"gen_ai_client_operation_time_per_output_chunk_seconds"} {
+		if _, ok := fams[name]; ok {
+			t.Errorf("family %s under its old name too", name)
+		}
+	}
+	if mf := fams["gen_ai_client_inference_duration_seconds"]; mf != nil {
+		var bounds []float64
+		for _, bk := range mf.GetMetric()[0].GetHistogram().GetBucket() {
+			bounds = append(bounds, bk.GetUpperBound())
+		}
+		if len(bounds) < 2 || bounds[0] != 1 || bounds[1] != 10 {
+			t.Errorf("duration buckets %v, want WithBuckets' 1 and 10", bounds)
 		}
 	}
 }

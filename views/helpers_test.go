@@ -256,6 +256,7 @@ func recordScenario(t testing.TB, rec *instrument.Recorder) {
 	must(err)
 	e0.RecordPDLegs(ctx, &stats.PDLegs{PrefillLatency: 0.25, Handoff: true, HandoffGap: 0.004,
 		DecodeFirstToken: true, DecodeTimeToFirstToken: 0.05})
+	e0.RecordAttempts(ctx, 2)
 	// The API server's sleep mode and weight-transfer operations.
 	e0.RecordSleepModeOperation(ctx, stats.SleepModeSleep, 2.5)
 	e0.RecordSleepModeOperation(ctx, stats.SleepModeWake, 0.8)

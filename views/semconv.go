@@ -1,6 +1,7 @@
 package views
 
 import (
+	"cmp"
 	"fmt"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -60,7 +61,11 @@ func Semconv(opts ...Option) ([]sdkmetric.View, error) {
 		views = append(views, c.stream(f.Instrument, f.Name, nil))
 	}
 	for _, f := range ClientFamilies() {
-		views = append(views, c.stream(f.Instrument, f.Name, allow(clientKeys)))
+		name := f.Name
+		if c.inference {
+			name = cmp.Or(inferenceNames[f.Name], name)
+		}
+		views = append(views, c.streamAs(f.Instrument, f.Name, name, allow(clientKeys)))
 	}
 	return views, nil
 }

@@ -123,6 +123,7 @@ type config struct {
 	expLatency  bool     // every latency family too (WithExponentialLatency)
 	resolution  *sdkmetric.AggregationBase2ExponentialHistogram
 	sdkExemplar bool   // the SDK's reservoirs on the latency families too (WithSDKExemplarReservoirs)
+	inference   bool   // the GenAI client durations under the conventions' inference names (WithGenAIInferenceNames)
 	version     string // WithVersion's; empty without it
 }
 
@@ -448,7 +449,13 @@ func exposedName(stream string, kind instrument.Kind) string {
 
 // stream builds the view of one exported family from one instrument.
 func (c *config) stream(d instrument.Descriptor, family string, filter attribute.Filter) sdkmetric.View {
-	s := sdkmetric.Stream{Name: family, Description: d.Description, AttributeFilter: filter}
+	return c.streamAs(d, family, family, filter)
+}
+
+// streamAs is stream exporting the family under another name: its options
+// still name it family.
+func (c *config) streamAs(d instrument.Descriptor, family, name string, filter attribute.Filter) sdkmetric.View {
+	s := sdkmetric.Stream{Name: name, Description: d.Description, AttributeFilter: filter}
 	exposed := exposedName(family, d.Kind)
 	if keys, ok := c.attributesOf(exposed); ok {
 		s.AttributeFilter = allow(keys)

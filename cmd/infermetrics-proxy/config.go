@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/openaihttp"
@@ -196,6 +197,7 @@ type config struct {
 	shutdownTimeout       time.Duration
 	serviceName           string
 	instanceID            string
+	provider              string // gen_ai.provider.name; from the first upstream's host by check when not given
 	logFormat             string
 	logLevel              string
 	fromEnv               map[string]string // flag name -> the variable that set it
@@ -309,6 +311,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 		"(infermetrics_usage_cost_total, infermetrics_usage_cost_uncached_total) and count the requests whose model "+
 		"has no price (infermetrics_usage_unpriced_requests_total); repeatable: a model in a later file replaces "+
 		"its entry in the earlier ones", 88))
+	fs.StringVar(&c.provider, "provider", "", "gen_ai.provider.name of the GenAI metrics (openai, anthropic, azure.ai.openai, ...,\nself_hosted); default: the first -upstream's, by its host (api.openai.com is openai,\n...: openaihttp.ProviderName), self_hosted for any other host")
 	fs.StringVar(&c.serviceName, "service-name", "infermetrics-proxy", "service.name resource attribute (OTLP)")
 	fs.StringVar(&c.instanceID, "instance-id", "", "service.instance.id resource attribute (OTLP); default a random UUID.\nGive the proxies of one deployment distinct ids")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format: text or json (log/slog)")
@@ -421,6 +424,12 @@ func (c *config) check() error {
 			continue
 		}
 		c.upstreams = append(c.upstreams, u)
+	}
+	if c.provider == "" && len(c.upstreams) > 0 {
+		c.provider = openaihttp.ProviderName(c.upstreams[0].url.Host)
+	}
+	if !utf8.ValidString(c.provider) || len(c.provider) > instrument.MaxModelNameLen {
+		errs = append(errs, fmt.Errorf("-provider %q: want UTF-8 of at most %d bytes", c.provider, instrument.MaxModelNameLen))
 	}
 	if c.maxModels < 1 {
 		errs = append(errs, fmt.Errorf("%s: want at least 1", c.setting("max-models", strconv.Itoa(c.maxModels))))

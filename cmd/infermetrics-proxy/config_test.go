@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +45,31 @@ func TestConfigPrecedence(t *testing.T) {
 	}
 }
 
+// -provider (INFERMETRICS_PROXY_PROVIDER) sets gen_ai.provider.name;
+// without it, the first upstream's host gives it (openaihttp.ProviderName),
+// self_hosted for a server of one's own.
+func TestConfigProvider(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-upstream", "https://api.openai.com/v1"}, nil, "openai"},
+		{[]string{"-upstream", "https://api.anthropic.com", "-upstream", "https://api.openai.com"}, nil, "anthropic"},
+		{[]string{"-upstream", "https://my-res.openai.azure.com"}, nil, "azure.ai.openai"},
+		{[]string{"-upstream", "http://127.0.0.1:8000"}, nil, "self_hosted"},
+		{[]string{"-upstream", "http://127.0.0.1:8000", "-provider", "openai"}, nil, "openai"},
+		{[]string{"-upstream", "https://api.openai.com"}, map[string]string{"INFERMETRICS_PROXY_PROVIDER": "azure.ai.openai"}, "azure.ai.openai"},
+	} {
+		cfg, err := parseConfig(c.args, func(k string) string { return c.env[k] }, &bytes.Buffer{})
+		if err != nil {
+			t.Errorf("%v %v: %v", c.args, c.env, err)
+		} else if cfg.provider != c.want {
+			t.Errorf("%v %v: provider %q, want %q", c.args, c.env, cfg.provider, c.want)
+		}
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	none := func(string) string { return "" }
 	for _, c := range []struct {
@@ -65,6 +93,8 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"-upstream", "http://x", "-route", "v1/chat=chat"}, nil, "starting with /"},
 		{[]string{"-upstream", "http://x"}, map[string]string{"INFERMETRICS_PROXY_ROUTE": "/a={b}"}, "INFERMETRICS_PROXY_ROUTE"},
 		{[]string{"-upstream", "http://x"}, map[string]string{"INFERMETRICS_PROXY_MAX_MODELS": "many"}, "INFERMETRICS_PROXY_MAX_MODELS"},
+		{[]string{"-upstream", "http://x", "-provider", "\xff"}, nil, "-provider"},
+		{[]string{"-upstream", "http://x", "-provider", strings.Repeat("p", 257)}, nil, "-provider"},
 	} {
 		getenv := none
 		if c.env != nil {
@@ -256,4 +286,34 @@ func TestEnvErrorKinds(t *testing.T) {
 			t.Errorf("-%s: %q, want %q", f.Name, got, want[f.Name])
 		}
 	})
+}
+
+// The provider the proxy was given is gen_ai.provider.name on the GenAI
+// server and client metrics; without -provider, an upstream of one's own
+// is self_hosted.
+func TestProviderRecorded(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"model":"m","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`)
+	}))
+	defer up.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-upstream", up.URL, "-provider", "anthropic"}, "anthropic"},
+		{[]string{"-upstream", up.URL}, "self_hosted"},
+	} {
+		p := startProxy(t, nil, c.args...)
+		if code, _ := post(t, p.url("/v1/chat/completions"), []byte(`{"model":"m","messages":[]}`)); code != 200 {
+			t.Fatalf("status %d", code)
+		}
+		s := p.scrape(t)
+		for _, family := range []string{"gen_ai_server_request_duration_seconds_count", "gen_ai_client_operation_duration_seconds_count"} {
+			if v, _ := value(s, family, "gen_ai_provider_name", c.want); v != 1 {
+				t.Errorf("%v: %s{gen_ai_provider_name=%q} = %v, want 1\n%s", c.args, family, c.want, v, grep(s, "gen_ai_provider_name"))
+			}
+		}
+		_ = p.stop(t)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/infermetrics/infermetrics/internal/corpus"
 	"github.com/infermetrics/infermetrics/internal/sample"
 	"github.com/infermetrics/infermetrics/openaihttp"
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // corpusBatch is the number of entries one proxy serves between scrapes,
@@ -254,13 +255,66 @@ func TestCorpusThroughProxy(t *testing.T) {
 				t.Errorf("%s: the client got %d and %d bytes, the upstream sent %d and %d", e.ID, code, len(got), e.Status, len(e.Response))
 			}
 		}
-		models := byModel(p.scrape(t))
+		scrape := p.scrape(t)
+		models := byModel(scrape)
 		for _, i := range batch {
 			e := &es[i]
 			wantProxyRecorded(t, e, models[corpusModel(e)], e.Expect.PromptTokens, e.Expect.GenerationTokens, e.Expect.CachedTokens)
+			wantKindsRecorded(t, e, models[corpusModel(e)], scrape)
 		}
 		_ = p.stop(t)
 	}
+}
+
+// wantKindsRecorded checks that an entry's token kinds, as its JSON
+// reports them (corpus.Entry.Kinds), were recorded with its request: no
+// request refused for them, and a value dropped once, by the handler or by
+// the leg it passed on, when its cached count exceeds its prompt or a kind
+// exceeds the tokens it is a part of (OpenRouter's reasoning_tokens 11 of
+// 10 completion tokens), else none.
+func wantKindsRecorded(t *testing.T, e *corpus.Entry, s, scrape string) {
+	t.Helper()
+	if !e.Observed {
+		return
+	}
+	for _, kind := range []string{"observed_request", "client_request"} {
+		if v, _ := value(s, "infermetrics_invalid_events_total", "kind", kind); v != 0 {
+			t.Errorf("%s: %v %s refused, want none", e.ID, v, kind)
+		}
+	}
+	u, _, err := e.Kinds()
+	if err != nil {
+		t.Fatalf("%s: %v", e.ID, err)
+	}
+	var want float64
+	if x := e.Expect; x.PromptTokens != nil && detailAboveWhole(u, *x.PromptTokens, *x.GenerationTokens) {
+		want = 1
+	}
+	if v, _ := value(s, "infermetrics_invalid_events_total", "kind", "value_dropped"); v != want {
+		t.Errorf("%s: value_dropped = %v, want %v (kinds %v)", e.ID, v, want, u)
+	}
+	if typ := e.ErrorType(); typ != stats.ErrorNone {
+		for _, family := range []string{"gen_ai_server_request_duration_seconds_count", "gen_ai_client_operation_duration_seconds_count"} {
+			if v, _ := value(scrape, family, "gen_ai_request_model", corpusModel(e), "error_type", typ.String()); v != 1 {
+				t.Errorf("%s: %s{error_type=%q} = %v, want 1", e.ID, family, typ, v)
+			}
+		}
+	}
+}
+
+// detailAboveWhole reports a usage that cannot be: cached tokens above the
+// prompt, cache writes above the prompt tokens not cached, reasoning or
+// audio output above the generation, audio input above the prompt, image
+// tokens above what the audio ones leave.
+func detailAboveWhole(u stats.TokenUsage, prompt, generation int64) bool {
+	get := func(k stats.TokenKind) int64 { n, _ := u.Get(k); return n }
+	cached := get(stats.TokenCacheRead)
+	if cached > prompt {
+		return true
+	}
+	return get(stats.TokenCacheWrite) > prompt-cached || get(stats.TokenReasoning) > generation ||
+		get(stats.TokenInputAudio) > prompt || get(stats.TokenInputImage) > prompt-min(get(stats.TokenInputAudio), prompt) ||
+		get(stats.TokenOutputAudio) > generation || get(stats.TokenOutputImage) > generation-min(get(stats.TokenOutputAudio), generation)
 }
 
 // With -include-usage, a streamed chat or completions recording whose

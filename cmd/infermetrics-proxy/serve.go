@@ -177,7 +177,8 @@ func newRecording(ctx context.Context, c *config, onErr func(error), log *slog.L
 	}
 	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
 		rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(provider.MeterProvider()),
-			instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv()},
+			instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv(),
+			instrument.WithGenAI(instrument.DefaultGenAIOperation, c.provider)},
 			c.usage.recorderOptions()...)...)
 		if err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ package corpus
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -186,6 +187,24 @@ func (e *Entry) Writes(split Split) [][]byte {
 		}
 	}
 	return out
+}
+
+// Reader returns the response cut as split says, each Read returning at
+// most one of its writes: a body read as a server wrote it.
+func (e *Entry) Reader(split Split) io.Reader { return &writesReader{w: e.Writes(split)} }
+
+type writesReader struct{ w [][]byte }
+
+func (r *writesReader) Read(b []byte) (int, error) {
+	for len(r.w) > 0 && len(r.w[0]) == 0 {
+		r.w = r.w[1:]
+	}
+	if len(r.w) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, r.w[0])
+	r.w[0] = r.w[0][n:]
+	return n, nil
 }
 
 // Explain names the known defects (issue 25's list) an entry's tags point

@@ -187,7 +187,10 @@ times whole requests) define per-leg families, so these follow OpenTelemetry's n
 their names in every export (a Prometheus scrape shows ` + "`router_pd_prefill_leg_duration_seconds`" + ` and so on).
 They carry ` + "`model_name` and `engine`" + `, not the backend: per-backend leg figures are the GenAI client
 metrics below, and a prefill × decode pair label would multiply the histogram series. They use vLLM's
-TTFT buckets, being parts of the client's time to first token.
+TTFT buckets, being parts of the client's time to first token. A gateway or router whose handler's
+legs go through ` + "`openaihttp.NewTransport`" + ` also records, at each client request's end, how many legs it
+sent for it (` + "`infermetrics.gateway.request.attempts`" + `, ` + "`instrument.Engine.RecordAttempts`" + `): 1, or more with
+retries and fallbacks to another backend; ours too, as neither vLLM nor the GenAI conventions define one.
 
 | vLLM family | type | labels | buckets | OpenTelemetry instrument | unit | recorded | when present | GenAI semantic convention |
 |---|---|---|---|---|---|---|---|---|
@@ -215,7 +218,7 @@ TTFT buckets, being parts of the client's time to first token.
 			f.Name, f.Type, code(f.Labels), buckets(f.Family), orDash(code1(f.Replacement)), orDash(f.Added),
 			orDash(f.Deprecated), orDash(f.Hidden), f.Removed, f.Changes, versionsBetween(f.Added, until))
 	}
-	b.WriteString(serverIntro)
+	b.WriteString(strings.Replace(serverIntro, "ERROR_TYPES", errorTypes(), 1))
 	genAITable(&b, views.ServerFamilies())
 	b.WriteString(clientIntro)
 	genAITable(&b, views.ClientFamilies())
@@ -233,6 +236,15 @@ func bucketKindRows() string {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", k, code(k.Families()))
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// errorTypes lists the error.type values (stats.ErrorTypes).
+func errorTypes() string {
+	var v []string
+	for _, t := range stats.ErrorTypes() {
+		v = append(v, "`"+t.String()+"`")
+	}
+	return strings.Join(v, ", ")
 }
 
 // genAITable writes the rows of a GenAI families table.
@@ -407,8 +419,11 @@ a front end's request carries its own operation, ` + "`chat`" + `, ` + "`text_co
 every engine's requests of one model share a series and no view drops an attribute. They follow the
 conventions where vLLM differs: the time per output token is that "generated after the first token for
 successful responses", so a failed request, or one of a single token, has none (vLLM's counts every
-finished request, 0 for one token). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed requests. Without the
-option these families stay absent. The last column of the vLLM table names the GenAI server family that
+finished request, 0 for one token). ` + "`error.type`" + ` marks failed requests, and aborted ones whose cause
+a front end knows, with why (` + "`stats.ErrorType`" + `: ERROR_TYPES); ` + "`_OTHER`" + ` is a failure of no known cause
+(an engine's, whose steps name none). ` + "`openaihttp`" + `'s package doc says how each is told from a response.
+A front end's requests also carry ` + "`gen_ai.response.model`" + `, as on the client metrics below.
+Without the option these families stay absent. The last column of the vLLM table names the GenAI server family that
 measures what each vLLM family does.
 
 | family | type | labels | buckets | unit | recorded | description |
@@ -423,13 +438,23 @@ A gateway or router records these per backend with ` + "`openaihttp.NewTransport
 ` + "`instrument.Engine.Backend`" + `). vLLM has no client-side family, so they keep the names of the
 OpenTelemetry GenAI semantic conventions (status Development; open-telemetry/semantic-conventions-genai,
 ` + "`docs/gen-ai/gen-ai-metrics.md` and `model/gen-ai/metrics.yaml`" + `, read from the search store on the
-main branch, commit not known), with their advised buckets. ` + "`views.Semconv()`" + ` exports them with the
+main branch, commit not known), with their advised buckets: the time to first chunk and the time per
+output chunk take the durations' list, as ` + "`docs/gen-ai/client-inference.md`" + ` @ 024a4f94 advises for both (they
+took the server's lists before). ` + "`views.Semconv()`" + ` exports them with the
 labels below (the Recorder's ` + "`model_name` and `engine`" + ` dropped); without it they carry those too.
+` + "`gen_ai.response.model`" + `, which the conventions recommend, is the model the backend's response named
+(` + "`openaihttp`" + `: its first one), at most ` + "`instrument.MaxResponseModels`" + ` values per Engine, the rest ` + "`_OTHER`" + `,
+none on a response that named none; the time per output chunk, recorded as the chunks come, has none.
+` + "`server.address`" + ` and ` + "`server.port`" + ` are not set: the conventions recommend them (` + "`server.port`" + ` is required
+only beside ` + "`server.address`" + `), and ` + "`backend`" + ` already carries the backend's name or host:port.
+Their names since the conventions moved to open-telemetry/semantic-conventions-genai
+(` + "`gen_ai.client.inference.duration`" + `, ...): ` + "`views.WithGenAIInferenceNames()`" + ` (docs/migration.md).
 A series appears with its backend's first leg. ` + "`gen_ai.operation.name`" + ` is each leg's operation
 (` + "`openaihttp`" + `: from the endpoint, listed in its package doc: ` + "`chat`" + ` for ` + "`/v1/chat/completions`" + `,
 ` + "`/v1/responses`" + `, ` + "`/v1/messages`" + ` and Ollama's ` + "`/api/chat`" + `, ` + "`text_completion`" + ` for ` + "`/v1/completions`" + ` and
 ` + "`/api/generate`" + `, ` + "`embeddings`" + ` for ` + "`/v1/embeddings`" + ` and Ollama's ` + "`/api/embed`" + ` and ` + "`/api/embeddings`" + `, ` + "`pooling`" + ` for vLLM's ` + "`/pooling`" + `, ` + "`/classify`" + `,
-` + "`/score`" + ` and ` + "`/rerank`" + `; ` + "`pooling`" + ` is not a conventions value, they define none for these). ` + "`error.type`" + ` (` + "`_OTHER`" + `) marks failed legs;
+` + "`/score`" + ` and ` + "`/rerank`" + `; ` + "`pooling`" + ` is not a conventions value, they define none for these). ` + "`error.type`" + ` marks failed
+and aborted legs with why, as on ` + "`gen_ai.server.request.duration`" + ` above;
 ` + "`backend`" + ` is the backend's name or host:port and ` + "`backend.role`" + ` its role (` + "`prefill`, `decode`" + `,
 or empty).
 

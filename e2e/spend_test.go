@@ -315,9 +315,9 @@ type contribution struct {
 	value  float64
 }
 
-// families are the usage families by scrape name, each with what a
-// request adds to it (vals: its recorded dimension values; over: the
-// dimensions whose value overflowed).
+// spendFamilies are the usage families by scrape name, each with what a
+// request of a shape adds to it (over: the dimensions whose value
+// overflowed).
 var spendFamilies = map[string]func(s spendShape, over []string) []contribution{
 	"infermetrics_usage_tokens_total": func(s spendShape, _ []string) []contribution {
 		var out []contribution

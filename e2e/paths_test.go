@@ -114,7 +114,8 @@ func pdLegsOnly(p scopedPanel) bool {
 
 // replayUpstream serves vLLM's streamed chat completions as recorded in
 // openaihttp/testdata (with usage and cached prompt tokens), an event at a
-// time: one that fails mid-stream for a prompt that says "error"; for one
+// time: one that fails mid-stream for a prompt that says "error"; vLLM's
+// admission refusal for one that says "shed"; for one
 // that says "hold", the first events and then nothing more until held is
 // closed; for one that says "slow", as a loaded server would, its first
 // token after slowFirst and the next ones slowGap apart, beyond the
@@ -131,6 +132,12 @@ func replayUpstream(t *testing.T, held <-chan struct{}) *httptest.Server {
 	ok, failing := read("vllm_chat_stream_usage_cached.sse"), read("vllm_chat_stream_usage_error_midstream.sse")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "shed") { // vLLM's admission refusal (--max-num-queued-reqs)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, vllmAdmissionRefusal)
+			return
+		}
 		events := ok
 		if strings.Contains(string(body), "error") {
 			events = failing
@@ -163,6 +170,27 @@ func replayUpstream(t *testing.T, held <-chan struct{}) *httptest.Server {
 	}))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// vllmAdmissionRefusal is the body vLLM answers, with 503, for a request
+// --max-num-queued-reqs refuses (vllm/exceptions.py's QueueOverflowError
+// through create_error_response: docs/metrics.md names the sources).
+const vllmAdmissionRefusal = `{"error":{"message":"The engine is currently busy and cannot accept new requests. Please try again later or on a different instance.","type":"Service Unavailable","param":null,"code":503}}`
+
+// shed sends a chat completion that replayUpstream refuses at admission and
+// checks that its client got the 503.
+func shed(base string) error {
+	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"shed this one"}],"max_tokens":16}`, replayModel)
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		return fmt.Errorf("a request refused at admission: %s, want 503", resp.Status)
+	}
+	return nil
 }
 
 // The latencies of a slow stream of replayUpstream.
@@ -398,6 +426,11 @@ func TestDashboardsPerPath(t *testing.T) {
 	// running are 1 when the dashboards are read.
 	holding.Go(func() { _ = chat("http://"+proxyListen, "hold the line") })
 	load(30, 7, 4, 1, mixinRouterRequests)
+	// One refusal at admission, at the proxy alone: its panel shows it there
+	// and 0 for every other deployment.
+	if err := shed("http://" + proxyListen); err != nil {
+		t.Fatal(err)
+	}
 	e.waitValue(t, "the held stream running at the proxy", `sum(vllm:num_requests_running{job="infermetrics-proxy"})`,
 		func(v float64) bool { return v == 1 })
 	e.waitQuiet(t, startupIdle+loadDuration+2*time.Minute)

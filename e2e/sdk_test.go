@@ -264,11 +264,20 @@ func TestRouterSDKClients(t *testing.T) {
 		{"sum(vllm:prompt_tokens_total" + router + ")", chat.prompt + msgs.prompt},
 		{"sum(vllm:generation_tokens_total" + router + ")", chat.completion + msgs.completion},
 		{"sum(vllm:request_success_total" + router + ")", int64(chat.requests+msgs.requests) + 1},
-		{`sum(vllm:prompt_tokens_by_source_total{path="direct",role="router",source="external_kv_transfer"})`, chat.cached + msgs.cached},
 	} {
 		if got := e.prom.scalar(t, c.expr, at); got != float64(c.want) {
 			t.Errorf("after the Anthropic messages: %s = %v, want %d (from the clients' usage)", c.expr, got, c.want)
 		}
+	}
+	// The router's split is the prefill instance's, whatever the decode
+	// instance reports cached (docs/metrics.md, "P/D router"), for the
+	// requests whose usage reached the router: the one aborted above
+	// (request_success's + 1) counts at the prefill instance alone.
+	rs, ps = bySource(router), bySource(`{path="direct",role="prefill"}`)
+	if rs["external_kv_transfer"] != 0 || rs["local_cache_hit"] > ps["local_cache_hit"]+ps["external_kv_transfer"] ||
+		rs["local_compute"] > ps["local_compute"] || rs["local_cache_hit"]+rs["local_compute"] != float64(chat.prompt+msgs.prompt) {
+		t.Errorf("after the Anthropic messages: router sources %v, prefill %v: want the router's no external_kv_transfer, "+
+			"each other source at most the prefill instance's, and the clients' %d prompt tokens in all", rs, ps, chat.prompt+msgs.prompt)
 	}
 	reasons.check(t, e, router, at)
 	reasons.check(t, e, decode, at)

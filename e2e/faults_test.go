@@ -754,6 +754,9 @@ func faultCases() []faultCase {
 		{namespace: "http5xx", flags: []string{"-rate", "1", "-http-5xx", "0.5"}, api: []apiCall{modelsCall},
 			alerts: []string{"VLLMHTTPServerErrors"},
 			why:    "-http-5xx 0.5: every second API request of the decode instance is answered 503"},
+		{namespace: "shed", flags: []string{"-rate", "1", "-shed", "0.5"}, alerts: []string{"VLLMLoadShedding"},
+			why: "-shed 0.5: the prefill instance refuses every second generated request at admission, as vLLM's " +
+				"--max-num-queued-reqs does (a third of the model's admission attempts, counting both instances' finishes)"},
 		{namespace: "dropped", router: true, flags: []string{"-rate", "0.5", "-cached-excess", "64"},
 			alerts: []string{"InfermetricsUpstreamValuesDropped"},
 			why:    "-cached-excess 64: the instances' usage reports more cached tokens than the prompt; the router drops the value"},

@@ -699,7 +699,7 @@ func (r rules) httpErrorsAlert(target, engine0 labelSet, w int) alert {
 		scenarios: []scenario{
 			{name: "server errors above the threshold", series: requests(min(0.99, 2*r.HTTPErrorRatio.Value), 0), at: minute(at),
 				firing: fires(r.jobOf(target))},
-			{name: "server errors below the threshold", series: requests(r.HTTPErrorRatio.Value / 2, 0), at: minute(at)},
+			{name: "server errors below the threshold", series: requests(r.HTTPErrorRatio.Value/2, 0), at: minute(at)},
 			{name: "the server errors are admission refusals", at: minute(at),
 				series: requests(min(0.99, 2*r.HTTPErrorRatio.Value), min(0.99, 2*r.HTTPErrorRatio.Value))},
 			{name: "server errors above the threshold beside admission refusals", at: minute(at), firing: fires(r.jobOf(target)),

@@ -223,8 +223,8 @@ func Default() Config {
 
 		ErrorRatio:   Threshold{Value: 0.05, For: "10m"},
 		LoadShedding: Threshold{Value: 0.05, For: "10m"},
-		TTFT:       SLO{Seconds: 2.5, Objective: 0.99},
-		ITL:        SLO{Seconds: 0.1, Objective: 0.99},
+		TTFT:         SLO{Seconds: 2.5, Objective: 0.99},
+		ITL:          SLO{Seconds: 0.1, Objective: 0.99},
 		// kubernetes-mixin's tiers: 2% of a 30-day budget in an hour, 5%
 		// in six hours, 10% in a day and in three days.
 		BurnRates: []BurnRate{

@@ -383,7 +383,7 @@ func engineBoard(c Config) board {
 			targets:     []target{{s.sumRate(requestSuccess, by(finishedReason)), legendOf(finishedReason)}}},
 		{title: "Refused at admission (req/s)", unit: "reqps", width: 8,
 			description: "Requests the front end refused with a 503 because a queue limit was reached, by reason: max_num_queued_reqs (--max-num-queued-reqs) or max_num_queued_tokens (--max-num-queued-tokens). Load shed, not failed: in no finished request. Counted per model, without engine.",
-			targets: []target{{s.sumRate(admission, by(reason)), legendOf(reason)}}},
+			targets:     []target{{s.sumRate(admission, by(reason)), legendOf(reason)}}},
 		panel{title: "Preemptions (per s)", unit: "short", width: 8, description: "Requests preempted for lack of KV cache blocks.",
 			targets: []target{{s.sumRate(preemptions, all), "preemptions"}}}.engineOnly(),
 	}
@@ -448,7 +448,7 @@ func gatewayBoard(c Config) board {
 			targets: s.quantiles(clientPerChunk, byBackend, " "+legendOf(backend), slowest)},
 		{title: "Attempts per client request", unit: "short", width: 24,
 			description: "Requests the gateway sent upstream for one client request: 1, more with retries and fallbacks to another backend (infermetrics_gateway_request_attempts).",
-			targets: append([]target{{s.mean(attempts, all), "mean"}}, s.quantiles(attempts, all, "", slowest)...)},
+			targets:     append([]target{{s.mean(attempts, all), "mean"}}, s.quantiles(attempts, all, "", slowest)...)},
 	}}
 	handler, status := label(instrument.KeyHTTPHandler), label(instrument.KeyHTTPStatus)
 	httpRow := boardRow{title: "HTTP", panels: []panel{

@@ -51,6 +51,9 @@ type faults struct {
 	// cachedExcess is how many cached prompt tokens more than the prompt
 	// has the instances' API usage reports.
 	cachedExcess int64
+	// shed is the share of the generated requests the prefill instance
+	// refuses at admission.
+	shed float64
 }
 
 // defaultDecodeKV is a decode engine's KV cache in tokens, -decode-kv-tokens'
@@ -83,6 +86,8 @@ func (f *faults) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.cachedExcess, "cached-excess", 0, "fault: the instances' OpenAI usage reports this many cached prompt tokens more than the prompt has, as some providers do "+
 		"(xAI through Azure AI Foundry): a gateway in front (the P/D router, infermetrics-proxy) drops the value "+
 		"(infermetrics_invalid_events_total{kind=\"value_dropped\"}: InfermetricsUpstreamValuesDropped); 0: none")
+	fs.Float64Var(&f.shed, "shed", 0, "fault: share of the generated requests the prefill instance refuses at admission, every 1/share-th one, as vLLM's "+
+		"--max-num-queued-reqs does: they reach no engine and count in vllm:admission_rejections_total (VLLMLoadShedding); 0: none")
 	fs.DurationVar(&f.decodeDownAfter, "decode-down-after", 0, "fault: when the decode instance's listener closes (its /metrics and API stop answering, as a crashed server's; its engines run on), "+
 		"after start (VLLMTargetDown); 0: never")
 	fs.BoolVar(&f.decodeDownOnSignal, "decode-down-on-signal", false, "fault: the decode instance's listener closes on SIGUSR2, as with -decode-down-after, "+
@@ -104,8 +109,8 @@ func (f *faults) check(decodeEngines int) error {
 		return fmt.Errorf("-max-num-seqs %d: want at least 1", f.maxNumSeqs)
 	case f.preemptEvery < 0:
 		return fmt.Errorf("-preempt-every %d: want 0 (never) or a number of steps", f.preemptEvery)
-	case !(f.http5xx >= 0 && f.http5xx <= 1) || !(f.invalidEvents >= 0 && f.invalidEvents <= 1):
-		return fmt.Errorf("-http-5xx and -invalid-events must be 0 to 1")
+	case !(f.http5xx >= 0 && f.http5xx <= 1) || !(f.invalidEvents >= 0 && f.invalidEvents <= 1) || !(f.shed >= 0 && f.shed <= 1):
+		return fmt.Errorf("-http-5xx, -invalid-events and -shed must be 0 to 1")
 	case f.cardinalityLimit < 0:
 		return fmt.Errorf("-cardinality-limit %d: want 0 (the default) or a limit", f.cardinalityLimit)
 	case f.cachedExcess < 0:
@@ -127,23 +132,52 @@ func (e *engine) reportAfterFinish(now time.Time, j *job, it *stats.Iteration) {
 	}
 }
 
-// failing answers the share of requests 503 before h sees them: request n
-// (from 1) fails when n*share reaches a whole number more than (n-1)*share
-// did, so exactly that share of every 1/share requests, in order, whatever
-// their timing.
+// everyNth picks a share of what it is asked about, in order: the n-th
+// (from 1) when n*share reaches a whole number more than (n-1)*share did,
+// so exactly that share of every 1/share, whatever their timing.
+type everyNth struct {
+	share float64
+	n     atomic.Int64
+}
+
+// next reports whether the next one is picked.
+func (p *everyNth) next() bool {
+	i := float64(p.n.Add(1))
+	return int64(i*p.share) > int64((i-1)*p.share)
+}
+
+// failing answers the share of requests 503 before h sees them (everyNth).
 func failing(share float64, h http.Handler) http.Handler {
 	if share == 0 {
 		return h
 	}
-	var n atomic.Int64
+	p := &everyNth{share: share}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i := float64(n.Add(1))
-		if int64(i*share) > int64((i-1)*share) {
+		if p.next() {
 			writeError(w, &apiError{http.StatusServiceUnavailable, "the server is overloaded (-http-5xx)"})
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// shedder refuses the share -shed of the generated requests at the prefill
+// instance's admission (everyNth), as vLLM's front end refuses what its
+// queue limit would not take: counted in vllm:admission_rejections_total,
+// reaching no engine.
+type shedder struct {
+	p   everyNth
+	in  *instance
+	ctx context.Context
+}
+
+// refused reports whether the next request is refused, counting it.
+func (s *shedder) refused() bool {
+	if s == nil || s.p.share == 0 || !s.p.next() {
+		return false
+	}
+	s.in.engines[0].rec.RecordAdmissionRejection(s.ctx, stats.AdmissionQueuedRequests)
+	return true
 }
 
 // apply sets the faults of role's engine of rank on e.

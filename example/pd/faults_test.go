@@ -32,7 +32,7 @@ func TestFaultFlags(t *testing.T) {
 	fs.SetOutput(&usage)
 	fs.PrintDefaults()
 	for _, name := range []string{"stuck-engine", "slow-prefill", "slow-decode", "decode-kv-tokens", "max-num-seqs",
-		"handoff-delay", "http-5xx", "invalid-events", "cardinality-limit", "decode-down-after", "decode-down-on-signal", "cached-excess", "preempt-every"} {
+		"handoff-delay", "http-5xx", "invalid-events", "cardinality-limit", "decode-down-after", "decode-down-on-signal", "cached-excess", "preempt-every", "shed"} {
 		if u := usage.String(); !strings.Contains(u, "  -"+name+" ") && !strings.Contains(u, "  -"+name+"\n") { // a bool flag has no type after it
 			t.Errorf("-h does not document -%s:\n%s", name, usage.String())
 		}
@@ -45,13 +45,13 @@ func TestFaultFlags(t *testing.T) {
 	}
 	err := fs.Parse([]string{"-stuck-engine", "1", "-slow-prefill", "3s", "-slow-decode", "150ms", "-decode-kv-tokens", "8192",
 		"-max-num-seqs", "1", "-handoff-delay", "1s", "-http-5xx", "0.5", "-invalid-events", "0.2", "-cardinality-limit", "5",
-		"-decode-down-after", "20s", "-decode-down-on-signal", "-cached-excess", "64", "-preempt-every", "10"})
+		"-decode-down-after", "20s", "-decode-down-on-signal", "-cached-excess", "64", "-preempt-every", "10", "-shed", "0.25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := faults{stuckEngine: 2, slowPrefill: 3 * time.Second, slowDecode: 150 * time.Millisecond, decodeKV: 8192,
 		maxNumSeqs: 1, handoffDelay: time.Second, http5xx: 0.5, invalidEvents: 0.2, cardinalityLimit: 5,
-		decodeDownAfter: 20 * time.Second, decodeDownOnSignal: true, cachedExcess: 64, preemptEvery: 10}
+		decodeDownAfter: 20 * time.Second, decodeDownOnSignal: true, cachedExcess: 64, preemptEvery: 10, shed: 0.25}
 	if f != want {
 		t.Errorf("parsed %+v, want %+v", f, want)
 	}
@@ -72,6 +72,7 @@ func TestFaultFlags(t *testing.T) {
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, cardinalityLimit: -1}, 2},
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, cachedExcess: -1}, 2},
 		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, preemptEvery: -1}, 2},
+		{faults{decodeKV: maxModelLen, maxNumSeqs: 1, shed: 1.1}, 2},
 	} {
 		if bad.f.check(bad.engines) == nil {
 			t.Errorf("check(%+v, %d engines) accepted it", bad.f, bad.engines)
@@ -79,6 +80,36 @@ func TestFaultFlags(t *testing.T) {
 	}
 	if fs.Parse([]string{"-stuck-engine", "-1"}) == nil {
 		t.Error("-stuck-engine -1 accepted")
+	}
+}
+
+// -shed 0.25 refuses every fourth generated request at admission: it is
+// counted in vllm:admission_rejections_total, by the limit vLLM counts a
+// full queue under, and reaches no engine.
+func TestShed(t *testing.T) {
+	r := testutil.New(t)
+	rec, err := instrument.NewRecorder(instrument.WithModelName(testModel), instrument.WithMeterProvider(r.Provider()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, _ := rec.Engine(0)
+	in := &instance{engines: []*engine{newEngine(prefillRole, eng, 1, 1<<20, nil)}}
+	s := &shedder{p: everyNth{share: 0.25}, in: in, ctx: context.Background()}
+	var refused []int
+	for i := 1; i <= 12; i++ {
+		if s.refused() {
+			refused = append(refused, i)
+		}
+	}
+	if !slices.Equal(refused, []int{4, 8, 12}) {
+		t.Errorf("refused %v, want the 4th, 8th and 12th", refused)
+	}
+	if v := r.Value("vllm:admission_rejections_total", "model_name", testModel, "reason", stats.AdmissionQueuedRequests.String()); v != 3 {
+		t.Errorf("admission rejections %v, want 3", v)
+	}
+	var none *shedder
+	if none.refused() || (&shedder{in: in}).refused() {
+		t.Error("no shedder, or a share of 0, refused a request")
 	}
 }
 

@@ -249,7 +249,7 @@ func run() error {
 		if waitStart(ctx, *idle, startSignal) {
 			w := newWorkload(*seed, maxModelLen)
 			w.multimodal = *multimodal
-			generate(ctx, w, *rate, *duration, prefill, logger, tr)
+			generate(ctx, w, *rate, *duration, prefill, &shedder{p: everyNth{share: fl.shed}, in: prefill, ctx: ctx}, logger, tr)
 		}
 		if ctx.Err() == nil {
 			logger.Info("load finished; serving /metrics until interrupted", "after", duration.String())
@@ -328,9 +328,10 @@ func waitStart(ctx context.Context, idle time.Duration, start <-chan os.Signal) 
 }
 
 // generate sends requests to the prefill instance at the given Poisson rate
-// until ctx is done or duration (when positive) has passed. The prefill
-// instance runs each with max_tokens=1, as a P/D proxy does.
-func generate(ctx context.Context, w *workload, rate float64, duration time.Duration, prefill *instance, logger *slog.Logger, tr tracing) {
+// until ctx is done or duration (when positive) has passed, but those shed
+// refuses. The prefill instance runs each with max_tokens=1, as a P/D proxy
+// does.
+func generate(ctx context.Context, w *workload, rate float64, duration time.Duration, prefill *instance, shed *shedder, logger *slog.Logger, tr tracing) {
 	var end <-chan time.Time
 	if duration > 0 {
 		end = time.After(duration)
@@ -346,6 +347,9 @@ func generate(ctx context.Context, w *workload, rate float64, duration time.Dura
 		case <-time.After(w.interarrival(rate)):
 		}
 		r := w.request(time.Now())
+		if shed.refused() {
+			continue
+		}
 		if tr.on {
 			r.ctx = requestContext(context.Background())
 		}

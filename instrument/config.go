@@ -14,7 +14,7 @@ import (
 const ScopeName = "github.com/infermetrics/infermetrics/instrument"
 
 // Version is the library version, reported as the instrumentation version.
-const Version = "0.2.0"
+const Version = "0.3.0"
 
 // Defaults of the options.
 const (

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/internal/corpus"
+	"github.com/infermetrics/infermetrics/internal/testlog"
 	"github.com/infermetrics/infermetrics/stats"
 )
 
@@ -219,6 +221,10 @@ func TestErrorCauses(t *testing.T) {
 	refused := closedAddr(t)
 	reset := resetServer(t)
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read to the end of the body: net/http then watches the connection,
+		// and a client that hangs up ends the request's context (else the
+		// handler would wait its 10 s, and the server's Close with it).
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case <-r.Context().Done():
 		case <-time.After(10 * time.Second):
@@ -255,7 +261,8 @@ func TestErrorCauses(t *testing.T) {
 		// Behind the handler: an httputil.ReverseProxy with the transport,
 		// whose error handler writes 502 and no body.
 		target, _ := url.Parse(c.url)
-		proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, Transport: NewTransport(c.base, WithEngine(e))}
+		proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, Transport: NewTransport(c.base, WithEngine(e)),
+			ErrorLog: log.New(testlog.Writer{T: t}, "", 0)} // its "proxy error" lines to the test's log
 		var got stats.ObservedRequest
 		h := NewHandler(proxy, WithEngine(e), withObserved(func(o *stats.ObservedRequest) { got = *o }))
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "http://gw.test/v1/chat/completions", bytes.NewReader(body)))

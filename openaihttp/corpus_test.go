@@ -2,6 +2,7 @@ package openaihttp_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/infermetrics/infermetrics/internal/corpus"
 	"github.com/infermetrics/infermetrics/internal/sample"
 	"github.com/infermetrics/infermetrics/openaihttp"
+	"github.com/infermetrics/infermetrics/stats"
 )
 
 // loadCorpus returns the replay corpus (testdata/corpus/README.md).
@@ -77,7 +79,7 @@ func TestCorpus(t *testing.T) {
 			// The handler records the vllm families, the transport the
 			// GenAI client ones: one Recorder serves both.
 			l := &lenient{TB: t}
-			c := newRec(l)
+			c := newRec(l, onlyDrops(t))
 			for _, split := range ss {
 				replayHandler(t, c, &e, split)
 				replayTransport(t, c, &e, split)
@@ -92,7 +94,7 @@ func TestCorpus(t *testing.T) {
 				check  func(*rec, *corpus.Entry, float64) []string
 			}{{"handler", replayHandler, checkServer}, {"transport", replayTransport, checkClient}} {
 				for _, split := range ss {
-					c := newRec(l)
+					c := newRec(l, onlyDrops(t))
 					side.replay(t, c, &e, split)
 					for _, p := range append(side.check(c.snapshot(), &e, 1), l.take()...) {
 						t.Errorf("%s, %s split: %s%s", side.name, split, p, e.Explain())
@@ -267,6 +269,18 @@ func (l *lenient) take() []string {
 	m := l.msgs
 	l.msgs = nil
 	return m
+}
+
+// onlyDrops is the Recorder's error handler of a corpus replay: it takes
+// the values an entry's usage reports out of bounds (a detail above its
+// whole, cached tokens above the prompt), which the Recorder drops for
+// its request and reports, and fails the test on anything else.
+func onlyDrops(t *testing.T) instrument.Option {
+	return instrument.WithErrorHandler(func(err error) {
+		if !errors.Is(err, stats.ErrDetailExceedsTotal) && !errors.Is(err, stats.ErrCachedExceedsPrompt) {
+			t.Errorf("the Recorder reported: %v", err)
+		}
+	})
 }
 
 // pieces is a RoundTripper answering an entry's response, each Read of its

@@ -14,13 +14,18 @@ import (
 	"github.com/infermetrics/infermetrics/internal/corpus"
 	"github.com/infermetrics/infermetrics/internal/sample"
 	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/testutil"
 )
 
 // noopEngine is an Engine on a MeterProvider that records nothing: the
 // handler and the transport observe for it what they observe for any.
 func noopEngine(t testing.TB) *instrument.Engine {
 	t.Helper()
-	r, err := instrument.NewRecorder(instrument.WithMeterProvider(noop.NewMeterProvider()), instrument.WithModelName("m"))
+	// What it reports (a detail dropped for its request: OpenRouter's
+	// reasoning tokens above its completion tokens) is kept, not logged:
+	// these tests read what the handler observed (withObserved).
+	var reported testutil.Errors
+	r, err := instrument.NewRecorder(instrument.WithMeterProvider(noop.NewMeterProvider()), instrument.WithModelName("m"), reported.Option())
 	if err != nil {
 		t.Fatal(err)
 	}

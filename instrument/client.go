@@ -3,6 +3,8 @@ package instrument
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -32,6 +34,11 @@ const (
 	KeyBackendRole = "backend.role"
 	// KeyGenAITokenType is gen_ai.token.type of gen_ai.client.token.usage.
 	KeyGenAITokenType = "gen_ai.token.type"
+	// KeyServerAddress and KeyServerPort are the conventions' server.address
+	// and server.port: the host and port of a backend named host:port (the
+	// transport's default name), absent for a backend of another name.
+	KeyServerAddress = "server.address"
+	KeyServerPort    = "server.port"
 )
 
 // Values of gen_ai.token.type.
@@ -53,7 +60,7 @@ const HTTPClient Feature = KVConsumer + 1
 
 const perLeg = "each request leg to a backend (Backend.RecordRequest)"
 
-var clientAttrs = withKeys(genAIAttrs, KeyBackend, KeyBackendRole)
+var clientAttrs = withKeys(genAIAttrs, KeyBackend, KeyBackendRole, KeyServerAddress, KeyServerPort)
 
 // withKeys returns keys followed by more, in a slice of its own.
 func withKeys(keys []string, more ...string) []string {
@@ -175,6 +182,21 @@ func (e *Engine) Backend(name, role string) (*Backend, error) {
 	return b, nil
 }
 
+// serverOf returns the host and port of a backend named host:port (an IP
+// address or a name, and a port from 1 to 65535): its server.address and
+// server.port.
+func serverOf(name string) (host string, port int, ok bool) {
+	h, p, err := net.SplitHostPort(name)
+	if err != nil || h == "" {
+		return "", 0, false
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 1 || port > 65535 {
+		return "", 0, false
+	}
+	return h, port, true
+}
+
 func checkBackend(name, role string) error {
 	if name == "" || !utf8.ValidString(name) {
 		return fmt.Errorf("instrument: backend %q: %w", name, stats.ErrInvalidLabel)
@@ -201,6 +223,9 @@ func (e *Engine) newBackend(name, role string) *Backend {
 // gen_ai.token.type for the token usage (measureInput, measureOutput).
 func (b *Backend) kv(kind uint8, op stats.Operation) []attribute.KeyValue {
 	kv := append(b.e.genAIKV(op), attribute.String(KeyBackend, b.name), attribute.String(KeyBackendRole, b.role))
+	if host, port, ok := serverOf(b.name); ok {
+		kv = append(kv, attribute.String(KeyServerAddress, host), attribute.Int(KeyServerPort, port))
+	}
 	switch kind {
 	case measureInput:
 		kv = append(kv, attribute.String(KeyGenAITokenType, TokenTypeInput))

@@ -151,7 +151,7 @@ func TestBackend(t *testing.T) {
 	b.RecordRequest(ctx, &failed)
 	b.RecordChunkGap(ctx, stats.OperationDefault, 0.02)
 	s := h.collect()
-	labels := engineLabels("0", "backend", "10.0.0.2:8000", "backend.role", "decode",
+	labels := engineLabels("0", "backend", "10.0.0.2:8000", "backend.role", "decode", "server.address", "10.0.0.2", "server.port", "8000",
 		"gen_ai.operation.name", "text_completion", "gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model)
 	checkHistogram(t, s, 1, 1.25, map[int]uint64{7: 1}, instrument.NameGenAIClientOperationDuration, labels...)
 	checkHistogram(t, s, 1, 0.05, map[int]uint64{3: 1}, instrument.NameGenAIClientOperationDuration, append(labels, "error.type", "_OTHER")...)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -13,7 +15,7 @@ import (
 
 // NewTransport returns a RoundTripper that records the requests it sends to
 // the endpoints of the package doc (POST, as NewHandler observes them;
-// others pass through) as legs to a backend (WithBackend, ContextWithBackend, or the URL's host):
+// others pass through) as legs to a backend (WithBackend, ContextWithBackend, or the URL's host:port):
 // the GenAI client metrics gen_ai.client.operation.duration,
 // gen_ai.client.operation.time_to_first_chunk,
 // gen_ai.client.operation.time_per_output_chunk and
@@ -113,9 +115,25 @@ func (t *transport) backendOf(r *http.Request) Backend {
 	}
 	b := t.cfg.backend
 	if b.Name == "" {
-		b.Name = r.URL.Host
+		b.Name = hostPort(r.URL)
 	}
 	return b
+}
+
+// hostPort is u's host:port, the port its scheme implies when it names
+// none (443 for https, 80 for http): the default backend, whose host and
+// port are the client metrics' server.address and server.port.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	switch u.Scheme {
+	case "https":
+		return net.JoinHostPort(u.Hostname(), "443")
+	case "http":
+		return net.JoinHostPort(u.Hostname(), "80")
+	}
+	return u.Host
 }
 
 // legBody observes a response body as the caller reads it.

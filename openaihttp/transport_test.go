@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -25,8 +26,12 @@ func client(t *testing.T, c *rec, opts ...openaihttp.Option) *http.Client {
 // clientLabels are the labels of a backend's client metrics, for a leg to
 // /v1/chat/completions.
 func clientLabels(backend, role string, extra ...string) []string {
-	return append([]string{"backend", backend, "backend.role", role, "gen_ai.operation.name", "chat",
-		"gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model, "model_name", model, "engine", "0"}, extra...)
+	l := []string{"backend", backend, "backend.role", role, "gen_ai.operation.name", "chat",
+		"gen_ai.provider.name", "self_hosted", "gen_ai.request.model", model, "model_name", model, "engine", "0"}
+	if host, port, err := net.SplitHostPort(backend); err == nil { // a backend named host:port is a server's
+		l = append(l, "server.address", host, "server.port", port)
+	}
+	return append(l, extra...)
 }
 
 // named adds to labels the gen_ai.response.model of the test's bodies
@@ -291,5 +296,47 @@ func TestGatewayAttempts(t *testing.T) {
 	readAll(t, post(t, serve(t, c3, jsonHandler(200, nonStreamResponse)).URL+"/v1/chat/completions", chatBody))
 	if n := c3.count(instrument.NameGatewayRequestAttempts); n != 0 {
 		t.Errorf("a handler without legs recorded %d attempts", n)
+	}
+}
+
+// A leg's default backend is its URL's host:port, the port its scheme
+// implies when it names none, whose host and port the client metrics
+// carry as server.address and server.port; a backend named otherwise
+// (WithBackend) has neither.
+func TestTransportServerAddress(t *testing.T) {
+	for _, c := range []struct {
+		url, backend, address, port string
+		opts                        []openaihttp.Option
+	}{
+		{"https://api.example.test/v1/chat/completions", "api.example.test:443", "api.example.test", "443", nil},
+		{"http://10.0.0.3/v1/chat/completions", "10.0.0.3:80", "10.0.0.3", "80", nil},
+		{"http://[::1]:8000/v1/chat/completions", "[::1]:8000", "::1", "8000", nil},
+		{"http://10.0.0.3:8000/v1/chat/completions", "decode-0", "", "", []openaihttp.Option{openaihttp.WithBackend("decode-0", "")}},
+	} {
+		r := newRec(t)
+		base := roundTripper(func(req *http.Request) (*http.Response, error) {
+			_, _ = io.Copy(io.Discard, req.Body)
+			return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+				Body: io.NopCloser(strings.NewReader(nonStreamResponse)), Request: req}, nil
+		})
+		tr := openaihttp.NewTransport(base, append(c.opts, openaihttp.WithEngine(r.e))...)
+		req, err := http.NewRequest(http.MethodPost, c.url, strings.NewReader(`{"model":"qwen-7b","messages":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		l := []string{"backend", c.backend, "backend.role", "", "gen_ai.operation.name", "chat", "gen_ai.provider.name", "self_hosted",
+			"gen_ai.request.model", model, "gen_ai.response.model", model, "model_name", model, "engine", "0"}
+		if c.address != "" {
+			l = append(l, "server.address", c.address, "server.port", c.port)
+		}
+		if h := r.r.Histogram(instrument.NameGenAIClientOperationDuration, l...); h.Count != 1 {
+			t.Errorf("%s: no leg of %v", c.url, l)
+		}
 	}
 }

@@ -1,12 +1,25 @@
 package views
 
-import "github.com/infermetrics/infermetrics/instrument"
+import (
+	"slices"
 
-// clientKeys are the attributes the GenAI client families keep: the GenAI
-// ones, the backend and its role.
-var clientKeys = []string{instrument.KeyGenAIOperationName, instrument.KeyGenAIProviderName,
-	instrument.KeyGenAIRequestModel, instrument.KeyErrorType, instrument.KeyGenAITokenType,
-	instrument.KeyBackend, instrument.KeyBackendRole, instrument.KeyGenAIResponseModel}
+	"github.com/infermetrics/infermetrics/instrument"
+)
+
+// clientKeys are the attributes the GenAI client families keep: every
+// attribute of their instruments (instrument.ClientDescriptors) but
+// model_name and engine.
+var clientKeys = func() []string {
+	var keys []string
+	for _, f := range ClientFamilies() {
+		for _, k := range f.Labels {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
+}()
 
 // ClientFamilies returns the GenAI client families Semconv exports under
 // their OpenTelemetry names (gen_ai.client.token.usage,

@@ -36,7 +36,7 @@ func TestSemconvClientFamilies(t *testing.T) {
 	leg := stats.ObservedRequest{Reason: stats.FinishLength, E2ELatency: 0.3, UsageKnown: true, PromptTokens: 70, GenerationTokens: 1}
 	b.RecordRequest(t.Context(), &leg)
 	labels := []string{"gen_ai.operation.name", "text_completion", "gen_ai.provider.name", "self_hosted",
-		"gen_ai.request.model", "m", "backend", "10.0.0.1:8000", "backend.role", "prefill"}
+		"gen_ai.request.model", "m", "backend", "10.0.0.1:8000", "backend.role", "prefill", "server.address", "10.0.0.1", "server.port", "8000"}
 	d := r.Histogram(instrument.NameGenAIClientOperationDuration, labels...)
 	if d.Count != 1 || !slices.Equal(d.Bounds, []float64{1, 10}) {
 		t.Errorf("duration %+v", d)

@@ -445,8 +445,10 @@ labels below (the Recorder's ` + "`model_name` and `engine`" + ` dropped); witho
 ` + "`gen_ai.response.model`" + `, which the conventions recommend, is the model the backend's response named
 (` + "`openaihttp`" + `: its first one), at most ` + "`instrument.MaxResponseModels`" + ` values per Engine, the rest ` + "`_OTHER`" + `,
 none on a response that named none; the time per output chunk, recorded as the chunks come, has none.
-` + "`server.address`" + ` and ` + "`server.port`" + ` are not set: the conventions recommend them (` + "`server.port`" + ` is required
-only beside ` + "`server.address`" + `), and ` + "`backend`" + ` already carries the backend's name or host:port.
+` + "`server.address`" + ` and ` + "`server.port`" + `, which the conventions recommend (` + "`server.port`" + ` required beside
+` + "`server.address`" + `), are the host and port of a backend named host:port, as ` + "`openaihttp`" + `'s transport names one by
+default (the request URL's host and port, 443 or 80 by its scheme when it names none); a backend of another
+name (` + "`openaihttp.WithBackend`" + `, ` + "`instrument.BackendOther`" + `) has neither.
 Their names since the conventions moved to open-telemetry/semantic-conventions-genai
 (` + "`gen_ai.client.inference.duration`" + `, ...): ` + "`views.WithGenAIInferenceNames()`" + ` (docs/migration.md).
 A series appears with its backend's first leg. ` + "`gen_ai.operation.name`" + ` is each leg's operation

@@ -202,11 +202,13 @@ func WithGoBucketText() Option {
 // reader is registered on, so that the zero series it shows before a
 // family's first observation (see Handler) have the family's aggregation:
 // native histograms for the families the views export with the base-2
-// exponential aggregation (views.WithExponential), and the histogram
+// exponential aggregation (views.WithExponential), the views' bucket bounds
+// (views.WithBuckets, views.WithCustomHistogramBuckets), and the histogram
 // families of an older vLLM version the views export (views.WithVersion)
-// at all. Without it such a family shows classic zero series until one
-// engine observes it, native ones after, and a legacy histogram family
-// none until its first observation. Setup passes its views.
+// at all. Without it such a family shows classic zero series with vLLM's
+// bounds until one engine observes it, the views' after, and a legacy
+// histogram family none until its first observation. Setup passes its
+// views.
 //
 // Given to NewProvider, they are the provider's views, instead of views.VLLM
 // with WithViewOptions. The last one given wins.

@@ -49,8 +49,9 @@ var startupFamilies = sync.OnceValues(func() (histograms []views.Family, anchors
 
 // viewFamilies is what the completion needs of the provider's views.
 type viewFamilies struct {
-	native map[string]int32    // schema of the zero series of the families exported as native histograms
-	legacy map[string]struct{} // the legacy histogram families the views export (views.WithVersion)
+	native map[string]int32     // schema of the zero series of the families exported as native histograms
+	bounds map[string][]float64 // bucket bounds of the families whose views set them (views.WithBuckets, WithCustomHistogramBuckets)
+	legacy map[string]struct{}  // the legacy histogram families the views export (views.WithVersion)
 }
 
 // isLegacy reports whether a histogram family of startupFamilies is one of
@@ -74,13 +75,14 @@ var legacyNames = sync.OnceValue(func() map[string]struct{} {
 // OpenTelemetry exporter merges the buckets of finer scales down to it.
 const maxNativeSchema = 8
 
-// providerFamilies returns the legacy histogram families the views export
-// and, for each histogram family that they export with the base-2
-// exponential aggregation, the schema its points start at (the view's
-// highest scale, as the exporter clamps it).
+// providerFamilies returns the legacy histogram families the views export;
+// for each histogram family that they export with the base-2 exponential
+// aggregation, the schema its points start at (the view's highest scale,
+// as the exporter clamps it); and for each that they export with bucket
+// bounds of their own, those bounds.
 func providerFamilies(vs []sdkmetric.View) viewFamilies {
 	histograms, _ := startupFamilies()
-	out := viewFamilies{native: map[string]int32{}, legacy: map[string]struct{}{}}
+	out := viewFamilies{native: map[string]int32{}, bounds: map[string][]float64{}, legacy: map[string]struct{}{}}
 	for _, f := range histograms {
 		d := f.Instrument
 		in := sdkmetric.Instrument{Name: d.Name, Description: d.Description, Kind: sdkmetric.InstrumentKindHistogram,
@@ -93,8 +95,13 @@ func providerFamilies(vs []sdkmetric.View) viewFamilies {
 			if isLegacy(f.Name) {
 				out.legacy[f.Name] = struct{}{}
 			}
-			if a, ok := s.Aggregation.(sdkmetric.AggregationBase2ExponentialHistogram); ok {
+			switch a := s.Aggregation.(type) {
+			case sdkmetric.AggregationBase2ExponentialHistogram:
 				out.native[f.Name] = min(a.MaxScale, maxNativeSchema)
+			case sdkmetric.AggregationExplicitBucketHistogram:
+				if a.Boundaries != nil {
+					out.bounds[f.Name] = slices.Sorted(slices.Values(a.Boundaries))
+				}
 			}
 		}
 	}
@@ -103,8 +110,9 @@ func providerFamilies(vs []sdkmetric.View) viewFamilies {
 
 // completeStartup returns mfs (sorted by name, as Gather returns them) with
 // the zero histogram series of engines that it lacks; vf says which legacy
-// families the views export and the zero-series schema of the families
-// exported as native histograms.
+// families the views export, the zero-series schema of the families
+// exported as native histograms and the bounds of those the views give
+// buckets of their own.
 func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries, vf viewFamilies) []*dto.MetricFamily {
 	if len(engines) == 0 {
 		return mfs
@@ -171,7 +179,10 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 				}
 				bounds := fam.bounds
 				if !fam.observed {
-					bounds = e.Bounds(f.Instrument)
+					var ok bool
+					if bounds, ok = vf.bounds[f.Name]; !ok {
+						bounds = e.Bounds(f.Instrument)
+					}
 				}
 				if fam.mf == nil {
 					fam.mf = &dto.MetricFamily{Name: &f.Name, Help: &f.Instrument.Description, Type: dto.MetricType_HISTOGRAM.Enum()}

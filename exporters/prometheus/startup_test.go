@@ -195,7 +195,8 @@ func TestStartupHistogramsReplacedAndClosed(t *testing.T) {
 }
 
 // The zero series take what the family's views export: bucket overrides
-// once a series of the family shows them, attribute filters, the constant,
+// (from the views the handler is told, or once a series of the family shows
+// them), attribute filters, the constant,
 // scope and resource labels.
 func TestStartupHistogramsFollowViews(t *testing.T) {
 	const ttft = "vllm:time_to_first_token_seconds"
@@ -212,6 +213,47 @@ func TestStartupHistogramsFollowViews(t *testing.T) {
 		s := parseScrape(t, scrapeOK(t, prom))[benchvariants.Key(ttft, map[string]string{"model_name": "m", "engine": "1"})]
 		if !slices.Equal(boundsOf(s), []float64{0.5, 1, 2}) || s.Count != 0 {
 			t.Errorf("engine 1's zero TTFT series: %+v, want the overridden bounds", s)
+		}
+	})
+
+	// Before any observation, the views' bounds, when the handler is told
+	// the views (as Setup and NewProvider tell it): a family's, and its
+	// kind's, which covers a length-bucket family too.
+	t.Run("bounds before the first observation", func(t *testing.T) {
+		const prompt = "vllm:request_prompt_tokens"
+		vs, err := views.VLLM(views.WithBuckets(ttft, 0.5, 1, 2),
+			views.WithCustomHistogramBuckets(map[views.BucketKind][]float64{views.BucketKindRequestTokens: {10, 100}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prom, err := New(WithProviderViews(vs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(prom.Reader), sdkmetric.WithView(vs...))
+		t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		rec, err := instrument.NewRecorder(instrument.WithMeterProvider(prom.Wrap(mp)), instrument.WithModelName("m"),
+			instrument.WithMaxModelLen(1000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rec.Close()
+		got := parseScrape(t, scrapeOK(t, prom))
+		want := map[string][]float64{ttft: {0.5, 1, 2}, prompt: {10, 100}}
+		const untouched = "vllm:e2e_request_latency_seconds"
+		for _, f := range views.Families() {
+			if f.Name == untouched {
+				want[untouched] = wantBounds(f, 1000)
+			}
+		}
+		if len(want[untouched]) == 0 {
+			t.Fatalf("no bounds for %s", untouched)
+		}
+		for family, want := range want {
+			s, ok := got[benchvariants.Key(family, map[string]string{"model_name": "m", "engine": "0"})]
+			if !ok || !slices.Equal(boundsOf(s), want) || s.Count != 0 {
+				t.Errorf("%s zero series: %+v (found %v), want bounds %v", family, s, ok, want)
+			}
 		}
 	})
 

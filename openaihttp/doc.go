@@ -45,9 +45,11 @@
 // the usage families and prices) are passed on as each API reports them:
 // cache reads whenever a cached count was reported (OpenAI's
 // prompt_tokens_details.cached_tokens and the Responses API's
-// input_tokens_details.cached_tokens, both a part of the prompt;
+// input_tokens_details.cached_tokens, both a part of the prompt, and
+// without them Mistral's usage.num_cached_tokens, which its non-streamed
+// chat responses report instead, a part of the prompt too;
 // Anthropic's cache_read_input_tokens; llama.cpp's timings.cache_n without
-// one), cache writes (Anthropic's cache_creation_input_tokens, and the
+// any), cache writes (Anthropic's cache_creation_input_tokens, and the
 // cache_write_tokens of prompt_tokens_details or input_tokens_details that
 // OpenRouter, Bedrock and the Responses API report), reasoning
 // (completion_tokens_details.reasoning_tokens,
@@ -93,7 +95,8 @@
 //   - /v1/chat/completions (chat) and /v1/completions (text_completion):
 //     content chunks are SSE events whose choices carry text, content,
 //     reasoning, refusal or tool calls; usage is prompt_tokens,
-//     completion_tokens and prompt_tokens_details.cached_tokens, and
+//     completion_tokens and prompt_tokens_details.cached_tokens (else
+//     Mistral's num_cached_tokens), and
 //     without completion_tokens (or with it null: OpenAI's API leaves it
 //     out of an empty completion) no token was generated, 0, while the
 //     prompt tokens count (the Responses API's output_tokens alike). llama.cpp's

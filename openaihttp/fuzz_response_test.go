@@ -174,16 +174,17 @@ type facts struct {
 // usageFacts are a usage object's counts (or Ollama's, at the root).
 type usageFacts struct {
 	seen, bad bool
-	has       uint16 // f... bits
-	counts    [5]int64
+	has       uint16    // f... bits
+	counts    [16]int64 // by bitIndex
 }
 
 // usageKeys are the count names of a usage object (Ollama's at its root),
-// by the bit of each count (fPrompt ... fCacheCreation).
+// by the bit of each count.
 var usageKeys = map[string]uint16{
 	"prompt_tokens": fPrompt, "input_tokens": fPrompt, "prompt_eval_count": fPrompt,
 	"completion_tokens": fCompletion, "output_tokens": fCompletion, "eval_count": fCompletion,
 	"cache_read_input_tokens": fCacheRead, "cache_creation_input_tokens": fCacheCreation,
+	"num_cached_tokens": fNumCached,
 }
 
 func bitIndex(bit uint16) int {
@@ -527,6 +528,8 @@ func expect(dialect uint8, streaming bool, docs []object, complete bool) outcome
 		switch {
 		case usage.has&fCached != 0:
 			out.cached = usage.counts[bitIndex(fCached)]
+		case usage.has&fNumCached != 0 && dialect != dAnthropic:
+			out.cached = usage.counts[bitIndex(fNumCached)]
 		case hasCacheN && dialect == dOpenAI:
 			out.cached = cacheN
 		}

@@ -207,8 +207,8 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // Each API's token kinds, streamed and not, as written by hand: what each
 // field says, a kind its usage does not report (or reports null) not set,
 // a detail that is no count making the usage unknown (no kind), and
-// llama.cpp's timings.cache_n as the cache reads of a usage without a
-// cached count.
+// Mistral's num_cached_tokens, then llama.cpp's timings.cache_n, as the
+// cache reads of a usage without the details' cached count.
 func TestTokenKindsByAPI(t *testing.T) {
 	t.Parallel()
 	type kv = map[string]int64
@@ -233,6 +233,18 @@ func TestTokenKindsByAPI(t *testing.T) {
 		{"llama.cpp, cache_n", "/v1/chat/completions", "application/json",
 			`{"model":"l","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":40,"completion_tokens":2},"timings":{"cache_n":32,"prompt_ms":1,"predicted_ms":2}}`,
 			kv{"cache_read": 32}, "l"},
+		{"Mistral, num_cached_tokens", "/v1/chat/completions", "application/json",
+			`{"model":"mistral-small-latest","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":64,"total_tokens":70,"completion_tokens":6,"num_cached_tokens":32}}`,
+			kv{"cache_read": 32}, "mistral-small-latest"},
+		{"num_cached_tokens after the details", "/v1/chat/completions", "application/json",
+			`{"model":"m","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":64,"completion_tokens":6,"prompt_tokens_details":{"cached_tokens":10},"num_cached_tokens":32}}`,
+			kv{"cache_read": 10}, "m"},
+		{"num_cached_tokens before the details", "/v1/chat/completions", "application/json",
+			`{"model":"m","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"num_cached_tokens":32,"prompt_tokens":64,"completion_tokens":6,"prompt_tokens_details":{"cached_tokens":10}}}`,
+			kv{"cache_read": 10}, "m"},
+		{"num_cached_tokens, details' count null", "/v1/chat/completions", "application/json",
+			`{"model":"m","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":64,"completion_tokens":6,"prompt_tokens_details":{"cached_tokens":null},"num_cached_tokens":5}}`,
+			kv{"cache_read": 5}, "m"},
 		{"Responses API stream", "/v1/responses", "text/event-stream",
 			"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"model\":\"o4-mini\",\"status\":\"in_progress\",\"usage\":null}}\n\n" +
 				"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\"}\n\n" +

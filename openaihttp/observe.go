@@ -580,8 +580,12 @@ func (o *observer) applyUsage(d *doc) {
 		}
 		u := &o.usage
 		u.known, u.prompt, u.completion = true, d.prompt, d.completion
-		u.cached, u.cachedKnown = d.cached, d.has&fCached != 0
-		u.details = d.details(fCached, d.cached, fCacheWrite, d.cacheWrite)
+		readBit, read := fCached, d.cached
+		if d.has&fCached == 0 && d.has&fNumCached != 0 {
+			readBit, read = fNumCached, d.numCached // Mistral's: a part of the prompt too
+		}
+		u.cached, u.cachedKnown = read, d.has&readBit != 0
+		u.details = d.details(readBit, read, fCacheWrite, d.cacheWrite)
 	}
 }
 

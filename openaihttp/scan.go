@@ -138,6 +138,7 @@ type doc struct {
 	prompt, completion  int64
 	cached, cacheRead   int64
 	cacheCreation       int64
+	numCached           int64 // Mistral's usage.num_cached_tokens
 	// The usage's details beyond the cached count: cache writes
 	// (cache_write_tokens), reasoning, and audio and image tokens of the
 	// input and of the output.
@@ -195,9 +196,10 @@ const (
 	fInImage
 	fOutAudio
 	fOutImage
+	fNumCached
 
 	detailFields = fCacheWrite | fReasoning | fInAudio | fInImage | fOutAudio | fOutImage
-	usageFields  = fPrompt | fCompletion | fCached | fCacheRead | fCacheCreation | detailFields
+	usageFields  = fPrompt | fCompletion | fCached | fCacheRead | fCacheCreation | fNumCached | detailFields
 )
 
 // Values dropped from a document (doc.dropped), beyond maxCount.
@@ -291,6 +293,7 @@ const (
 	rPrompt
 	rCompletion
 	rCached
+	rNumCached
 	rCacheRead
 	rCacheCreation
 	rCacheWrite // rCacheWrite through rOutImage: the usage's details (doc.count)
@@ -1010,7 +1013,7 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		s.param(v, true)
 	case rNumPredict, rOllamaOptions:
 		s.req.maxTokens[0] = 0 // not a number, not an object: Ollama answers 400
-	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation, rCacheWrite, rReasoning, rInAudio, rInImage, rOutAudio, rOutImage:
+	case rPrompt, rCompletion, rCached, rNumCached, rCacheRead, rCacheCreation, rCacheWrite, rReasoning, rInAudio, rInImage, rOutAudio, rOutImage:
 		d.usageBad = true // a count must be a number
 	}
 }
@@ -1043,7 +1046,7 @@ func (s *jsonScan) endScalar() {
 		if !null && string(v) != "false" {
 			d.errSeen = true
 		}
-	case rPrompt, rCompletion, rCached, rCacheRead, rCacheCreation, rCacheWrite, rReasoning, rInAudio, rInImage, rOutAudio, rOutImage:
+	case rPrompt, rCompletion, rCached, rNumCached, rCacheRead, rCacheCreation, rCacheWrite, rReasoning, rInAudio, rInImage, rOutAudio, rOutImage:
 		bit, dst := d.count(s.role)
 		if null && s.role != rPrompt {
 			*dst, d.has = 0, d.has&^bit // unknown, not zero; a completion count unknown is none (see applyUsage)
@@ -1113,6 +1116,8 @@ func (d *doc) count(role uint8) (uint16, *int64) {
 		return fCompletion, &d.completion
 	case rCached:
 		return fCached, &d.cached
+	case rNumCached:
+		return fNumCached, &d.numCached
 	case rCacheRead:
 		return fCacheRead, &d.cacheRead
 	case rCacheWrite:
@@ -1293,6 +1298,8 @@ func keyRole(ctx uint8, key []byte) uint8 {
 			return rCacheRead
 		case "cache_creation_input_tokens":
 			return rCacheCreation
+		case "num_cached_tokens": // Mistral's, beside no prompt_tokens_details
+			return rNumCached
 		}
 	case cDetails:
 		switch string(key) {

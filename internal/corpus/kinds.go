@@ -37,7 +37,8 @@ func (e *Entry) Kinds() (stats.TokenUsage, string, error) {
 // (gen_ai.response.model), by each API's definition (openaihttp/doc.go):
 //
 //   - chat, completions, embeddings: the last usage with prompt_tokens;
-//     prompt_tokens_details' cached_tokens (cache_read), cache_write_tokens
+//     prompt_tokens_details' cached_tokens (cache_read; else Mistral's
+//     usage.num_cached_tokens), cache_write_tokens
 //     (cache_write), audio_tokens and image_tokens (input_audio,
 //     input_image); completion_tokens_details' reasoning_tokens,
 //     audio_tokens and image_tokens (reasoning, output_audio,
@@ -117,6 +118,9 @@ func openAIKinds(api string, docs []map[string]any, u *stats.TokenUsage) error {
 			}
 		}
 	}()
+	if err := setCount(u, stats.TokenCacheRead, last, "num_cached_tokens"); err != nil { // Mistral's, replaced by the details' count below
+		return err
+	}
 	for _, f := range []struct {
 		object, key string
 		kind        stats.TokenKind

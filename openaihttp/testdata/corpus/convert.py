@@ -637,11 +637,17 @@ def documents(text, streamed, tags, lines=False):
             yield o
 
 
-def cached_of(e, details, tags):
-    """Sets e's cached tokens from a usage's details: unknown without a
-    count, or when the count is above the prompt (defect 9)."""
-    if isinstance(details, dict) and count(details.get("cached_tokens")) is not None:
-        e["cached_tokens"] = count(details["cached_tokens"])
+def cached_of(e, usage, details_key, tags):
+    """Sets e's cached tokens from a usage: its details' cached_tokens, else
+    Mistral's num_cached_tokens (its non-streamed responses report that
+    instead); unknown without a count, or when the count is above the
+    prompt (defect 9)."""
+    details = usage.get(details_key)
+    n = count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    if n is None:
+        n = count(usage.get("num_cached_tokens"))
+    if n is not None:
+        e["cached_tokens"] = n
         if e["cached_tokens"] > e["prompt_tokens"]:
             e["cached_tokens"] = None
             tags.append("cached_above_prompt")
@@ -728,7 +734,7 @@ def expected(rec, text):
                 if api != "embeddings":
                     tags.append("usage_without_completion_tokens")
             e["generation_tokens"] = gen
-            cached_of(e, usage.get("prompt_tokens_details"), tags)
+            cached_of(e, usage, "prompt_tokens_details", tags)
     elif api == "responses":
         final, err = None, False
         if streamed:
@@ -763,7 +769,7 @@ def expected(rec, text):
         if isinstance(u, dict) and count(u.get("input_tokens")) is not None:
             e["prompt_tokens"] = count(u["input_tokens"])
             e["generation_tokens"] = count(u.get("output_tokens")) or 0
-            cached_of(e, u.get("input_tokens_details"), tags)
+            cached_of(e, u, "input_tokens_details", tags)
     elif api == "messages":
         merged, stop, err = {}, None, False
         for o in documents(text, streamed, tags):

@@ -411,7 +411,8 @@
 // Authorization's Bearer token, x-api-key or api-key, as the first 12 hex
 // digits of HMAC-SHA256(salt, key), never the key itself). WithPrices
 // prices each request with usage by its model and its response's model
-// (a Pricer, such as the pricing package's Table). The Engines the handler
+// (a Pricer, such as the pricing package's Table, or for one provider's
+// traffic its Table.ForProvider of ProviderName(host)). The Engines the handler
 // records on take them with instrument.WithAttribution and
 // instrument.WithPriceTable, and record the usage families: tokens by kind,
 // requests by finish reason and error type, cost and what it would have

@@ -33,10 +33,16 @@
 // each of those with a date suffix stripped (-YYYY-MM-DD, -YYYYMMDD or
 // @YYYYMMDD, a month 01 to 12 and a day 01 to 31 of a year 20xx). Nothing
 // else: no prefix of a name, no case folding, no prefix added (a table's
-// "azure/gpt-4o" is found only by that name), so gpt-4o-mini is never
-// priced as gpt-4o. A request none of whose names the table has is not
-// priced ([Table.Cost] returns false): it is counted as unpriced, never
-// priced by a guess.
+// "azure/gpt-4o" is found only by that name, but for [Table.ForProvider]),
+// so gpt-4o-mini is never priced as gpt-4o. A request none of whose names
+// the table has is not priced ([Table.Cost] returns false): it is counted
+// as unpriced, never priced by a guess.
+//
+// [Table.ForProvider] gives the table for one provider's traffic: the
+// entries LiteLLM's list keeps under the provider's prefix (azure/,
+// bedrock/, gemini/, vertex_ai/, groq/, mistral/, moonshot/), each by its
+// name without the prefix, are searched first by the same rule, then all
+// entries; an override of such a provider's price names its prefixed key.
 //
 // # The cost
 //

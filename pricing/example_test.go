@@ -66,3 +66,32 @@ func ExampleTable_Lookup() {
 	// prompt 1000: reasoning $10/M tokens, cache write $1.25/M tokens
 	// prompt 300000: reasoning $15/M tokens, cache write $2.5/M tokens
 }
+
+// ExampleTable_ForProvider prices requests sent to Azure OpenAI, whose
+// gpt-4o-mini LiteLLM's list prices apart (azure/gpt-4o-mini), and to
+// Mistral, whose models it has under mistral/ only. The provider is its
+// gen_ai.provider.name, as openaihttp.ProviderName gives it from a host.
+func ExampleTable_ForProvider() {
+	tab, err := pricing.Parse(strings.NewReader(`{
+		"gpt-4o-mini": {"input_cost_per_token": 1.5e-07, "output_cost_per_token": 6e-07},
+		"azure/gpt-4o-mini": {"input_cost_per_token": 1.65e-07, "output_cost_per_token": 6.6e-07},
+		"mistral/mistral-small-latest": {"input_cost_per_token": 6e-08, "output_cost_per_token": 1.8e-07}
+	}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range []struct{ provider, model string }{
+		{"openai", "gpt-4o-mini"},
+		{"azure.ai.openai", "gpt-4o-mini"},
+		{"mistral_ai", "mistral-small-latest"},
+		{"self_hosted", "mistral-small-latest"},
+	} {
+		p, ok := tab.ForProvider(c.provider).Lookup(c.model, "")
+		fmt.Printf("%s %s: %q %v\n", c.provider, c.model, p.Model, ok)
+	}
+	// Output:
+	// openai gpt-4o-mini: "gpt-4o-mini" true
+	// azure.ai.openai gpt-4o-mini: "azure/gpt-4o-mini" true
+	// mistral_ai mistral-small-latest: "mistral/mistral-small-latest" true
+	// self_hosted mistral-small-latest: "" false
+}

@@ -3,9 +3,21 @@ package pricing
 import "strings"
 
 // find returns the price of the first name the table has, in the order of
-// the package doc, or nil.
+// the package doc: the provider's entries first (ForProvider), then all.
 func (t *Table) find(model, responseModel string) *Price {
 	if t == nil {
+		return nil
+	}
+	if p := findIn(t.provider, model, responseModel); p != nil {
+		return p
+	}
+	return findIn(t.prices, model, responseModel)
+}
+
+// findIn returns the price in prices of the first name of the package
+// doc's order, or nil.
+func findIn(prices map[string]*Price, model, responseModel string) *Price {
+	if len(prices) == 0 {
 		return nil
 	}
 	names := [2]string{responseModel, model}
@@ -13,13 +25,13 @@ func (t *Table) find(model, responseModel string) *Price {
 		names[1] = "" // looked up once
 	}
 	for _, name := range names {
-		if p := t.get(name); p != nil {
+		if p := get(prices, name); p != nil {
 			return p
 		}
 	}
 	for _, name := range names {
 		for s, ok := unprefixed(name); ok; s, ok = unprefixed(s) {
-			if p := t.get(s); p != nil {
+			if p := get(prices, s); p != nil {
 				return p
 			}
 		}
@@ -27,7 +39,7 @@ func (t *Table) find(model, responseModel string) *Price {
 	for _, name := range names {
 		for s, ok := name, true; ok; s, ok = unprefixed(s) {
 			if base, dated := undated(s); dated {
-				if p := t.get(base); p != nil {
+				if p := get(prices, base); p != nil {
 					return p
 				}
 			}
@@ -37,11 +49,45 @@ func (t *Table) find(model, responseModel string) *Price {
 }
 
 // get returns the price of the model named name exactly, or nil.
-func (t *Table) get(name string) *Price {
+func get(prices map[string]*Price, name string) *Price {
 	if name == "" {
 		return nil
 	}
-	return t.prices[name]
+	return prices[name]
+}
+
+// providerPrefixes are the key prefixes of LiteLLM's list for the models of
+// a provider it prices apart, by the provider's gen_ai.provider.name (each
+// prefix seen in the list at the commit of testdata/README.md).
+var providerPrefixes = map[string]string{
+	"azure.ai.openai": "azure",
+	"aws.bedrock":     "bedrock",
+	"gcp.gemini":      "gemini",
+	"gcp.vertex_ai":   "vertex_ai",
+	"groq":            "groq",
+	"mistral_ai":      "mistral",
+	"moonshot_ai":     "moonshot",
+}
+
+// ForProvider returns the table for the traffic of one provider, named by
+// its gen_ai.provider.name (openaihttp.ProviderName gives it from a host):
+// the entries LiteLLM's list keeps under the provider's prefix, such as
+// mistral/mistral-small-latest or azure/gpt-4o-mini, come first, each by its
+// name without the prefix, by the whole rule of the package doc, before any
+// other entry. A provider without such a prefix (openai, anthropic,
+// self_hosted, ...) gets t itself.
+func (t *Table) ForProvider(provider string) *Table {
+	prefix, ok := providerPrefixes[provider]
+	if t == nil || !ok {
+		return t
+	}
+	own := map[string]*Price{}
+	for name, p := range t.prices {
+		if rest, ok := strings.CutPrefix(name, prefix+"/"); ok && rest != "" {
+			own[rest] = p
+		}
+	}
+	return &Table{prices: t.prices, provider: own}
 }
 
 // unprefixed returns name without its first provider prefix ("openai/gpt-4o":

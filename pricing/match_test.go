@@ -71,3 +71,42 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestForProvider holds the provider's entries first, on the real entries:
+// its own price for a model the list also prices without a prefix (Azure's
+// gpt-4o-mini costs 10% more than OpenAI's), a model named only under its
+// prefix (Mistral's), a provider's model whose name has a slash of its own
+// (Groq's openai/gpt-oss-120b, which without the provider would strip to
+// nothing of Groq's), and the rest of the rule after them.
+func TestForProvider(t *testing.T) {
+	tab := loadReal(t)
+	for _, c := range []struct {
+		provider, model, response, want string
+	}{
+		{"azure.ai.openai", "gpt-4o-mini", "gpt-4o-mini-2024-07-18", "azure/gpt-4o-mini"},
+		{"azure.ai.openai", "my-deployment", "gpt-4o-2024-08-06", "azure/gpt-4o"},
+		{"azure.ai.openai", "o3-mini", "", "o3-mini"}, // not under azure/: the list's
+		{"mistral_ai", "mistral-small-latest", "mistral-small-latest", "mistral/mistral-small-latest"},
+		{"groq", "openai/gpt-oss-120b", "openai/gpt-oss-120b", "groq/openai/gpt-oss-120b"},
+		{"moonshot_ai", "kimi-k2.5", "", "moonshot/kimi-k2.5"},
+		{"aws.bedrock", "us.anthropic.claude-3-5-haiku-20241022-v1:0", "", "bedrock/us.anthropic.claude-3-5-haiku-20241022-v1:0"},
+		{"gcp.gemini", "gemini-2.5-pro", "", "gemini/gemini-2.5-pro"},
+		// Without the provider, or for one without a prefix, none of them.
+		{"", "gpt-4o-mini", "", "gpt-4o-mini"},
+		{"openai", "mistral-small-latest", "", ""},
+		{"self_hosted", "openai/gpt-oss-120b", "", ""},
+		{"mistral_ai", "gpt-4o-mini", "", "gpt-4o-mini"},
+	} {
+		p, ok := tab.ForProvider(c.provider).Lookup(c.model, c.response)
+		if ok != (c.want != "") || p.Model != c.want {
+			t.Errorf("ForProvider(%q).Lookup(%q, %q) = %q, %v; want %q", c.provider, c.model, c.response, p.Model, ok, c.want)
+		}
+	}
+	if got := tab.ForProvider("openai"); got != tab {
+		t.Error("ForProvider of a provider without a prefix is a new table")
+	}
+	var nilTable *Table
+	if _, ok := nilTable.ForProvider("groq").Lookup("openai/gpt-oss-120b", ""); ok {
+		t.Error("a nil table priced a request")
+	}
+}

@@ -65,9 +65,9 @@ func usage(kv ...any) stats.TokenUsage {
 
 func TestParseRealEntries(t *testing.T) {
 	tab := loadReal(t)
-	// 18 entries: sample_spec and the per-pixel dall-e-2 have no token price.
-	if tab.Len() != 16 {
-		t.Errorf("Len() = %d, want 16", tab.Len())
+	// 21 entries: sample_spec and the per-pixel dall-e-2 have no token price.
+	if tab.Len() != 19 {
+		t.Errorf("Len() = %d, want 19", tab.Len())
 	}
 	for _, skipped := range []string{"sample_spec", "1024-x-1024/dall-e-2"} {
 		if p, ok := tab.Lookup(skipped, ""); ok {
@@ -437,8 +437,8 @@ func TestLoadOverridesWholeEntries(t *testing.T) {
 	checkCost(t, "gpt-4o-mini kept", c, ok, 100*1.5e-07+1000*7.5e-08+10*6e-07, 1100*1.5e-07+10*6e-07)
 	c, ok = tab.Cost("my-llama-70b", "", u)
 	checkCost(t, "self-hosted model added", c, ok, 1100*2e-07+10*4e-07, 1100*2e-07+10*4e-07)
-	if tab.Len() != 17 {
-		t.Errorf("Len() = %d, want 17", tab.Len())
+	if tab.Len() != 20 {
+		t.Errorf("Len() = %d, want 20", tab.Len())
 	}
 	// The other order: the list's entry replaces the contract's.
 	tab, err = Load(override, realFile)
@@ -492,10 +492,14 @@ func TestDocsExample(t *testing.T) {
 func BenchmarkCost(b *testing.B) {
 	tab := loadReal(b)
 	u := usage(stats.TokenInput, 125, stats.TokenCacheRead, 1390, stats.TokenOutput, 8, stats.TokenReasoning, 0)
-	for _, c := range []struct{ name, model, response string }{
-		{"exact", "gpt-4o", "gpt-4o-2024-08-06"},
-		{"stripped", "openrouter/anthropic/claude-sonnet-4-5-20250929", "openrouter/anthropic/claude-sonnet-4-5-20250929"},
+	for _, c := range []struct{ name, provider, model, response string }{
+		{"exact", "", "gpt-4o", "gpt-4o-2024-08-06"},
+		{"stripped", "", "openrouter/anthropic/claude-sonnet-4-5-20250929", "openrouter/anthropic/claude-sonnet-4-5-20250929"},
+		// The provider's entries searched first, in vain, then all.
+		{"provider/exact", "azure.ai.openai", "gpt-4o-2024-08-06", "gpt-4o-2024-08-06"},
+		{"provider/own", "azure.ai.openai", "gpt-4o-mini", "gpt-4o-mini-2024-07-18"},
 	} {
+		tab := tab.ForProvider(c.provider)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -68,6 +68,9 @@ const maxThreshold = 1 << 40
 // concurrent use; a nil Table prices nothing.
 type Table struct {
 	prices map[string]*Price
+	// provider holds the entries of ForProvider's provider, by their names
+	// without its prefix; nil for all providers.
+	provider map[string]*Price
 }
 
 // Parse reads a price table in the format of LiteLLM's

@@ -145,7 +145,7 @@ func (c *config) checkUsage() []error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.setting("prices", strconv.Quote(c.priceFiles.String())), err))
 		}
-		c.usage.prices = t
+		c.usage.prices = t.ForProvider(c.provider) // the provider's own entries first (mistral/..., azure/...)
 	}
 	return errs
 }

@@ -197,6 +197,50 @@ func TestAttributionThroughProxy(t *testing.T) {
 	}
 }
 
+// -prices looks first among the entries of -provider's prefix in LiteLLM's
+// list (pricing.Table.ForProvider), here real entries: Mistral's model,
+// which the list has only as mistral/mistral-small-latest, is priced in
+// front of Mistral and unpriced in front of a server of no provider;
+// Azure's gpt-4o-mini at Azure's price, not OpenAI's.
+func TestPricesOfTheProvider(t *testing.T) {
+	up := stopUpstream(t) // usage 1 prompt, 1 completion token
+	prices := filepath.Join("..", "..", "pricing", "testdata", "litellm_prices.json")
+	for _, c := range []struct {
+		provider, model string
+		cost            float64 // 0: unpriced
+	}{
+		{"mistral_ai", "mistral-small-latest", 6e-08 + 1.8e-07},
+		{"", "mistral-small-latest", 0}, // self_hosted: 127.0.0.1
+		{"azure.ai.openai", "gpt-4o-mini", 1.65e-07 + 6.6e-07},
+		{"openai", "gpt-4o-mini", 1.5e-07 + 6e-07},
+	} {
+		args := []string{"-upstream", up.URL, "-prices", prices}
+		if c.provider != "" {
+			args = append(args, "-provider", c.provider)
+		}
+		p := startProxy(t, nil, args...)
+		resp, err := http.Post(p.url("/v1/chat/completions"), "application/json",
+			strings.NewReader(`{"model":"`+c.model+`","messages":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		var s string
+		waitFor(t, func() (bool, string) {
+			s = p.scrape(t)
+			v, _ := value(s, "infermetrics_usage_requests_total")
+			return v == 1, fmt.Sprintf("%v usage requests, want 1", v)
+		})
+		cost, _ := value(s, "infermetrics_usage_cost_total", "model_name", c.model)
+		unpriced, _ := value(s, "infermetrics_usage_unpriced_requests_total", "model_name", c.model)
+		if math.Abs(cost-c.cost) > 1e-18 || (unpriced == 1) != (c.cost == 0) {
+			t.Errorf("-provider %q, model %s: cost %v and %v unpriced, want cost %v", c.provider, c.model, cost, unpriced, c.cost)
+		}
+		p.stop(t)
+	}
+}
+
 // Without -attribute-salt an apikey dimension has a random salt, which the
 // proxy warns of at start, without showing it.
 func TestAttributionRandomSalt(t *testing.T) {

@@ -310,7 +310,8 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (*con
 		"model_prices_and_context_window.json: record each request's cost, cache-aware "+
 		"(infermetrics_usage_cost_total, infermetrics_usage_cost_uncached_total) and count the requests whose model "+
 		"has no price (infermetrics_usage_unpriced_requests_total); repeatable: a model in a later file replaces "+
-		"its entry in the earlier ones", 88))
+		"its entry in the earlier ones. The entries under -provider's prefix in LiteLLM's list (mistral/..., "+
+		"azure/..., groq/...) come first: docs/pricing.md", 88))
 	fs.StringVar(&c.provider, "provider", "", "gen_ai.provider.name of the GenAI metrics (openai, anthropic, azure.ai.openai, ...,\nself_hosted); default: the first -upstream's, by its host (api.openai.com is openai,\n...: openaihttp.ProviderName), self_hosted for any other host")
 	fs.StringVar(&c.serviceName, "service-name", "infermetrics-proxy", "service.name resource attribute (OTLP)")
 	fs.StringVar(&c.instanceID, "instance-id", "", "service.instance.id resource attribute (OTLP); default a random UUID.\nGive the proxies of one deployment distinct ids")

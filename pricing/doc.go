@@ -11,7 +11,8 @@
 // operator's file of contract prices and self-hosted models, loaded after
 // LiteLLM's list, states every price of the models it names and inherits
 // none of the list's. Per model, the fields read are input_cost_per_token,
-// output_cost_per_token, cache_read_input_token_cost,
+// output_cost_per_token, cache_read_input_token_cost (else
+// input_cost_per_token_cache_hit, as some of DeepSeek's entries name it),
 // cache_creation_input_token_cost, output_cost_per_reasoning_token,
 // input_cost_per_audio_token, output_cost_per_audio_token,
 // input_cost_per_image_token, output_cost_per_image_token, and the tiers
@@ -40,7 +41,7 @@
 //
 // [Table.ForProvider] gives the table for one provider's traffic: the
 // entries LiteLLM's list keeps under the provider's prefix (azure/,
-// bedrock/, gemini/, vertex_ai/, groq/, mistral/, moonshot/), each by its
+// bedrock/, deepseek/, gemini/, vertex_ai/, groq/, mistral/, moonshot/), each by its
 // name without the prefix, are searched first by the same rule, then all
 // entries; an override of such a provider's price names its prefixed key.
 //

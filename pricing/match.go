@@ -62,6 +62,7 @@ func get(prices map[string]*Price, name string) *Price {
 var providerPrefixes = map[string]string{
 	"azure.ai.openai": "azure",
 	"aws.bedrock":     "bedrock",
+	"deepseek":        "deepseek",
 	"gcp.gemini":      "gemini",
 	"gcp.vertex_ai":   "vertex_ai",
 	"groq":            "groq",

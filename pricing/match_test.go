@@ -89,6 +89,7 @@ func TestForProvider(t *testing.T) {
 		{"mistral_ai", "mistral-small-latest", "mistral-small-latest", "mistral/mistral-small-latest"},
 		{"groq", "openai/gpt-oss-120b", "openai/gpt-oss-120b", "groq/openai/gpt-oss-120b"},
 		{"moonshot_ai", "kimi-k2.5", "", "moonshot/kimi-k2.5"},
+		{"deepseek", "deepseek-chat", "deepseek-chat", "deepseek/deepseek-chat"},
 		{"aws.bedrock", "us.anthropic.claude-3-5-haiku-20241022-v1:0", "", "bedrock/us.anthropic.claude-3-5-haiku-20241022-v1:0"},
 		{"gcp.gemini", "gemini-2.5-pro", "", "gemini/gemini-2.5-pro"},
 		// Without the provider, or for one without a prefix, none of them.

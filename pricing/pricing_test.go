@@ -65,9 +65,9 @@ func usage(kv ...any) stats.TokenUsage {
 
 func TestParseRealEntries(t *testing.T) {
 	tab := loadReal(t)
-	// 21 entries: sample_spec and the per-pixel dall-e-2 have no token price.
-	if tab.Len() != 19 {
-		t.Errorf("Len() = %d, want 19", tab.Len())
+	// 23 entries: sample_spec and the per-pixel dall-e-2 have no token price.
+	if tab.Len() != 21 {
+		t.Errorf("Len() = %d, want 21", tab.Len())
 	}
 	for _, skipped := range []string{"sample_spec", "1024-x-1024/dall-e-2"} {
 		if p, ok := tab.Lookup(skipped, ""); ok {
@@ -86,6 +86,10 @@ func TestParseRealEntries(t *testing.T) {
 			stats.TokenOutput: 1e-05, stats.TokenOutputImage: 3.2e-05},
 		"bedrock/us.anthropic.claude-3-5-haiku-20241022-v1:0": {stats.TokenInput: 8e-07, stats.TokenCacheRead: 8e-08,
 			stats.TokenCacheWrite: 1e-06, stats.TokenOutput: 4e-06},
+		// The cache read price under DeepSeek's name alone, and under both.
+		"deepseek/deepseek-v3.2": {stats.TokenInput: 2.8e-07, stats.TokenCacheRead: 2.8e-08, stats.TokenOutput: 4e-07},
+		"deepseek/deepseek-chat": {stats.TokenInput: 2.8e-07, stats.TokenCacheRead: 2.8e-08, stats.TokenCacheWrite: 0,
+			stats.TokenOutput: 4.2e-07},
 	}
 	for model, rates := range want {
 		p, ok := tab.Lookup(model, "")
@@ -319,7 +323,10 @@ func TestParseAccepts(t *testing.T) {
 		"no-token-price": {"input_cost_per_pixel": -1, "output_cost_per_image": "free", "cache_read_input_token_cost": -1},
 		"all-null": {"input_cost_per_token": null, "output_cost_per_token": null},
 		"sample_spec": {"input_cost_per_token": 0.0, "max_tokens": "LEGACY parameter"},
-		"": {"input_cost_per_token": 1e-06}
+		"": {"input_cost_per_token": 1e-06},
+		"cache-hit": {"input_cost_per_token": 1.4e-07, "input_cost_per_token_cache_hit": 1.4e-08, "output_cost_per_token": 2.8e-07},
+		"cache-hit-and-read": {"input_cost_per_token": 1e-06, "input_cost_per_token_cache_hit": 3e-07, "cache_read_input_token_cost": 2e-07},
+		"cache-hit-null": {"input_cost_per_token": 1e-06, "input_cost_per_token_cache_hit": null}
 	}`)
 	for model, want := range map[string]Rates{
 		"string-price": rates(stats.TokenInput, 3e-07, stats.TokenOutput, 1e-06),
@@ -327,14 +334,19 @@ func TestParseAccepts(t *testing.T) {
 		"zero":         rates(stats.TokenInput, 0.0, stats.TokenOutput, 0.0),
 		"tiny":         rates(stats.TokenInput, 0.0, stats.TokenOutput, 1.0),
 		"odd-fields":   rates(stats.TokenInput, 1e-06),
+		// DeepSeek's name of the cache read price, where the entry has not
+		// cache_read_input_token_cost's.
+		"cache-hit":          rates(stats.TokenInput, 1.4e-07, stats.TokenCacheRead, 1.4e-08, stats.TokenOutput, 2.8e-07),
+		"cache-hit-and-read": rates(stats.TokenInput, 1e-06, stats.TokenCacheRead, 2e-07),
+		"cache-hit-null":     rates(stats.TokenInput, 1e-06),
 	} {
 		p, ok := tab.Lookup(model, "")
 		if !ok || p.Rates != want || len(p.Tiers) != 0 {
 			t.Errorf("%s: %+v, %v; want %+v without tiers", model, p, ok, want)
 		}
 	}
-	if tab.Len() != 5 {
-		t.Errorf("Len() = %d, want 5 (no-token-price, all-null, sample_spec and \"\" skipped)", tab.Len())
+	if tab.Len() != 8 {
+		t.Errorf("Len() = %d, want 8 (no-token-price, all-null, sample_spec and \"\" skipped)", tab.Len())
 	}
 }
 
@@ -355,6 +367,7 @@ func TestParseRefuses(t *testing.T) {
 		{`{"ok": {"input_cost_per_token": 1e-06}, "m": {"input_cost_per_token": 1e-06, "cache_read_input_token_cost": -0.1}}`,
 			"m", "cache_read_input_token_cost", stats.ErrNegative},
 		{`{"m": {"input_cost_per_token": 1e-06, "output_cost_per_reasoning_token": 2}}`, "m", "output_cost_per_reasoning_token", stats.ErrOutOfRange},
+		{`{"m": {"input_cost_per_token": 1e-06, "input_cost_per_token_cache_hit": "free"}}`, "m", "input_cost_per_token_cache_hit", ErrNotNumber},
 		{`{"m": {"input_cost_per_token": 1e-06, "input_cost_per_token_above_200k_tokens": -1}}`, "m", "input_cost_per_token_above_200k_tokens", stats.ErrNegative},
 		{`{"m": {"input_cost_per_token": 1e-06, "input_cost_per_token_above_200k_tokens": 2e-06, "cache_read_input_token_cost_above_200k_tokens": "x"}}`,
 			"m", "cache_read_input_token_cost_above_200k_tokens", ErrNotNumber},
@@ -437,8 +450,8 @@ func TestLoadOverridesWholeEntries(t *testing.T) {
 	checkCost(t, "gpt-4o-mini kept", c, ok, 100*1.5e-07+1000*7.5e-08+10*6e-07, 1100*1.5e-07+10*6e-07)
 	c, ok = tab.Cost("my-llama-70b", "", u)
 	checkCost(t, "self-hosted model added", c, ok, 1100*2e-07+10*4e-07, 1100*2e-07+10*4e-07)
-	if tab.Len() != 20 {
-		t.Errorf("Len() = %d, want 20", tab.Len())
+	if tab.Len() != 22 {
+		t.Errorf("Len() = %d, want 22", tab.Len())
 	}
 	// The other order: the list's entry replaces the contract's.
 	tab, err = Load(override, realFile)

@@ -58,6 +58,10 @@ var fields = [stats.NumTokenKinds]string{
 	stats.TokenOutputImage: "output_cost_per_image_token",
 }
 
+// cacheHitField is the cache read price of the entries without
+// cache_read_input_token_cost that name it so (DeepSeek's).
+const cacheHitField = "input_cost_per_token_cache_hit"
+
 // tieredKinds are the kinds a tier prices (LiteLLM's _get_token_base_cost).
 var tieredKinds = [...]stats.TokenKind{stats.TokenInput, stats.TokenOutput, stats.TokenCacheRead, stats.TokenCacheWrite}
 
@@ -180,6 +184,16 @@ func parseEntry(model string, raw json.RawMessage) (*Price, error) {
 		}
 		if ok {
 			p.Rates.Set(stats.TokenKind(k), v)
+		}
+	}
+	if !p.Rates.Has(stats.TokenCacheRead) {
+		// Some of DeepSeek's entries name their cache read price so only.
+		v, ok, err := price(model, cacheHitField, entry[cacheHitField])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			p.Rates.Set(stats.TokenCacheRead, v)
 		}
 	}
 	// A tier is named by input_cost_per_token_above_<N>_tokens; the other

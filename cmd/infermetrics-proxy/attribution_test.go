@@ -213,6 +213,7 @@ func TestPricesOfTheProvider(t *testing.T) {
 		{"", "mistral-small-latest", 0}, // self_hosted: 127.0.0.1
 		{"azure.ai.openai", "gpt-4o-mini", 1.65e-07 + 6.6e-07},
 		{"openai", "gpt-4o-mini", 1.5e-07 + 6e-07},
+		{"deepseek", "deepseek-chat", 2.8e-07 + 4.2e-07},
 	} {
 		args := []string{"-upstream", up.URL, "-prices", prices}
 		if c.provider != "" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/views"
 )
 
 // alert is one alert: its rules (one per condition: the burn-rate alerts
@@ -859,17 +860,23 @@ const valueDropped = "value_dropped"
 // invalidEvents are the scenarios' series of invalid events of a kind:
 // growing, or steady after some.
 func invalidEventsSeries(engine0 labelSet, kind string, growing bool, n int) inputSeries {
-	values := steady(3, n)
-	if growing {
-		values = ramp(0, 1, n)
-	}
-	return inputSeries{engine0.with(labelPair{instrument.KeyKind, kind}).series(invalidEvents.ScrapeName()), values}
+	return inputSeries{engine0.with(labelPair{instrument.KeyKind, kind}).series(invalidEvents.ScrapeName()), growth(growing, n)}
 }
 
-// increases is the condition of the invalid-events alerts: the events of
-// the kinds matcher selects grew over the rate window, per group g.
-func (r rules) increases(g grouping, matcher string) string {
-	return g.aggregate("sum", "increase("+r.q.with(matcher).sel(invalidEvents.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0"
+// growth is the values of a scenario's counter over n minutes: growing by
+// one a minute, or steady after some.
+func growth(growing bool, n int) string {
+	if growing {
+		return ramp(0, 1, n)
+	}
+	return steady(3, n)
+}
+
+// increases is the condition of the alerts on a counter of things that
+// should not happen: family f's series that matchers select grew over the
+// rate window, per group g.
+func (r rules) increases(g grouping, f views.Family, matchers ...string) string {
+	return g.aggregate("sum", "increase("+r.q.with(matchers...).sel(f.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0"
 }
 
 func (r rules) invalidEventsAlert(engine0, perModel labelSet, w int) alert {
@@ -893,7 +900,7 @@ func (r rules) invalidEventsAlert(engine0, perModel labelSet, w int) alert {
 			"`kubectl logs -n <namespace> <pod> --since=1h | grep 'instrument: engine'`. " +
 			"[docs/metrics.md](metrics.md) lists the kinds; report the message with the program's version.",
 		conditions: []condition{{
-			expr:        r.increases(r.agg.also(instrument.KeyKind), instrument.KeyKind+"!="+strconv.Quote(valueDropped)),
+			expr:        r.increases(r.agg.also(instrument.KeyKind), invalidEvents, instrument.KeyKind+"!="+strconv.Quote(valueDropped)),
 			forDuration: r.InvalidEventsFor, labels: severity("warning")}},
 		scenarios: []scenario{
 			{name: "refusals keep coming", at: minute(at), firing: fires(perModel.with(kind)),
@@ -933,7 +940,7 @@ func (r rules) valueDroppedAlert(engine0, perModel labelSet, w int) alert {
 			"requests lack the dropped value (cached tokens count as computed). If the provider's reporting is known " +
 			"and accepted, silence the alert for that model.",
 		conditions: []condition{{
-			expr:        r.increases(r.agg, eq(instrument.KeyKind, valueDropped)),
+			expr:        r.increases(r.agg, invalidEvents, eq(instrument.KeyKind, valueDropped)),
 			forDuration: r.ValueDroppedFor, labels: severity("info")}},
 		scenarios: []scenario{
 			{name: "values keep being dropped", at: minute(at), firing: fires(perModel),

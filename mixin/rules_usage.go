@@ -94,11 +94,7 @@ func (r rules) unpricedAlert(engine0, perModel labelSet, w int) alert {
 	series := func(name string, growing bool) []inputSeries {
 		var out []inputSeries
 		for _, v := range []string{"a", "b"} {
-			values := steady(3, at+5)
-			if growing {
-				values = ramp(0, 1, at+5)
-			}
-			out = append(out, inputSeries{engine0.with(labelPair{dim, v}).series(name), values})
+			out = append(out, inputSeries{engine0.with(labelPair{dim, v}).series(name), growth(growing, at+5)})
 		}
 		return out
 	}
@@ -124,7 +120,7 @@ func (r rules) unpricedAlert(engine0, perModel labelSet, w int) alert {
 			"again, after LiteLLM's list: its entry replaces the list's) and restart the proxy; a model you do not " +
 			"bill for (a self-hosted one) can have prices of 0.",
 		conditions: []condition{{
-			expr:        r.agg.aggregate("sum", "increase("+r.q.sel(usageUnpriced.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0",
+			expr:        r.increases(r.agg, usageUnpriced),
 			forDuration: r.UnpricedFor, labels: severity("warning")}},
 		scenarios: []scenario{
 			{name: "requests without a price keep coming", at: minute(at), firing: fires(perModel),
@@ -143,12 +139,8 @@ func (r rules) attributionOverflowAlert(target labelSet, w int) alert {
 	series := func(dimension string, growing bool) []inputSeries {
 		var out []inputSeries
 		for _, m := range []string{testModel, testModel + "2"} {
-			values := steady(3, at+5)
-			if growing {
-				values = ramp(0, 1, at+5)
-			}
 			out = append(out, inputSeries{target.with(labelPair{instrument.KeyModelName, m}, labelPair{instrument.KeyEngine, "0"},
-				labelPair{dimensionLabel, dimension}).series(attrOverflow.ScrapeName()), values})
+				labelPair{dimensionLabel, dimension}).series(attrOverflow.ScrapeName()), growth(growing, at+5)})
 		}
 		return out
 	}
@@ -176,8 +168,7 @@ func (r rules) attributionOverflowAlert(target labelSet, w int) alert {
 			"overflow: take the dimension from another header. Real values beyond the cap: raise " +
 			"`-attribute-max-values` (each value costs series: docs/proxy.md states how many) and restart.",
 		conditions: []condition{{
-			expr: r.deploy.also(dimensionLabel).aggregate("sum",
-				"increase("+r.q.sel(attrOverflow.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0",
+			expr:        r.increases(r.deploy.also(dimensionLabel), attrOverflow),
 			forDuration: r.AttributionOverflowFor, labels: severity("warning")}},
 		scenarios: []scenario{
 			{name: "values past the cap", at: minute(at), firing: fires(job.with(labelPair{dimensionLabel, dim})),

@@ -139,6 +139,7 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 		if s, ok := vf.native[f.Name]; ok {
 			fams[i].schema = &s
 		}
+		fams[i].bounds, fams[i].viewBounds = vf.bounds[f.Name]
 		if mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM || len(mf.Metric) == 0 {
 			continue
 		}
@@ -178,11 +179,8 @@ func completeStartup(mfs []*dto.MetricFamily, engines []instrument.EngineSeries,
 					continue
 				}
 				bounds := fam.bounds
-				if !fam.observed {
-					var ok bool
-					if bounds, ok = vf.bounds[f.Name]; !ok {
-						bounds = e.Bounds(f.Instrument)
-					}
+				if !fam.observed && !fam.viewBounds {
+					bounds = e.Bounds(f.Instrument)
 				}
 				if fam.mf == nil {
 					fam.mf = &dto.MetricFamily{Name: &f.Name, Help: &f.Instrument.Description, Type: dto.MetricType_HISTOGRAM.Enum()}
@@ -215,6 +213,7 @@ type startupFamily struct {
 	// (views.WithAttributes may drop them).
 	observed              bool
 	bounds                []float64
+	viewBounds            bool // bounds are the views' (vf.bounds), the family unobserved
 	keepModel, keepEngine bool
 	// schema is set for a native histogram family: from its first
 	// gathered series, or from its view (native).

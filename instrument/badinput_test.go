@@ -397,6 +397,9 @@ var badInputs = []badInput{
 	configCase("reserved attribute engine", badLabel, instrument.WithAttributes(attribute.String("engine", "x"))),
 	configCase("reserved attribute model_name", badLabel, instrument.WithAttributes(attribute.String("model_name", "x"))),
 	configCase("reserved attribute source", badLabel, instrument.WithAttributes(attribute.String("source", "x"))),
+	// The GenAI client metrics' own: a constant attribute would be replaced there.
+	configCase("reserved attribute server.address", badLabel, instrument.WithAttributes(attribute.String("server.address", "x"))),
+	configCase("attribute exported as server_port", badLabel, instrument.WithAttributes(attribute.String("server_port", "8000"))),
 	configCase("empty attribute key", badLabel, instrument.WithAttributes(attribute.String("", "x"))),
 	configCase("attribute value not UTF-8", badLabel, instrument.WithAttributes(attribute.String("role", "\xff"))),
 	configCase("attribute key not UTF-8", badLabel, instrument.WithAttributes(attribute.String("role\xff", "x"))),

@@ -36,7 +36,8 @@ var (
 // reservedKeys are attribute keys the Recorder sets itself.
 var reservedKeys = []string{KeyModelName, KeyEngine, KeySource, KeyFinishedReason, KeyWaitingReason,
 	KeySleepState, KeyPosition, KeyGenAIOperationName, KeyGenAIProviderName, KeyGenAIRequestModel, KeyErrorType,
-	KeyGenAIResponseModel, KeyPriority, KeyPolicy, KeyStage, KeyBackend, KeyBackendRole, KeyGenAITokenType, KeyKind}
+	KeyGenAIResponseModel, KeyPriority, KeyPolicy, KeyStage, KeyBackend, KeyBackendRole, KeyGenAITokenType, KeyKind,
+	KeyServerAddress, KeyServerPort}
 
 // Recorder records engine stats on OpenTelemetry instruments, one set of
 // series per data-parallel engine. It is safe for concurrent use. Every

@@ -99,8 +99,9 @@ func (c *bodyCoding) close() {
 // status and latency, tokens and chunk times unknown. A status of 400 or
 // above is an error, a client that went away an abort, and any other
 // response ended normally (stop): the server answered, and nothing in the
-// body can be read to say otherwise.
-func (c *bodyCoding) settle(o *stats.ObservedRequest, e end) {
+// body can be read to say otherwise. Why it failed is what obs, which read
+// none of the body, makes of the status and the end.
+func (c *bodyCoding) settle(o *stats.ObservedRequest, e end, obs *observer) {
 	if !c.opaque && !c.failed {
 		return
 	}
@@ -111,6 +112,7 @@ func (c *bodyCoding) settle(o *stats.ObservedRequest, e end) {
 	case e.aborted:
 		o.Reason = stats.FinishAbort
 	}
+	o.ErrorType = obs.errorType(o.Reason, e)
 }
 
 // headerValue is h.Get(key) for a key in canonical form ("Content-Type"),

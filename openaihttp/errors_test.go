@@ -119,6 +119,34 @@ func TestErrorBodies(t *testing.T) {
 	}
 }
 
+// A body in an encoding the handler and transport do not decode (br) says
+// nothing of why it failed: the status does, as for a body of no error
+// document. Before, such a failure was _OTHER, and a brotli 401 no
+// authentication failure.
+func TestOpaqueBodyErrorType(t *testing.T) {
+	t.Parallel()
+	e := noopEngine(t)
+	for _, c := range []struct {
+		status int
+		want   stats.ErrorType
+	}{
+		{401, stats.ErrorAuthentication}, {429, stats.ErrorGatewayRateLimited}, {500, stats.ErrorServerError},
+		{504, stats.ErrorTimeout}, {200, stats.ErrorNone},
+	} {
+		opaque := &corpus.Entry{ID: "br", Method: http.MethodPost, Path: "/v1/chat/completions", Status: c.status,
+			Response: []byte("\x1b\x03\x00\xf8"), Pieces: []int{4}, Request: []byte(`{"model":"m"}`)}
+		h := http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"br"}}
+		for side, got := range map[string]stats.ObservedRequest{
+			"handler":   observeHandlerWith(t, e, opaque, corpus.Realistic, h),
+			"transport": observeTransportWith(t, e, opaque, corpus.Realistic, h),
+		} {
+			if got.ErrorType != c.want {
+				t.Errorf("%d, %s: error.type %q, want %q", c.status, side, got.ErrorType, c.want)
+			}
+		}
+	}
+}
+
 // Errors in a stream whose status was 200 (an event that reports one) name
 // their class as an error body does; one that names none is _OTHER.
 func TestStreamErrors(t *testing.T) {

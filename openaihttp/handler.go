@@ -122,6 +122,7 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 	}
 	ended := end{status: status, aborted: r.Context().Err() != nil || rw.writeErr, cause: r.Context().Err()}
 	o := rw.obs.result(time.Now(), ended)
+	rw.body.settle(&o, ended, &rw.obs)
 	if o.Reason == stats.FinishError && !rw.obs.errSeen && status != http.StatusTooManyRequests && (status < 400 || status >= 500) {
 		// What the handler wrote (a reverse proxy's 502, a body cut) does not
 		// say why; the leg it sent does when it got no response, or timed out.
@@ -129,7 +130,6 @@ func (h *handler) finish(e *instrument.Engine, rw *responseWriter, r *http.Reque
 			o.ErrorType = t
 		}
 	}
-	rw.body.settle(&o, ended)
 	if cached, ok := trace.PrefillCached(); ok && o.UsageKnown {
 		// A P/D request: the prefill instance's cached tokens, whatever
 		// the decode response's cached_tokens holds (see PrefillCached).

@@ -215,7 +215,7 @@ func (b *legBody) endLocked(at time.Time, e end) {
 	b.ended = true
 	b.body.close()
 	o := b.obs.result(at, e)
-	b.body.settle(&o, e)
+	b.body.settle(&o, e, &b.obs)
 	recorded := b.trace.boundedOnce(o, false) // the handler passing it on may have counted its drop
 	b.backend.RecordRequest(b.ctx, &recorded)
 	cached, known := b.obs.prefillCached()

@@ -230,8 +230,10 @@
 // messages. The handler counts each such response it writes to its client
 // (an upstream's passed on) in vllm:admission_rejections_total by the limit
 // the message names, and records the request with ErrorType
-// stats.ErrorAdmissionRejected: in no vLLM request family, as vLLM counts a
-// refused attempt (see instrument.Engine.RecordRequest). Any other 503 is a
+// stats.ErrorAdmissionRejected: in no vLLM request family, since vLLM
+// refuses it before any engine sees it (its
+// tests/v1/engine/test_admission_control.py @00ec631b; see
+// instrument.Engine.RecordRequest). Any other 503 is a
 // failed request.
 // # Why a request failed
 //

@@ -50,21 +50,37 @@ const (
 	sourceAPIKey
 )
 
-// credentialHeaders are the headers FromHeader refuses: a credential must
-// never become a label value (FromAPIKey hashes the API key).
-var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key", "Cookie"}
+// credentialWords are the words of a header name (between its hyphens)
+// that make it a header FromHeader refuses: a credential must never become
+// a label value (FromAPIKey hashes the API key). They cover Authorization,
+// Proxy-Authorization, X-Api-Key, Api-Key, Cookie, Gemini's X-Goog-Api-Key,
+// Azure API Management's Ocp-Apim-Subscription-Key and AWS's
+// X-Amz-Security-Token.
+var credentialWords = []string{"Authorization", "Auth", "Key", "Apikey", "Token", "Secret", "Password", "Cookie",
+	"Credential", "Credentials", "Signature"}
+
+// credential reports a header name (canonical) of a credential.
+func credential(canonical string) bool {
+	for w := range strings.SplitSeq(canonical, "-") {
+		if slices.ContainsFunc(credentialWords, func(c string) bool { return strings.EqualFold(w, c) }) {
+			return true
+		}
+	}
+	return false
+}
 
 // FromHeader takes a dimension's value from a request header (its first
-// value), such as X-Tenant or OpenAI-Project. Credential headers
-// (Authorization, Proxy-Authorization, X-Api-Key, Api-Key, Cookie) are
-// refused: use FromAPIKey.
+// value), such as X-Tenant or OpenAI-Project. A header of credentials,
+// one with a word among Authorization, Auth, Key, Apikey, Token, Secret,
+// Password, Cookie, Credential(s) and Signature in its name (Authorization,
+// X-Api-Key, X-Goog-Api-Key, Cookie, ...), is refused: use FromAPIKey.
 func FromHeader(name string) AttributionSource {
 	canonical := textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(name))
 	s := AttributionSource{kind: sourceHeader, header: canonical}
 	switch {
 	case canonical == "" || strings.ContainsAny(canonical, " \t\r\n:"):
 		s.err = fmt.Errorf("%w: header %q is not a header name", ErrAttribution, name)
-	case slices.Contains(credentialHeaders, canonical):
+	case credential(canonical):
 		s.err = fmt.Errorf("%w: header %s carries credentials, which must never be a label value", ErrAttribution, canonical)
 	}
 	return s

@@ -270,3 +270,21 @@ func TestAPIKeyNeverRecorded(t *testing.T) {
 		}
 	}
 }
+
+// Every header that carries a credential, by a word of its name, is
+// refused as a dimension's source; the headers dimensions are taken from
+// are not.
+func TestFromHeaderCredentials(t *testing.T) {
+	for _, h := range []string{"Authorization", "proxy-authorization", "X-Api-Key", "api-key", "Cookie",
+		"x-goog-api-key", "Ocp-Apim-Subscription-Key", "X-Amz-Security-Token", "X-Auth-Token", "X-Client-Secret",
+		"X-Apikey", "X-Amz-Credential", "X-Hub-Signature"} {
+		if err := openaihttp.FromHeader(h).Err(); !errors.Is(err, openaihttp.ErrAttribution) || !strings.Contains(err.Error(), "credentials") {
+			t.Errorf("FromHeader(%q): %v, want a refusal of a credential header", h, err)
+		}
+	}
+	for _, h := range []string{"X-Tenant", "OpenAI-Project", "OpenAI-Organization", "X-Team", "X-Portkey-Trace-Id", "X-Keyword"} {
+		if err := openaihttp.FromHeader(h).Err(); err != nil {
+			t.Errorf("FromHeader(%q): %v", h, err)
+		}
+	}
+}

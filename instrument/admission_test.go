@@ -121,3 +121,21 @@ func TestRecordRequestRefusedAtAdmission(t *testing.T) {
 		}
 	}
 }
+
+// A request refused at admission is bounded by the engine's totals since
+// start as any other: its tokens on the usage families cannot take a
+// series past MaxTotal.
+func TestRefusedAtAdmissionBoundedByTotals(t *testing.T) {
+	_, errs, rec := decodeRecorder(t, 0)
+	e, err := rec.Engine(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.RecordIteration(t.Context(), &stats.Iteration{GenerationTokens: instrument.MaxTotal - 1000})
+	refused := stats.ObservedRequest{Reason: stats.FinishError, ErrorType: stats.ErrorAdmissionRejected, E2ELatency: 0.004,
+		UsageKnown: true, PromptTokens: 10, GenerationTokens: 1001}
+	e.RecordRequest(t.Context(), &refused)
+	if got := errs.Take(); len(got) != 1 || !errors.Is(got[0], stats.ErrOverflow) {
+		t.Errorf("reported %v, want the total since start passing MaxTotal", got)
+	}
+}

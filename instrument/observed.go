@@ -123,6 +123,13 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 	if e.server.on {
 		model = e.respModels.index(r.ResponseModel)
 	}
+	// Its tokens join the totals since start, which bound every series
+	// (the usage families' too) below MaxTotal, refused or not.
+	var inc increments
+	inc.observed(r)
+	if err := e.reserve(&inc); err != nil {
+		return nil, err
+	}
 	if r.ErrorType == stats.ErrorAdmissionRejected {
 		// Refused before it was queued: not one of vLLM's requests, which
 		// counts it in vllm:admission_rejections_total alone
@@ -131,11 +138,6 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 		e.recordServerFinished(ctx, r.Operation, r.Reason, r.ErrorType, model, r.E2ELatency, 0, false)
 		e.recordUsage(ctx, r)
 		return dropped, nil
-	}
-	var inc increments
-	inc.observed(r)
-	if err := e.reserve(&inc); err != nil {
-		return nil, err
 	}
 	fm := e.finishedAt(r.Priority)
 	in, rec := e.inst, fm.plain.rec

@@ -16,7 +16,8 @@
 // cache_creation_input_token_cost, output_cost_per_reasoning_token,
 // input_cost_per_audio_token, output_cost_per_audio_token,
 // input_cost_per_image_token, output_cost_per_image_token, and the tiers
-// <field>_above_<N>_tokens or _above_<N>k_tokens of the first four. A price
+// <field>_above_<N>_tokens or _above_<N>k_tokens of the first four (at
+// most 16 tiers a model, or the file is refused). A price
 // is a JSON number, or a string holding one (as LiteLLM accepts), or null
 // (no price); it must be finite, not negative and at most [MaxPrice] per
 // token, or the whole file is refused with an error naming the model and
@@ -35,8 +36,9 @@
 // @YYYYMMDD, a month 01 to 12 and a day 01 to 31 of a year 20xx). Nothing
 // else: no prefix of a name, no case folding, no prefix added (a table's
 // "azure/gpt-4o" is found only by that name, but for [Table.ForProvider]),
-// so gpt-4o-mini is never priced as gpt-4o. A request none of whose names
-// the table has is not priced ([Table.Cost] returns false): it is counted
+// so gpt-4o-mini is never priced as gpt-4o, and a name longer than
+// stats.MaxResponseModelLen (256 bytes) names no model. A request none of
+// whose names the table has is not priced ([Table.Cost] returns false): it is counted
 // as unpriced, never priced by a guess.
 //
 // [Table.ForProvider] gives the table for one provider's traffic: the

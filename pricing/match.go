@@ -1,6 +1,10 @@
 package pricing
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/infermetrics/infermetrics/stats"
+)
 
 // find returns the price of the first name the table has, in the order of
 // the package doc: the provider's entries first (ForProvider), then all.
@@ -15,13 +19,14 @@ func (t *Table) find(model, responseModel string) *Price {
 }
 
 // findIn returns the price in prices of the first name of the package
-// doc's order, or nil.
+// doc's order, or nil. A name longer than stats.MaxResponseModelLen names
+// no model (each prefix stripped hashes the rest of it again).
 func findIn(prices map[string]*Price, model, responseModel string) *Price {
 	if len(prices) == 0 {
 		return nil
 	}
-	names := [2]string{responseModel, model}
-	if model == responseModel {
+	names := [2]string{boundedName(responseModel), boundedName(model)}
+	if names[1] == names[0] {
 		names[1] = "" // looked up once
 	}
 	for _, name := range names {
@@ -127,4 +132,13 @@ func isDate(year, month, day string) bool {
 	}
 	y, m, d := num(year), num(month), num(day)
 	return y >= 2000 && y <= 2099 && m >= 1 && m <= 12 && d >= 1 && d <= 31
+}
+
+// boundedName is name, or "" when it is longer than any model name a request
+// can carry.
+func boundedName(name string) string {
+	if len(name) > stats.MaxResponseModelLen {
+		return ""
+	}
+	return name
 }

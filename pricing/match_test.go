@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/infermetrics/infermetrics/stats"
@@ -60,6 +61,9 @@ func TestMatch(t *testing.T) {
 		{"sample_spec", "", ""},
 		{"1024-x-1024/dall-e-2", "", ""},
 		{"", "", ""},
+		// A name longer than any a request carries names no model.
+		{strings.Repeat("a/", 200) + "gpt-4o", "", ""},
+		{strings.Repeat("a/", 200) + "gpt-4o", "gpt-4o-mini", "gpt-4o-mini"},
 	} {
 		p, ok := tab.Lookup(c.model, c.response)
 		if ok != (c.want != "") || p.Model != c.want {

@@ -2,6 +2,7 @@ package pricing
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -348,6 +349,9 @@ func TestParseAccepts(t *testing.T) {
 	if tab.Len() != 8 {
 		t.Errorf("Len() = %d, want 8 (no-token-price, all-null, sample_spec and \"\" skipped)", tab.Len())
 	}
+	if p, ok := parse(t, manyTiers(maxTiers)).Lookup("m", ""); !ok || len(p.Tiers) != maxTiers {
+		t.Errorf("a model of %d tiers: %d tiers, %v", maxTiers, len(p.Tiers), ok)
+	}
 }
 
 func TestParseRefuses(t *testing.T) {
@@ -373,6 +377,7 @@ func TestParseRefuses(t *testing.T) {
 			"m", "cache_read_input_token_cost_above_200k_tokens", ErrNotNumber},
 		{`{"m": {"input_cost_per_token": 1e-06, "input_cost_per_token_above_200k_tokens": 2e-06, "input_cost_per_token_above_200000_tokens": 3e-06}}`,
 			"m", "", stats.ErrOutOfRange},
+		{manyTiers(maxTiers + 1), "m", "", stats.ErrOutOfRange},
 		{`{"m": 5}`, "m", "(entry)", nil},
 		{`{"m": [1e-06]}`, "m", "(entry)", nil},
 	} {
@@ -392,6 +397,17 @@ func TestParseRefuses(t *testing.T) {
 			t.Errorf("%q: %v, want an error", doc, tab)
 		}
 	}
+}
+
+// manyTiers is a price file whose model m has n tiers.
+func manyTiers(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"m": {"input_cost_per_token": 1e-06`)
+	for i := range n {
+		fmt.Fprintf(&b, `, "input_cost_per_token_above_%dk_tokens": 2e-06`, i+1)
+	}
+	b.WriteString("}}")
+	return b.String()
 }
 
 // TestParseFirstError holds that of several bad models the error names the

@@ -68,6 +68,10 @@ var tieredKinds = [...]stats.TokenKind{stats.TokenInput, stats.TokenOutput, stat
 // maxThreshold bounds a tier's threshold, far above any context.
 const maxThreshold = 1 << 40
 
+// maxTiers bounds the tiers of one model: LiteLLM's list has one or two,
+// and each request looks through them.
+const maxTiers = 16
+
 // Table is a price table: a Price per model name. Its methods are safe for
 // concurrent use; a nil Table prices nothing.
 type Table struct {
@@ -223,9 +227,12 @@ func parseEntry(model string, raw json.RawMessage) (*Price, error) {
 		if !tier.Rates.Has(stats.TokenInput) {
 			continue // null
 		}
+		if len(p.Tiers) == maxTiers {
+			return nil, &EntryError{Model: model, Field: key, Value: abbreviate(entry[key]), Err: fmt.Errorf("%w: more than %d tiers", stats.ErrOutOfRange, maxTiers)}
+		}
 		for _, other := range p.Tiers {
 			if other.Above == above {
-				return nil, &EntryError{Model: model, Field: key, Value: string(entry[key]), Err: fmt.Errorf("%w: a second tier above %d tokens", stats.ErrOutOfRange, above)}
+				return nil, &EntryError{Model: model, Field: key, Value: abbreviate(entry[key]), Err: fmt.Errorf("%w: a second tier above %d tokens", stats.ErrOutOfRange, above)}
 			}
 		}
 		p.Tiers = append(p.Tiers, tier)

@@ -63,10 +63,9 @@ type Dimension struct {
 // distinct values, and combinations of values, over all of them. It is safe
 // for concurrent use.
 type Attribution struct {
-	dims      []Dimension
-	values    []boundedSet[string]
-	combos    boundedSet[combo]
-	maxCombos int
+	dims   []Dimension
+	values []boundedSet[string]
+	combos boundedSet[combo]
 }
 
 // combo is one combination of bounded values, by dimension; the dimensions
@@ -126,8 +125,7 @@ func NewAttribution(dims ...Dimension) (*Attribution, error) {
 	for i, d := range a.dims {
 		a.values[i].max = d.MaxValues
 	}
-	a.maxCombos = CombinationsPerValue * largest
-	a.combos.max = a.maxCombos
+	a.combos.max = CombinationsPerValue * largest
 	return a, nil
 }
 
@@ -143,7 +141,7 @@ func checkDimensionName(name string) error {
 
 // usageKeys are the attribute keys a dimension may not take: every key the
 // Recorder sets, those of the usage families included.
-func usageKeys() []string { return append(slices.Clone(reservedKeys), KeyDimension) }
+func usageKeys() []string { return withKeys(reservedKeys, KeyDimension) }
 
 // Dimensions returns the dimensions, with their caps as applied.
 func (a *Attribution) Dimensions() []Dimension {
@@ -159,7 +157,7 @@ func (a *Attribution) MaxCombinations() int {
 	if a == nil {
 		return 0
 	}
-	return a.maxCombos
+	return a.combos.max
 }
 
 // names returns the dimensions' attribute keys.

@@ -1,6 +1,7 @@
 package instrument
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -35,23 +36,14 @@ func (c *measureCache) get(key uint32, build func() measure) *measure {
 			return v
 		}
 	}
-	next := make(map[uint32]*measure, 1+lenOf(old))
+	next := map[uint32]*measure{}
 	if old != nil {
-		for k, v := range *old {
-			next[k] = v
-		}
+		next = maps.Clone(*old)
 	}
 	v := build()
 	next[key] = &v
 	c.m.Store(&next)
 	return &v
-}
-
-func lenOf(m *map[uint32]*measure) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
 }
 
 // Attribute sets of a handle's cached measures (measureKey's kind): the

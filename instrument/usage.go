@@ -272,9 +272,7 @@ func (e *Engine) recordUsage(ctx context.Context, r *stats.ObservedRequest) {
 // reason and error type: error.type only for a request that failed or was
 // aborted for a known cause, _OTHER for a failure of unknown cause.
 func (e *Engine) callMeasure(s *usageSets, reason stats.FinishReason, t stats.ErrorType) *usageMeasure {
-	if reason == stats.FinishError && t == stats.ErrorNone {
-		t = stats.ErrorOther
-	}
+	t = errorTypeOf(reason, t)
 	p := &s.byCall[reason][t]
 	if m := p.Load(); m != nil {
 		return m
@@ -297,7 +295,7 @@ func (e *Engine) callMeasure(s *usageSets, reason stats.FinishReason, t stats.Er
 func (a *Attribution) MaxSetsPerRecorder() int {
 	combos := 1
 	if a != nil {
-		combos = a.maxCombos + 1
+		combos = a.combos.max + 1
 	}
 	calls := 0
 	for _, r := range stats.FinishReasons() {

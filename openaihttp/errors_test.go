@@ -209,7 +209,7 @@ func observeHandlerWith(t *testing.T, e *instrument.Engine, x *corpus.Entry, spl
 // observeTransportWith is observeTransport with the response header h.
 func observeTransportWith(t *testing.T, e *instrument.Engine, x *corpus.Entry, split corpus.Split, h http.Header) stats.ObservedRequest {
 	t.Helper()
-	return legOf(t, NewTransport(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	return legOf(t, NewTransport(roundTrip(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: x.Status, Header: h.Clone(), Request: r, Body: io.NopCloser(x.Reader(split))}, nil
 	}), WithEngine(e)), x.Path, x.Request, nil)
 }
@@ -314,7 +314,7 @@ func TestErrorCauses(t *testing.T) {
 // redirect sends every request to base's host through rt.
 func redirect(rt http.RoundTripper, base string) http.RoundTripper {
 	u, _ := url.Parse(base)
-	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	return roundTrip(func(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.URL.Scheme, r.URL.Host = u.Scheme, u.Host
 		return rt.RoundTrip(r)

@@ -200,10 +200,6 @@ func observeTransport(t *testing.T, e *instrument.Engine, x *corpus.Entry, split
 	return observeTransportWith(t, e, x, split, x.Header())
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // Each API's token kinds, streamed and not, as written by hand: what each
 // field says, a kind its usage does not report (or reports null) not set,
 // a detail that is no count making the usage unknown (no kind), and

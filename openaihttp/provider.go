@@ -3,12 +3,14 @@ package openaihttp
 import (
 	"net"
 	"strings"
+
+	"github.com/infermetrics/infermetrics/instrument"
 )
 
 // ProviderSelfHosted is the gen_ai.provider.name ProviderName gives a host
 // it does not know: a server of your own (vLLM, SGLang, Ollama, llama.cpp,
-// a gateway), instrument.DefaultGenAIProvider.
-const ProviderSelfHosted = "self_hosted"
+// a gateway).
+const ProviderSelfHosted = instrument.DefaultGenAIProvider
 
 // providerHosts are the hosts of the providers whose gen_ai.provider.name
 // the GenAI conventions list (open-telemetry/semantic-conventions-genai @

@@ -184,10 +184,11 @@ func readBody(r *http.Request, rt route, limit int, includeUsage, user bool) (in
 		info.model = string(s.model[:s.modelLen])
 	}
 	if user {
-		info.user = string(s.user[:s.userLen])
+		u := s.user[:s.userLen]
 		if ep.dialect == dAnthropic {
-			info.user = string(s.userID[:s.userIDLen])
+			u = s.userID[:s.userIDLen]
 		}
+		info.user = string(u)
 	}
 	info.n, info.maxTokens = rq.n, rq.maxTokensParam()
 	if rq.hasStream {

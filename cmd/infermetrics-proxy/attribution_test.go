@@ -23,7 +23,7 @@ import (
 )
 
 // priceFile writes a price table in LiteLLM's format and returns its path.
-func priceFile(t *testing.T, body string) string {
+func priceFile(t testing.TB, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "prices.json")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -204,7 +204,6 @@ func TestAttributionThroughProxy(t *testing.T) {
 // Azure's gpt-4o-mini at Azure's price, not OpenAI's.
 func TestPricesOfTheProvider(t *testing.T) {
 	up := stopUpstream(t) // usage 1 prompt, 1 completion token
-	prices := filepath.Join("..", "..", "pricing", "testdata", "litellm_prices.json")
 	for _, c := range []struct {
 		provider, model string
 		cost            float64 // 0: unpriced
@@ -215,7 +214,7 @@ func TestPricesOfTheProvider(t *testing.T) {
 		{"openai", "gpt-4o-mini", 1.5e-07 + 6e-07},
 		{"deepseek", "deepseek-chat", 2.8e-07 + 4.2e-07},
 	} {
-		args := []string{"-upstream", up.URL, "-prices", prices}
+		args := []string{"-upstream", up.URL, "-prices", realPrices}
 		if c.provider != "" {
 			args = append(args, "-provider", c.provider)
 		}

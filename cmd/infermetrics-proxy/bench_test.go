@@ -12,8 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -229,12 +227,8 @@ func BenchmarkProxyInProcess(b *testing.B) {
 // attributionArgs are the flags of BenchmarkProxyInProcess's attributed
 // proxy: three dimensions and a price table of model m.
 func attributionArgs(tb testing.TB) []string {
-	prices := filepath.Join(tb.TempDir(), "prices.json")
-	if err := os.WriteFile(prices, []byte(`{"m": {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6}}`), 0o600); err != nil {
-		tb.Fatal(err)
-	}
 	return []string{"-attribute", "tenant=header:X-Tenant", "-attribute", "user=user", "-attribute", "key=apikey",
-		"-attribute-salt", "bench-salt", "-prices", prices}
+		"-attribute-salt", "bench-salt", "-prices", priceFile(tb, mPrices)}
 }
 
 // attributedRequest is benchRequest with an end user; attributedHeaders

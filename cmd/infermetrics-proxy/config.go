@@ -430,7 +430,7 @@ func (c *config) check() error {
 		c.provider = openaihttp.ProviderName(c.upstreams[0].url.Host)
 	}
 	if !utf8.ValidString(c.provider) || len(c.provider) > instrument.MaxModelNameLen {
-		errs = append(errs, fmt.Errorf("-provider %q: want UTF-8 of at most %d bytes", c.provider, instrument.MaxModelNameLen))
+		errs = append(errs, fmt.Errorf("%s: want UTF-8 of at most %d bytes", c.setting("provider", strconv.Quote(c.provider)), instrument.MaxModelNameLen))
 	}
 	if c.maxModels < 1 {
 		errs = append(errs, fmt.Errorf("%s: want at least 1", c.setting("max-models", strconv.Itoa(c.maxModels))))

@@ -76,7 +76,7 @@ func KindsOf(api string, status int, body []byte) (stats.TokenUsage, string, err
 				m = r
 			}
 		}
-		if s, ok := m["model"].(string); ok && s != "" && len(s) <= 256 {
+		if s, ok := m["model"].(string); ok && s != "" && len(s) <= stats.MaxResponseModelLen {
 			model = s
 			break
 		}

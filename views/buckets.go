@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -100,13 +101,7 @@ func (k BucketKind) instruments() []string {
 // and boundaries WithBuckets would refuse, are refused (ErrOption); so is
 // the option on Semconv.
 func WithCustomHistogramBuckets(overrides map[BucketKind][]float64) Option {
-	kinds := slices.Sorted(func(yield func(BucketKind) bool) {
-		for k := range overrides {
-			if !yield(k) {
-				return
-			}
-		}
-	})
+	kinds := slices.Sorted(maps.Keys(overrides))
 	opts := make([]kindBucketsOption, 0, len(kinds))
 	for _, k := range kinds {
 		opts = append(opts, kindBucketsOption{k, append([]float64(nil), overrides[k]...)})

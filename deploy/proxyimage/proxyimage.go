@@ -94,7 +94,7 @@ func Build(o Options) (v1.ImageIndex, error) {
 	if err != nil {
 		return nil, err
 	}
-	base, err := baseFiles(o.Created)
+	base, err := baseFiles()
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func Build(o Options) (v1.ImageIndex, error) {
 		LabelTitle:    "infermetrics-proxy",
 		LabelLicenses: "Apache-2.0",
 	}
-	goVersion, err := goEnv(o.Repo, "GOVERSION")
+	goVersion, err := run(o.Repo, "go", "env", "GOVERSION")
 	if err != nil {
 		return nil, err
 	}
@@ -161,11 +161,11 @@ func (o *Options) defaults() error {
 		}
 	}
 	if o.Revision == "" {
-		rev, err := git(o.Repo, "rev-parse", "HEAD")
+		rev, err := run(o.Repo, "git", "rev-parse", "HEAD")
 		if err != nil {
 			return fmt.Errorf("revision (give it, or build in a git checkout): %w", err)
 		}
-		status, err := git(o.Repo, "status", "--porcelain", "--untracked-files=no")
+		status, err := run(o.Repo, "git", "status", "--porcelain", "--untracked-files=no")
 		if err != nil {
 			return err
 		}
@@ -175,7 +175,7 @@ func (o *Options) defaults() error {
 		o.Revision = rev
 	}
 	if o.Created.IsZero() {
-		ct, err := git(o.Repo, "log", "-1", "--format=%ct")
+		ct, err := run(o.Repo, "git", "log", "-1", "--format=%ct")
 		if err != nil {
 			return fmt.Errorf("time (give it, or build in a git checkout): %w", err)
 		}
@@ -214,7 +214,7 @@ type file struct {
 
 // baseFiles are the image's files but the binary: the users and groups of
 // distroless's static image (root, nobody, nonroot) and the CA bundle.
-func baseFiles(created time.Time) ([]file, error) {
+func baseFiles() ([]file, error) {
 	ca, err := caBundle()
 	if err != nil {
 		return nil, err
@@ -347,22 +347,13 @@ func modulePath(repo string) (string, error) {
 	return "", fmt.Errorf("%s/go.mod: no module line", repo)
 }
 
-func git(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
+// run runs a command in dir and returns its output, trimmed.
+func run(dir, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-func goEnv(dir, name string) (string, error) {
-	cmd := exec.Command("go", "env", name)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go env %s: %w", name, err)
+		return "", fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }

@@ -84,6 +84,9 @@ func TestErrorBodies(t *testing.T) {
 		{"502 HTML", chat, 502, nil, `<html><body>Bad Gateway</body></html>`, stats.ErrorServerError},
 		{"418", chat, 418, nil, ``, stats.ErrorOther},
 		{"a class past the bound", chat, 400, nil, strings.Repeat(" ", maxErrorBody) + `{"error":{"code":"context_length_exceeded"}}`, stats.ErrorInvalidRequest},
+		// A message is read to maxValue bytes, whole in one read or not.
+		{"a phrase past the message's bound", chat, 400, nil, `{"error":{"message":"` + strings.Repeat("x", maxValue) +
+			` maximum context length is 4096 tokens"}}`, stats.ErrorInvalidRequest},
 	} {
 		for _, enc := range []string{"identity", "gzip"} {
 			body := []byte(c.body)

@@ -982,7 +982,9 @@ func (s *jsonScan) endString(v []byte, over bool) {
 	case rErrCode:
 		d.noteError(codeClass(v))
 	case rErrMsg:
-		d.noteError(messageClass(v))
+		// Its first maxValue bytes, however the body was split into reads
+		// (a string across reads is kept only so far).
+		d.noteError(messageClass(v[:min(len(v), maxValue)]))
 	case rErrObject:
 		d.errSeen = d.errSeen || string(v) == "error" // vLLM's ErrorResponse before its "error" object
 	case rType:

@@ -230,10 +230,9 @@ type hasher struct {
 // maxKeyValues bounds the keys whose values a hasher keeps.
 const maxKeyValues = 4096
 
-// keyMAC is one HMAC with the buffers of one hash.
+// keyMAC is one HMAC with the buffer of its sum.
 type keyMAC struct {
 	h   hash.Hash
-	key []byte
 	sum [sha256.Size]byte
 }
 
@@ -257,12 +256,10 @@ func (h *hasher) hash(key string) string {
 	}
 	m := h.pool.Get().(*keyMAC)
 	m.h.Reset()
-	m.key = append(m.key[:0], key...)
-	m.h.Write(m.key)
+	m.h.Write([]byte(key)) // a copy per key not seen before: a pooled buffer would keep the longest key's size
 	m.h.Sum(m.sum[:0])
 	var out [APIKeyHashLen]byte
 	hex.Encode(out[:], m.sum[:APIKeyHashLen/2])
-	clear(m.key) // the key is kept nowhere
 	h.pool.Put(m)
 	v = string(out[:])
 	h.mu.Lock()

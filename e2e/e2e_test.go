@@ -211,18 +211,6 @@ func buildExample(t *testing.T, dir string) string {
 	return bin
 }
 
-// distinctPorts returns n different free ports on 127.0.0.1.
-func distinctPorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for len(ports) < n {
-		if p := freePort(t); !slices.Contains(ports, p) {
-			ports = append(ports, p)
-		}
-	}
-	return ports
-}
-
 // childEnv is the environment of the started processes: the test's own,
 // less OTEL_* variables that would redirect the example's exports.
 func childEnv() []string {

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/infermetrics/infermetrics/internal/testlog"
 )
 
 // required reports whether E2E_REQUIRED=1: then a missing tool fails the
@@ -210,7 +212,7 @@ func (p *proc) dumpTail(t *testing.T, n int) {
 		if len(lines) > n {
 			lines = lines[len(lines)-n:]
 		}
-		t.Logf("---- tail of %s (%s) ----\n%s", p.name, filepath.Base(f), strings.Join(lines, "\n"))
+		t.Logf("%s%s (%s) ----\n%s", testlog.TailMark, p.name, filepath.Base(f), strings.Join(lines, "\n"))
 	}
 }
 

@@ -12,6 +12,13 @@ import (
 	"testing"
 )
 
+// TailMark starts the t.Log message under which a test shows the last
+// lines a process it ran printed (the end-to-end harness, on a failure);
+// internal/testoutput repeats a failed test's own last lines after such
+// messages, so that the end of a run's output, all a CI report may show,
+// keeps the failure's reason.
+const TailMark = "---- tail of "
+
 // StdLogger sends what the standard logger gets to t.Log until the test
 // ends, then restores its output and flags. A write that took the test's
 // writer as the test ended is dropped; one that comes later goes to the

@@ -18,6 +18,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/infermetrics/infermetrics/internal/testlog"
 )
 
 func main() {
@@ -105,7 +107,11 @@ func filter(r io.Reader, w io.Writer) (int, error) {
 			held[key] = append(held[key], e.Output)
 		case "fail":
 			if e.Test != "" {
-				fmt.Fprint(w, strings.Join(held[key], ""))
+				out := strings.Join(held[key], "")
+				fmt.Fprint(w, out)
+				if own := ownLastLines(out, ownLines); own != nil {
+					fmt.Fprintf(w, "--- FAIL: %s: its own last lines, before the output of its processes above:\n%s", e.Test, strings.Join(own, ""))
+				}
 			}
 			delete(held, key)
 		case "pass", "skip":
@@ -113,4 +119,39 @@ func filter(r io.Reader, w io.Writer) (int, error) {
 		}
 	}
 	return n, sc.Err()
+}
+
+// ownLines is how many of a failed test's own last lines are repeated
+// after its processes' output, and maxOwnLine how long each may be.
+const (
+	ownLines   = 8
+	maxOwnLine = 400
+)
+
+// ownLastLines returns the last n lines of a failed test's output that are
+// not the output of a process it ran (a t.Log message starting with
+// testlog.TailMark, with its continuation lines), each cut at maxOwnLine
+// bytes, when there is such output; else nil: the reason is last already.
+func ownLastLines(out string, n int) []string {
+	var own []string
+	inTail, tails := false, false
+	for line := range strings.Lines(out) {
+		switch {
+		case strings.HasPrefix(line, "    ") && !strings.HasPrefix(line, "        ") && strings.Contains(line, ": "+testlog.TailMark):
+			inTail, tails = true, true
+		case inTail && strings.HasPrefix(line, "        "):
+		case strings.HasPrefix(line, "    "):
+			inTail = false
+			if len(line) > maxOwnLine {
+				line = line[:maxOwnLine] + "...\n"
+			}
+			own = append(own, line)
+		default:
+			inTail = false
+		}
+	}
+	if !tails {
+		return nil
+	}
+	return own[max(0, len(own)-n):]
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/infermetrics/infermetrics/internal/testlog"
 )
 
 const events = `{"Action":"start","Package":"p"}
@@ -74,5 +76,36 @@ func TestFilterLongLine(t *testing.T) {
 	want := "=== RUN   TestD\n    d_test.go:5: a long line, continued map[x:1] 2; and ended\n--- FAIL: TestD (0.00s)\n"
 	if !strings.HasPrefix(out.String(), want) {
 		t.Errorf("printed\n%s\nwant it to start with\n%s", out.String(), want)
+	}
+}
+
+// A failed test whose processes' output the harness showed after its
+// failure gets its own last lines repeated at the end (a CI report shows
+// the end of a run's output), without the processes' lines.
+func TestFilterOwnLinesAfterTails(t *testing.T) {
+	tail := testlog.TailMark
+	in := `{"Action":"output","Package":"e","Test":"TestF","Output":"=== RUN   TestF\n"}
+{"Action":"output","Package":"e","Test":"TestF","Output":"    f_test.go:1: started prometheus\n"}
+{"Action":"output","Package":"e","Test":"TestF","Output":"    f_test.go:2: listen tcp 127.0.0.1:20001: bind: address already in use\n"}
+{"Action":"output","Package":"e","Test":"TestF","Output":"    harness_test.go:9: ` + tail + `prometheus (prometheus.stderr) ----\n"}
+{"Action":"output","Package":"e","Test":"TestF","Output":"        ts=1 level=info msg=\"Server is ready\"\n"}
+{"Action":"output","Package":"e","Test":"TestF","Output":"        ts=2 level=info msg=\"Starting rule manager\"\n"}
+{"Action":"output","Package":"e","Test":"TestF","Output":"    f_test.go:3: a line after the tails\n"}
+{"Action":"output","Package":"e","Test":"TestF","Output":"        and its continuation\n"}
+{"Action":"output","Package":"e","Test":"TestF","Output":"--- FAIL: TestF (8.58s)\n"}
+{"Action":"fail","Package":"e","Test":"TestF"}
+`
+	var out strings.Builder
+	if n, err := filter(strings.NewReader(in), &out); err != nil || n != 0 {
+		t.Fatalf("%d stray lines, %v", n, err)
+	}
+	want := "--- FAIL: TestF (8.58s)\n--- FAIL: TestF: its own last lines, before the output of its processes above:\n" +
+		"    f_test.go:1: started prometheus\n    f_test.go:2: listen tcp 127.0.0.1:20001: bind: address already in use\n" +
+		"    f_test.go:3: a line after the tails\n        and its continuation\n"
+	if !strings.HasSuffix(out.String(), want) {
+		t.Errorf("printed\n%s\nwant it to end with\n%s", out.String(), want)
+	}
+	if got := strings.Count(out.String(), "Starting rule manager"); got != 1 {
+		t.Errorf("a process's line printed %d times, want once", got)
 	}
 }

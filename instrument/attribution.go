@@ -187,7 +187,7 @@ func boundValue(v string) string {
 // and AttributionOverflow where new past its dimension's cap; every
 // dimension AttributionOverflow when the combination is new past the cap
 // on combinations. over has bit i set for each dimension i whose value
-// overflowed, and bit MaxDimensions when the combination did. values holds
+// overflowed, and bit len(a.dims) when the combination did. values holds
 // at most one value per dimension (a missing one is "").
 func (a *Attribution) fold(values []string) (c combo, over uint) {
 	for i := range a.dims {
@@ -205,7 +205,7 @@ func (a *Attribution) fold(values []string) (c combo, over uint) {
 		for i := range a.dims {
 			c[i] = AttributionOverflow
 		}
-		over |= 1 << MaxDimensions
+		over |= 1 << len(a.dims)
 	}
 	return c, over
 }

@@ -51,7 +51,6 @@ type config struct {
 	errorHandler       func(error)
 	attribution        *Attribution // WithAttribution
 	priced             bool         // WithPriceTable
-	usage              bool         // the usage families: WithAttribution or WithPriceTable
 }
 
 func newConfig(opts []Option) config {

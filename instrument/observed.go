@@ -119,16 +119,16 @@ func (e *Engine) recordObserved(ctx context.Context, req *stats.ObservedRequest)
 	}
 	bounded, dropped := req.Bounded()
 	r := &bounded
-	model := 0
-	if e.server.on {
-		model = e.respModels.index(r.ResponseModel)
-	}
 	// Its tokens join the totals since start, which bound every series
 	// (the usage families' too) below MaxTotal, refused or not.
 	var inc increments
 	inc.observed(r)
 	if err := e.reserve(&inc); err != nil {
 		return nil, err
+	}
+	model := 0 // a refused request takes none of the MaxResponseModels
+	if e.server.on {
+		model = e.respModels.index(r.ResponseModel)
 	}
 	if r.ErrorType == stats.ErrorAdmissionRejected {
 		// Refused before it was queued: not one of vLLM's requests, which

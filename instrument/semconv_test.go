@@ -248,3 +248,30 @@ func TestResponseModels(t *testing.T) {
 		}
 	}
 }
+
+// A request refused whole (here: past the totals since start) takes none
+// of an Engine's MaxResponseModels: the models of the requests recorded
+// after it keep their names.
+func TestRefusedRequestTakesNoResponseModel(t *testing.T) {
+	h, e, _ := frontEnd(t)
+	ctx := t.Context()
+	e.RecordIteration(ctx, &stats.Iteration{GenerationTokens: instrument.MaxTotal - 1000})
+	refused := observed()
+	refused.Operation, refused.ResponseModel, refused.GenerationTokens = stats.OperationChat, "refused", 1001
+	e.RecordRequest(ctx, &refused)
+	if err := h.refused(); !errors.Is(err, stats.ErrOverflow) {
+		t.Fatalf("refused %v, want the total since start passing MaxTotal", err)
+	}
+	for i := range instrument.MaxResponseModels {
+		r := observed()
+		r.Operation, r.ResponseModel, r.PromptTokens, r.CachedPromptTokens, r.GenerationTokens = stats.OperationChat, fmt.Sprintf("m-%02d", i), 1, 0, 1
+		e.RecordRequest(ctx, &r)
+	}
+	s := h.collect()
+	for i := range instrument.MaxResponseModels {
+		m := fmt.Sprintf("m-%02d", i)
+		if p := s.get(t, instrument.NameGenAIServerRequestDuration, genAILabels(instrument.KeyGenAIResponseModel, m)...); p.count != 1 {
+			t.Errorf("response model %s: count %d, want 1 under its name", m, p.count)
+		}
+	}
+}

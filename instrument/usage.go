@@ -89,7 +89,7 @@ func UsageDescriptors() []Descriptor { return copyDescriptors(usageCatalog) }
 // (exporters.WithCardinalityLimit; the SDK's default is 2000) above their
 // sum, or the SDK merges the sets past it into its overflow series.
 func WithAttribution(a *Attribution) Option {
-	return optionFunc(func(c *config) { c.attribution, c.usage = a, c.usage || a != nil })
+	return optionFunc(func(c *config) { c.attribution = a })
 }
 
 // WithPriceTable says the requests recorded are priced
@@ -97,7 +97,7 @@ func WithAttribution(a *Attribution) Option {
 // alone without WithAttribution, and a request with usage whose cost is
 // not known is counted as unpriced (infermetrics.usage.unpriced_requests).
 func WithPriceTable() Option {
-	return optionFunc(func(c *config) { c.priced, c.usage = true, true })
+	return optionFunc(func(c *config) { c.priced = true })
 }
 
 // usageInstruments are the usage families' instruments.
@@ -171,7 +171,7 @@ type usageSeries struct {
 // buildUsage readies an engine's usage state.
 func (e *Engine) buildUsage(cfg *config) {
 	u := &e.usage
-	u.on, u.priced, u.attr = cfg.usage, cfg.priced, cfg.attribution
+	u.on, u.priced, u.attr = cfg.attribution != nil || cfg.priced, cfg.priced, cfg.attribution
 	if u.attr == nil {
 		return
 	}
@@ -238,7 +238,7 @@ func (e *Engine) recordUsage(ctx context.Context, r *stats.ObservedRequest) {
 		var over uint
 		c, over = u.attr.fold(r.Attribution)
 		for i := range u.overflow {
-			if over&(1<<i) != 0 || (i == len(u.overflow)-1 && over&(1<<MaxDimensions) != 0) {
+			if over&(1<<i) != 0 {
 				in.overflow.Add(ctx, 1, u.overflow[i].add...)
 			}
 		}

@@ -35,8 +35,7 @@ const APIKeyHashLen = 12
 // FromHeader, FromUser or FromAPIKey.
 type AttributionSource struct {
 	kind   sourceKind
-	header string // canonical
-	salt   []byte
+	header string  // canonical
 	err    error   // why the source gives nothing
 	keys   *hasher // FromAPIKey's
 }
@@ -101,12 +100,12 @@ func FromUser() AttributionSource { return AttributionSource{kind: sourceUser} }
 // under a random seed, so that a key seen before costs no HMAC. An empty
 // salt is refused (ErrAttribution).
 func FromAPIKey(salt []byte) AttributionSource {
-	s := AttributionSource{kind: sourceAPIKey, salt: slices.Clone(salt)}
+	s := AttributionSource{kind: sourceAPIKey}
 	if len(salt) == 0 {
 		s.err = fmt.Errorf("%w: FromAPIKey needs a salt: without one, anyone can test guesses of a key against its value", ErrAttribution)
 		return s
 	}
-	s.keys = newHasher(s.salt)
+	s.keys = newHasher(slices.Clone(salt)) // pool.New keeps it
 	return s
 }
 

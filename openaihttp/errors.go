@@ -59,11 +59,11 @@ func errRank(c uint8) int {
 	return 0
 }
 
-// noteError keeps the more specific of a document's error classes; of two
+// noteError keeps in dst the more specific of its class and c; of two
 // alike, the first.
-func (d *doc) noteError(c uint8) {
-	if errRank(c) > errRank(d.errClass) {
-		d.errClass = c
+func noteError(dst *uint8, c uint8) {
+	if errRank(c) > errRank(*dst) {
+		*dst = c
 	}
 }
 
@@ -187,6 +187,9 @@ func admissionFirstSentences() []string {
 
 // messageClass is the class an error's message names; errNone for none.
 func messageClass(v []byte) uint8 {
+	// Its first maxValue bytes: one class however the body was split into
+	// reads (a string across reads is kept only so far).
+	v = v[:min(len(v), maxValue)]
 	for _, m := range messagePhrases {
 		for _, p := range m.phrases {
 			if containsFold(v, p) {
@@ -219,7 +222,8 @@ func containsFold(s []byte, sub string) bool {
 }
 
 // statusType is what a status alone says of a failure; ErrorNone for a
-// status that says nothing (below 400, or an unusual 4xx).
+// status that says nothing (below 400, or an unusual 4xx) and for a 429,
+// which responseError tells apart first.
 func statusType(status int) stats.ErrorType {
 	switch {
 	case status == http.StatusUnauthorized:
@@ -232,8 +236,6 @@ func statusType(status int) stats.ErrorType {
 		return stats.ErrorTimeout
 	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
 		return stats.ErrorInvalidRequest
-	case status == http.StatusTooManyRequests:
-		return stats.ErrorRateLimited
 	case status == 499: // nginx's: the client closed the request
 		return stats.ErrorClientCanceled
 	case status == 529: // Anthropic's overloaded

@@ -87,6 +87,7 @@ func TestErrorBodies(t *testing.T) {
 		// A message is read to maxValue bytes, whole in one read or not.
 		{"a phrase past the message's bound", chat, 400, nil, `{"error":{"message":"` + strings.Repeat("x", maxValue) +
 			` maximum context length is 4096 tokens"}}`, stats.ErrorInvalidRequest},
+		{"ollama phrase past the bound", ollama, 500, nil, `{"error":"` + strings.Repeat("x", maxValue) + ` server busy, please try again"}`, stats.ErrorServerError},
 	} {
 		for _, enc := range []string{"identity", "gzip"} {
 			body := []byte(c.body)

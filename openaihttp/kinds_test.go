@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel/metric/noop"
-
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/internal/corpus"
 	"github.com/infermetrics/infermetrics/internal/sample"
@@ -25,16 +23,7 @@ func noopEngine(t testing.TB) *instrument.Engine {
 	// reasoning tokens above its completion tokens) is kept, not logged:
 	// these tests read what the handler observed (withObserved).
 	var reported testutil.Errors
-	r, err := instrument.NewRecorder(instrument.WithMeterProvider(noop.NewMeterProvider()), instrument.WithModelName("m"), reported.Option())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
-	e, err := r.Engine(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return newEngine(t, reported.Option())
 }
 
 // withObserved has the handler give f each request it records.

@@ -84,12 +84,11 @@ type bodyFacts struct {
 	errClass uint8
 	done     bool // [DONE], message_stop, Ollama's done, or the JSON document ended
 	usage    struct {
-		known                      bool
-		prompt, completion, cached int64
-		cachedKnown                bool // from usage (prompt_tokens_details), not timings
+		known              bool
+		prompt, completion int64
 		// details are the kinds the usage broke out
 		// (stats.ObservedRequest.Details): cache reads whenever a cached
-		// count was reported (cachedKnown), cache writes, reasoning, audio
+		// count was reported, cache writes, reasoning, audio
 		// and image tokens.
 		details stats.TokenUsage
 	}
@@ -466,11 +465,9 @@ func (o *observer) apply(d *doc, timed bool) {
 	if d.errSeen || d.event == evError {
 		o.errSeen = true
 	}
-	if errRank(d.errClass) > errRank(o.errClass) {
-		o.errClass = d.errClass
-	}
+	noteError(&o.errClass, d.errClass)
 	o.applyUsage(d)
-	if d.model && o.respLen == 0 && o.sc != nil {
+	if d.model && o.respLen == 0 {
 		o.respLen = copy(o.resp[:], o.sc.js.resp[:o.sc.js.respLen])
 	}
 	if d.has&fCacheN != 0 {
@@ -562,7 +559,6 @@ func (o *observer) applyUsage(d *doc) {
 		// cache_write.
 		u := &o.usage
 		u.known, u.prompt, u.completion = true, a.prompt+a.cacheRead+a.cacheCreation, a.completion
-		u.cached, u.cachedKnown = a.cacheRead, a.has&fCacheRead != 0
 		u.details = a.details(fCacheRead, a.cacheRead, fCacheCreation, a.cacheCreation)
 	case dOllama:
 		if d.done && d.has&(fPrompt|fCompletion) != 0 && !d.usageBad {
@@ -584,7 +580,6 @@ func (o *observer) applyUsage(d *doc) {
 		if d.has&fCached == 0 && d.has&fNumCached != 0 {
 			readBit, read = fNumCached, d.numCached // Mistral's: a part of the prompt too
 		}
-		u.cached, u.cachedKnown = read, d.has&readBit != 0
 		u.details = d.details(readBit, read, fCacheWrite, d.cacheWrite)
 	}
 }
@@ -772,9 +767,10 @@ func (o *observer) result(at time.Time, e end) stats.ObservedRequest {
 	// Cached tokens above the prompt are passed on as they came: the
 	// recording drops them and says so (stats.ObservedRequest.Bounded).
 	if u := o.usage; u.known {
-		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = true, u.prompt, u.completion, u.cached
+		cached, cachedKnown := u.details.Get(stats.TokenCacheRead) // from usage, not timings
+		r.UsageKnown, r.PromptTokens, r.GenerationTokens, r.CachedPromptTokens = true, u.prompt, u.completion, cached
 		r.Details = u.details
-		if !u.cachedKnown && o.hasCacheN {
+		if !cachedKnown && o.hasCacheN {
 			r.CachedPromptTokens = o.cacheN // llama.cpp's timings.cache_n
 			r.Details.Set(stats.TokenCacheRead, o.cacheN)
 		}
@@ -796,8 +792,8 @@ func (o *observer) prefillCached() (int64, bool) {
 	switch {
 	case o.hasRemoteCached:
 		return o.remoteCached, true
-	case o.usage.known && o.usage.cachedKnown:
-		return o.usage.cached, true
+	case o.usage.known && o.usage.details.Has(stats.TokenCacheRead):
+		return o.usage.details.Get(stats.TokenCacheRead)
 	}
 	return 0, false
 }

@@ -24,11 +24,12 @@ func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f
 
 // newEngine returns an Engine recording on the OpenTelemetry API alone
 // (noop): for what openaihttp does, not what is recorded.
-func newEngine(t testing.TB) *instrument.Engine {
-	rec, err := instrument.NewRecorder(instrument.WithMeterProvider(noop.NewMeterProvider()), instrument.WithModelName("m"))
+func newEngine(t testing.TB, opts ...instrument.Option) *instrument.Engine {
+	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(noop.NewMeterProvider()), instrument.WithModelName("m")}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = rec.Close() })
 	e, err := rec.Engine(0)
 	if err != nil {
 		t.Fatal(err)

@@ -972,19 +972,17 @@ func (s *jsonScan) endString(v []byte, over bool) {
 		s.setFinish(reasonSeen{true, finishReason(v, over)})
 	case rError: // a string: Ollama's {"error": "..."}
 		d.errSeen = true
-		d.noteError(messageClass(v))
+		noteError(&d.errClass, messageClass(v))
 	case rErrType:
 		if string(v) == "error" { // Anthropic's error document
 			d.errSeen = true
 		} else {
-			d.noteError(codeClass(v))
+			noteError(&d.errClass, codeClass(v))
 		}
 	case rErrCode:
-		d.noteError(codeClass(v))
+		noteError(&d.errClass, codeClass(v))
 	case rErrMsg:
-		// Its first maxValue bytes, however the body was split into reads
-		// (a string across reads is kept only so far).
-		d.noteError(messageClass(v[:min(len(v), maxValue)]))
+		noteError(&d.errClass, messageClass(v))
 	case rErrObject:
 		d.errSeen = d.errSeen || string(v) == "error" // vLLM's ErrorResponse before its "error" object
 	case rType:

@@ -219,13 +219,7 @@ func TestPricesOfTheProvider(t *testing.T) {
 			args = append(args, "-provider", c.provider)
 		}
 		p := startProxy(t, nil, args...)
-		resp, err := http.Post(p.url("/v1/chat/completions"), "application/json",
-			strings.NewReader(`{"model":"`+c.model+`","messages":[]}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		post(t, p.url("/v1/chat/completions"), []byte(`{"model":"`+c.model+`","messages":[]}`))
 		var s string
 		waitFor(t, func() (bool, string) {
 			s = p.scrape(t)

@@ -82,7 +82,7 @@ func benchProxies(b testing.TB, upstream string, base http.RoundTripper, args ..
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
-		return benchEngine(provider, model, c.usage.recorderOptions()...)
+		return c.newEngine(provider, model)
 	}, log)
 	onErr := func(err error) { b.Error(err) }
 	transport := func() http.RoundTripper {
@@ -107,16 +107,6 @@ func benchProxies(b testing.TB, upstream string, base http.RoundTripper, args ..
 				b.Error(err)
 			}
 		}
-}
-
-// benchEngine is the engine of a model on provider, as the proxy makes it.
-func benchEngine(provider *exporters.Provider, model string, opts ...instrument.Option) (*instrument.Engine, error) {
-	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(provider.MeterProvider()),
-		instrument.WithModelName(model), instrument.WithGenAISemconv()}, opts...)...)
-	if err != nil {
-		return nil, err
-	}
-	return rec.Engine(0)
 }
 
 func benchClient() *http.Client {
@@ -406,7 +396,7 @@ func benchRecords(b *testing.B, o *stats.ObservedRequest, args ...string) {
 		b.Fatal(err)
 	}
 	engine := func(model string) *instrument.Engine {
-		e, err := benchEngine(provider, model, c.usage.recorderOptions()...)
+		e, err := c.newEngine(provider, model)
 		if err != nil {
 			b.Fatal(err)
 		}

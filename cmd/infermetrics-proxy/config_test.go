@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -292,11 +289,7 @@ func TestEnvErrorKinds(t *testing.T) {
 // server and client metrics; without -provider, an upstream of one's own
 // is self_hosted.
 func TestProviderRecorded(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"model":"m","choices":[{"index":0,"message":{"content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`)
-	}))
-	defer up.Close()
+	up := stopUpstream(t)
 	for _, c := range []struct {
 		args []string
 		want string

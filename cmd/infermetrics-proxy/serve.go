@@ -176,16 +176,21 @@ func newRecording(ctx context.Context, c *config, onErr func(error), log *slog.L
 		return nil, nil, err
 	}
 	m := newModels(c.maxModels, c.defaultModel, func(model string) (*instrument.Engine, error) {
-		rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(provider.MeterProvider()),
-			instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv(),
-			instrument.WithGenAI(instrument.DefaultGenAIOperation, c.provider)},
-			c.usage.recorderOptions()...)...)
-		if err != nil {
-			return nil, err
-		}
-		return rec.Engine(0)
+		return c.newEngine(provider, model)
 	}, log)
 	return provider, m, nil
+}
+
+// newEngine is the Engine the proxy records a model's requests on.
+func (c *config) newEngine(provider *exporters.Provider, model string) (*instrument.Engine, error) {
+	rec, err := instrument.NewRecorder(append([]instrument.Option{instrument.WithMeterProvider(provider.MeterProvider()),
+		instrument.WithModelName(model), instrument.WithMaxModelLen(c.maxModelLen), instrument.WithGenAISemconv(),
+		instrument.WithGenAI(instrument.DefaultGenAIOperation, c.provider)},
+		c.usage.recorderOptions()...)...)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Engine(0)
 }
 
 // waitGroup waits for wg at most d; it reports whether wg is done.

@@ -166,17 +166,15 @@ func failing(share float64, h http.Handler) http.Handler {
 // queue limit would not take: counted in vllm:admission_rejections_total,
 // reaching no engine.
 type shedder struct {
-	p   everyNth
-	in  *instance
-	ctx context.Context
+	p everyNth
 }
 
-// refused reports whether the next request is refused, counting it.
-func (s *shedder) refused() bool {
+// refused reports whether the next request is refused, counting it on in.
+func (s *shedder) refused(ctx context.Context, in *instance) bool {
 	if s == nil || s.p.share == 0 || !s.p.next() {
 		return false
 	}
-	s.in.engines[0].rec.RecordAdmissionRejection(s.ctx, stats.AdmissionQueuedRequests)
+	in.engines[0].rec.RecordAdmissionRejection(ctx, stats.AdmissionQueuedRequests)
 	return true
 }
 

@@ -94,10 +94,10 @@ func TestShed(t *testing.T) {
 	}
 	eng, _ := rec.Engine(0)
 	in := &instance{engines: []*engine{newEngine(prefillRole, eng, 1, 1<<20, nil)}}
-	s := &shedder{p: everyNth{share: 0.25}, in: in, ctx: context.Background()}
+	s := &shedder{p: everyNth{share: 0.25}}
 	var refused []int
 	for i := 1; i <= 12; i++ {
-		if s.refused() {
+		if s.refused(context.Background(), in) {
 			refused = append(refused, i)
 		}
 	}
@@ -108,7 +108,7 @@ func TestShed(t *testing.T) {
 		t.Errorf("admission rejections %v, want 3", v)
 	}
 	var none *shedder
-	if none.refused() || (&shedder{in: in}).refused() {
+	if none.refused(context.Background(), in) || (&shedder{}).refused(context.Background(), in) {
 		t.Error("no shedder, or a share of 0, refused a request")
 	}
 }

@@ -249,7 +249,7 @@ func run() error {
 		if waitStart(ctx, *idle, startSignal) {
 			w := newWorkload(*seed, maxModelLen)
 			w.multimodal = *multimodal
-			generate(ctx, w, *rate, *duration, prefill, &shedder{p: everyNth{share: fl.shed}, in: prefill, ctx: ctx}, logger, tr)
+			generate(ctx, w, *rate, *duration, prefill, &shedder{p: everyNth{share: fl.shed}}, logger, tr)
 		}
 		if ctx.Err() == nil {
 			logger.Info("load finished; serving /metrics until interrupted", "after", duration.String())
@@ -347,7 +347,7 @@ func generate(ctx context.Context, w *workload, rate float64, duration time.Dura
 		case <-time.After(w.interarrival(rate)):
 		}
 		r := w.request(time.Now())
-		if shed.refused() {
+		if shed.refused(ctx, prefill) {
 			continue
 		}
 		if tr.on {

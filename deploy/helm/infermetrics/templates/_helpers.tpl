@@ -152,7 +152,7 @@ The proxy container: (dict "root" . "job" JOB "upstreams" LIST
   volumeMounts:
     {{- range $i, $f := . }}
     - name: prices-{{ $i }}
-      mountPath: /etc/infermetrics/prices/{{ $i }}
+      mountPath: {{ include "infermetrics.pricesDir" $i }}
       readOnly: true
     {{- end }}
   {{- end }}
@@ -211,7 +211,7 @@ collector Service when collector.enabled, else nowhere. */}}
 {{/*
 The usage flags of the proxy (values proxy.attribution and proxy.prices):
 -attribute per dimension, -attribute-max-values with them, -prices per
-table, at the path infermetrics.proxyVolumes mounts it.
+table, in the directory infermetrics.proxyContainer mounts it at.
 */}}
 {{- define "infermetrics.usageArgs" -}}
 {{- range .attribution.dimensions }}
@@ -221,8 +221,15 @@ table, at the path infermetrics.proxyVolumes mounts it.
     - -attribute-max-values={{ .attribution.maxValues }}
 {{- end }}
 {{- range $i, $f := .prices }}
-    - -prices=/etc/infermetrics/prices/{{ $i }}/prices.json
+    - -prices={{ include "infermetrics.pricesDir" $i }}/prices.json
 {{- end }}
+{{- end -}}
+
+{{/*
+The directory price table i (values proxy.prices) is mounted at.
+*/}}
+{{- define "infermetrics.pricesDir" -}}
+/etc/infermetrics/prices/{{ . }}
 {{- end -}}
 
 {{/*

@@ -218,7 +218,7 @@ retries and fallbacks to another backend; ours too, as neither vLLM nor the GenA
 			f.Name, f.Type, code(f.Labels), buckets(f.Family), orDash(code1(f.Replacement)), orDash(f.Added),
 			orDash(f.Deprecated), orDash(f.Hidden), f.Removed, f.Changes, versionsBetween(f.Added, until))
 	}
-	b.WriteString(strings.Replace(serverIntro, "ERROR_TYPES", errorTypes(), 1))
+	b.WriteString(strings.Replace(serverIntro, "ERROR_TYPES", code(names(stats.ErrorTypes())), 1))
 	genAITable(&b, views.ServerFamilies())
 	b.WriteString(clientIntro)
 	genAITable(&b, views.ClientFamilies())
@@ -238,13 +238,13 @@ func bucketKindRows() string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// errorTypes lists the error.type values (stats.ErrorTypes).
-func errorTypes() string {
-	var v []string
-	for _, t := range stats.ErrorTypes() {
-		v = append(v, "`"+t.String()+"`")
+// names are the values' names, in order.
+func names[T fmt.Stringer](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = v.String()
 	}
-	return strings.Join(v, ", ")
+	return out
 }
 
 // genAITable writes the rows of a GenAI families table.
@@ -539,7 +539,7 @@ largest dimension's cap: a request whose combination is new past it has every di
 ` + "`" + instrument.AttributionOverflow + "`" + `. Both are counted on ` + "`infermetrics.attribution.overflow`" + ` (` + "`dimension`" + ` the
 dimension's name, or ` + "`" + instrument.OverflowCombinations + "`" + `). The series they cost are in docs/proxy.md.
 
-` + "`kind`" + ` is one of ` + strings.Join(tokenKinds(), ", ") + `: ` + "`input`" + ` is the prompt less
+` + "`kind`" + ` is one of ` + code(names(stats.TokenKinds())) + `: ` + "`input`" + ` is the prompt less
 its cache reads and writes, ` + "`reasoning`" + ` a part of ` + "`output`" + `, the audio and image kinds parts of the
 prompt or the output (` + "`stats.ObservedRequest.Tokens`" + `); a kind the response did not report, or reported
 as 0, is not counted. ` + "`error.type`" + ` is set only on a request that failed or was aborted for a known cause
@@ -555,15 +555,6 @@ take the GenAI conventions' buckets (those of ` + "`gen_ai.client.operation.dura
 | family | type | labels | buckets | unit | recorded | description |
 |---|---|---|---|---|---|---|
 `
-
-// tokenKinds lists the kind values, each as code.
-func tokenKinds() []string {
-	var out []string
-	for _, k := range stats.TokenKinds() {
-		out = append(out, code1(k.String()))
-	}
-	return out
-}
 
 // vllmCommits names the vLLM sources the families were compared against.
 // The vLLM repository is too large to fetch whole; these are the files read.

@@ -1,10 +1,7 @@
 package pricing
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"io"
 	"testing"
 
 	"github.com/infermetrics/infermetrics/internal/corpus"
@@ -105,15 +102,9 @@ func TestRecordedUsage(t *testing.T) {
 			t.Errorf("%s: not in the corpus", c.id)
 			continue
 		}
-		body := e.Response
-		if e.Encoding == "gzip" {
-			zr, err := gzip.NewReader(bytes.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if body, err = io.ReadAll(zr); err != nil {
-				t.Fatal(err)
-			}
+		body, err := e.Body()
+		if err != nil {
+			t.Fatal(err)
 		}
 		var resp struct {
 			Model string        `json:"model"`

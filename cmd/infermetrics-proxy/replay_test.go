@@ -84,7 +84,7 @@ func synthUsage(e *corpus.Entry) (prompt, completion int) { return 7, 3 + e.Expe
 func withSynthUsage(t *testing.T, e *corpus.Entry) [][]byte {
 	events := e.Writes(corpus.Realistic)
 	if e.Encoding == "gzip" {
-		events = splitEvents(gunzip(t, e.Response))
+		events = splitEvents(body(t, e))
 	}
 	prompt, completion := synthUsage(e)
 	usage := fmt.Appendf(nil, `data: {"id":"synth","object":"chat.completion.chunk","created":0,"model":"m","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`+"\n\n",
@@ -127,17 +127,14 @@ func splitEvents(b []byte) [][]byte {
 	return out
 }
 
-func gunzip(t *testing.T, b []byte) []byte {
+// body is an entry's Body, failing the test when it cannot be decoded.
+func body(t *testing.T, e *corpus.Entry) []byte {
 	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
+	b, err := e.Body()
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return b
 }
 
 // corpusClient sends and receives bodies as they are: no transparent gzip.
@@ -347,7 +344,7 @@ func TestCorpusIncludeUsage(t *testing.T) {
 			}
 			want := e.Response
 			if e.Encoding == "gzip" {
-				got, want = gunzipOrNot(got), gunzip(t, want)
+				got, want = gunzipOrNot(got), body(t, e)
 			}
 			if e.Expect.PromptTokens != nil {
 				// The recording carries a usage chunk its client did not

@@ -4,6 +4,8 @@
 package corpus
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -127,6 +129,19 @@ func (e *Entry) Operation() string {
 // replay it when they replay a part of the corpus (package sample).
 func (e *Entry) Kind() string {
 	return fmt.Sprint(e.Provider, " ", e.API, " streamed=", e.Streamed, " ", e.Encoding, " ", e.Status/100, "xx")
+}
+
+// Body is the entry's response body as sent before its Content-Encoding:
+// gunzipped when gzip-encoded.
+func (e *Entry) Body() ([]byte, error) {
+	if e.Encoding != "gzip" {
+		return e.Response, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(e.Response))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e.ID, err)
+	}
+	return io.ReadAll(zr)
 }
 
 // Header is the response header a replaying server sends: the recorded

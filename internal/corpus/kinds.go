@@ -2,10 +2,8 @@ package corpus
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,17 +12,11 @@ import (
 )
 
 // Kinds returns what an entry's response says beside its prompt and
-// generation counts (KindsOf), its body decoded when gzip-encoded.
+// generation counts (KindsOf), of its Body.
 func (e *Entry) Kinds() (stats.TokenUsage, string, error) {
-	body := e.Response
-	if e.Encoding == "gzip" {
-		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			return stats.TokenUsage{}, "", err
-		}
-		if body, err = io.ReadAll(zr); err != nil {
-			return stats.TokenUsage{}, "", err
-		}
+	body, err := e.Body()
+	if err != nil {
+		return stats.TokenUsage{}, "", err
 	}
 	return KindsOf(e.API, e.Status, body)
 }
@@ -199,7 +191,8 @@ func documents(body []byte) []map[string]any {
 		}
 		data = nil
 	}
-	for _, line := range lineBreak.Split(string(body), -1) {
+	lines := lineBreak.Split(string(body), -1)
+	for _, line := range lines {
 		switch {
 		case line == "":
 			flush()
@@ -213,7 +206,7 @@ func documents(body []byte) []map[string]any {
 	}
 	flush()
 	if len(docs) == 0 { // NDJSON
-		for _, line := range lineBreak.Split(string(body), -1) {
+		for _, line := range lines {
 			if d, ok := object([]byte(line)); ok {
 				docs = append(docs, d)
 			}

@@ -263,29 +263,31 @@ print_ratios() {
 					"$(diff_of "${inproc:-n/a}" "$rr")"
 			fi
 		fi
-		local ip io ir ours side
+		local ip io ir iover ours side
 		ip=$(median "$f" BenchmarkProxyInProcess/plain/instructions instr/op)
 		io=$(median "$f" BenchmarkProxyInProcess/infermetrics/instructions instr/op)
 		ir=$(median "$f" BenchmarkRequestRecords/instructions instr/op)
 		if [ -n "$io" ]; then
+			iover=$(diff_of "$io" "$ip")
 			printf '    instructions per request (cachegrind, in process, one P, no GC): plain=%s infermetrics=%s overhead=%s\n' \
-				"$ip" "$io" "$(diff_of "$io" "$ip")"
-			ours=$(diff_of "$(diff_of "$io" "$ip")" "$ir")
+				"$ip" "$io" "$iover"
+			ours=$(diff_of "$iover" "$ir")
 			printf '      the records alone=%s   ours = overhead - records = %s (%s%% of the overhead is the records)\n' "$ir" \
-				"$ours" "$(awk -v r="$ir" -v o="$(diff_of "$io" "$ip")" 'BEGIN { if (o > 0) printf "%.0f", 100 * r / o; else print "n/a" }')"
+				"$ours" "$(awk -v r="$ir" -v o="$iover" 'BEGIN { if (o > 0) printf "%.0f", 100 * r / o; else print "n/a" }')"
 			printf '      ours   target <= 25000 (proposed, issue 27)  %s\n' "$(verdict "$ours" '<=' 25000)"
-			local ipa ia ira oursa
+			local ipa ia ira iovera oursa
 			ipa=$(median "$f" BenchmarkProxyInProcess/plain-attributed/instructions instr/op)
 			ia=$(median "$f" BenchmarkProxyInProcess/attributed/instructions instr/op)
 			ira=$(median "$f" BenchmarkRequestRecordsAttributed/instructions instr/op)
 			if [ -n "$ia" ]; then
-				oursa=$(diff_of "$(diff_of "$ia" "$ipa")" "$ira")
+				iovera=$(diff_of "$ia" "$ipa")
+				oursa=$(diff_of "$iovera" "$ira")
 				printf '    with three attribution dimensions (a header, the body'"'"'s user, the API key) and a price table:\n'
 				printf '      plain=%s attributed=%s overhead=%s, the records alone=%s, ours = overhead - records = %s\n' \
-					"$ipa" "$ia" "$(diff_of "$ia" "$ipa")" "$ira" "$oursa"
+					"$ipa" "$ia" "$iovera" "$ira" "$oursa"
 				printf '      attribution adds %s to the overhead (%s to the records, %s to ours)   ours target <= 25000  %s\n' \
-					"$(diff_of "$(diff_of "$ia" "$ipa")" "$(diff_of "$io" "$ip")")" "$(diff_of "$ira" "$ir")" \
-					"$(diff_of "$oursa" "$(diff_of "$(diff_of "$io" "$ip")" "$ir")")" "$(verdict "$oursa" '<=' 25000)"
+					"$(diff_of "$iovera" "$iover")" "$(diff_of "$ira" "$ir")" \
+					"$(diff_of "$oursa" "$ours")" "$(verdict "$oursa" '<=' 25000)"
 			fi
 			for side in Handler Transport; do
 				local rec

@@ -353,6 +353,33 @@ print_ratios() {
 		"$c1" "$c2" "$(ratio "$c2" "$c1")"
 }
 
+# sdk_benchmarks are the sdk part's benchmarks and the ops each is counted
+# over under cachegrind.
+sdk_benchmarks="BenchmarkIteration/infermetrics:400 BenchmarkIteration/otel_precomputed:400 BenchmarkIteration/client_golang:400
+BenchmarkFinished/infermetrics:4000 BenchmarkFinished/otel_precomputed:4000 BenchmarkFinished/client_golang:4000
+BenchmarkScheduler/infermetrics:2000 BenchmarkScheduler/otel_precomputed:2000 BenchmarkScheduler/client_golang:2000"
+
+# print_sdk FILE: the sdk part's figures side by side, newest / min.
+print_sdk() {
+	local f=$1 bench a b
+	grep -q '/sdk=' "$f" 2>/dev/null || return 0
+	echo
+	echo "== The hot path at go.mod's OpenTelemetry SDK (min) and at .ci/newest.mod's (newest)"
+	grep '^# sdk=' "$f" | sed 's/^# /  /'
+	printf '  %-36s %14s %14s %8s   %12s %12s %8s\n' benchmark "instr min" "instr newest" ratio "ns min" "ns newest" ratio
+	for spec in $sdk_benchmarks; do
+		bench=${spec%:*}
+		a=$(median "$f" "$bench/sdk=min/instructions" instr/op)
+		b=$(median "$f" "$bench/sdk=newest/instructions" instr/op)
+		printf '  %-36s %14s %14s %8s   %12s %12s %8s\n' "$bench" "${a:-n/a}" "${b:-n/a}" "$(ratio "$b" "$a")" \
+			"$(median "$f" "$bench/sdk=min" ns/op)" "$(median "$f" "$bench/sdk=newest" ns/op)" \
+			"$(ratio "$(median "$f" "$bench/sdk=newest" ns/op)" "$(median "$f" "$bench/sdk=min" ns/op)")"
+	done
+	a=$(median "$f" BenchmarkIteration/infermetrics/sdk=min/instructions instr/op)
+	b=$(median "$f" BenchmarkIteration/infermetrics/sdk=newest/instructions instr/op)
+	printf '  decode step, newest / min (instructions) = %-7s goal <= 1.1x  %s\n' "$(ratio "$b" "$a")" "$(verdict "$(ratio "$b" "$a")" '<=' 1.1)"
+}
+
 if [ -n "$RATIOS_ONLY" ]; then
 	print_ratios "$RATIOS_ONLY"
 	print_sdk "$RATIOS_ONLY"
@@ -407,12 +434,6 @@ instructions() {
 	echo "$(((irs[1] - irs[0]) / $3))"
 }
 
-# sdk_benchmarks are the sdk part's benchmarks and the ops each is counted
-# over under cachegrind.
-sdk_benchmarks="BenchmarkIteration/infermetrics:400 BenchmarkIteration/otel_precomputed:400 BenchmarkIteration/client_golang:400
-BenchmarkFinished/infermetrics:4000 BenchmarkFinished/otel_precomputed:4000 BenchmarkFinished/client_golang:4000
-BenchmarkScheduler/infermetrics:2000 BenchmarkScheduler/otel_precomputed:2000 BenchmarkScheduler/client_golang:2000"
-
 # sdk_part builds instrument's benchmarks at go.mod's OpenTelemetry SDK and
 # at .ci/newest.mod's, and writes to $OUT/sdk.txt, named
 # BenchmarkX/variant/sdk=min or sdk=newest: instructions per op of each, then
@@ -441,27 +462,6 @@ sdk_part() {
 				sed -nE "s#^(Benchmark[^[:space:]]*)(-[0-9]+)([[:space:]])#\1/sdk=$sdk\2\3#p" | tee -a "$OUT/sdk.txt"
 		done
 	done
-}
-
-# print_sdk FILE: the sdk part's figures side by side, newest / min.
-print_sdk() {
-	local f=$1 bench a b
-	grep -q '/sdk=' "$f" 2>/dev/null || return 0
-	echo
-	echo "== The hot path at go.mod's OpenTelemetry SDK (min) and at .ci/newest.mod's (newest)"
-	grep '^# sdk=' "$f" | sed 's/^# /  /'
-	printf '  %-36s %14s %14s %8s   %12s %12s %8s\n' benchmark "instr min" "instr newest" ratio "ns min" "ns newest" ratio
-	for spec in $sdk_benchmarks; do
-		bench=${spec%:*}
-		a=$(median "$f" "$bench/sdk=min/instructions" instr/op)
-		b=$(median "$f" "$bench/sdk=newest/instructions" instr/op)
-		printf '  %-36s %14s %14s %8s   %12s %12s %8s\n' "$bench" "${a:-n/a}" "${b:-n/a}" "$(ratio "$b" "$a")" \
-			"$(median "$f" "$bench/sdk=min" ns/op)" "$(median "$f" "$bench/sdk=newest" ns/op)" \
-			"$(ratio "$(median "$f" "$bench/sdk=newest" ns/op)" "$(median "$f" "$bench/sdk=min" ns/op)")"
-	done
-	a=$(median "$f" BenchmarkIteration/infermetrics/sdk=min/instructions instr/op)
-	b=$(median "$f" BenchmarkIteration/infermetrics/sdk=newest/instructions instr/op)
-	printf '  decode step, newest / min (instructions) = %-7s goal <= 1.1x  %s\n' "$(ratio "$b" "$a")" "$(verdict "$(ratio "$b" "$a")" '<=' 1.1)"
 }
 
 # One go test per package and part: packages never benchmark concurrently.

@@ -767,7 +767,7 @@ func (r rules) trafficStoppedAlert(target, engine0 labelSet) alert {
 			httpSeries(target, "2xx", values), {engine0.series(running.ScrapeName()), steady(0, at+5)}}}
 	}
 	increase := func(w Duration) string {
-		return r.agg.aggregate("sum", "increase("+r.q.sel(httpRequests.ScrapeName())+"["+string(w)+"])")
+		return r.q.sumIncrease(httpRequests, string(w), r.agg)
 	}
 	return alert{
 		name:    "VLLMTrafficStopped",
@@ -780,7 +780,7 @@ func (r rules) trafficStoppedAlert(target, engine0 labelSet) alert {
 			"down), or nobody sends any. A deployment whose targets are down is VLLMTargetDown's, not this one's.",
 			httpRequests.ScrapeName(), r.TrafficStoppedLookback, r.TrafficStoppedWindow, r.TrafficStoppedFor),
 		confirm: []string{
-			r.byServer().also(httpHandler).aggregate("sum", "increase("+r.q.sel(httpRequests.ScrapeName())+"["+string(r.TrafficStoppedLookback)+"])"),
+			r.q.sumIncrease(httpRequests, string(r.TrafficStoppedLookback), r.byServer().also(httpHandler)),
 			r.byServer().aggregate("sum", r.q.rate(httpRequests.ScrapeName())),
 		},
 		action: "The first query shows which servers and handlers had requests within the lookback, the second that " +
@@ -876,7 +876,7 @@ func growth(growing bool, n int) string {
 // should not happen: family f's series that matchers select grew over the
 // rate window, per group g.
 func (r rules) increases(g grouping, f views.Family, matchers ...string) string {
-	return g.aggregate("sum", "increase("+r.q.with(matchers...).sel(f.ScrapeName())+"["+string(r.RateWindow)+"])") + " > 0"
+	return r.q.with(matchers...).sumIncrease(f, string(r.RateWindow), g) + " > 0"
 }
 
 func (r rules) invalidEventsAlert(engine0, perModel labelSet, w int) alert {
@@ -892,8 +892,7 @@ func (r rules) invalidEventsAlert(engine0, perModel labelSet, w int) alert {
 			"unknown request) and the metrics miss what it refused. `%s` (a server's odd usage) is "+
 			"InfermetricsUpstreamValuesDropped's.", invalidEvents.ScrapeName(), valueDropped, valueDropped),
 		confirm: []string{
-			r.byServer().also(instrument.KeyKind).aggregate("sum", "increase("+
-				r.q.with(instrument.KeyKind+"!="+strconv.Quote(valueDropped)).sel(invalidEvents.ScrapeName())+"[1h])"),
+			r.q.with(instrument.KeyKind+"!="+strconv.Quote(valueDropped)).sumIncrease(invalidEvents, "1h", r.byServer().also(instrument.KeyKind)),
 		},
 		action: "A bug of the program that records, not of the server: the first refusal of each kind is reported " +
 			"to its error handler (`otel.Handle` by default, the program's log), which says what was refused and why: " +
@@ -930,7 +929,7 @@ func (r rules) valueDroppedAlert(engine0, perModel labelSet, w int) alert {
 			"them), or a token count beyond `stats.MaxRequestTokens`. This is the upstream server's reporting, not a "+
 			"bug of the program that records.", invalidEvents.ScrapeName(), instrument.KeyKind, valueDropped),
 		confirm: []string{
-			r.byServer().aggregate("sum", "increase("+r.q.with(eq(instrument.KeyKind, valueDropped)).sel(invalidEvents.ScrapeName())+"[1h])"),
+			r.q.with(eq(instrument.KeyKind, valueDropped)).sumIncrease(invalidEvents, "1h", r.byServer()),
 		},
 		action: "The query names the models and servers; the recording program's error handler reports the drops " +
 			"with the values (`kubectl logs -n <namespace> <pod> --since=1h | grep 'instrument: engine'`). Ask the " +

@@ -113,6 +113,14 @@ func (q query) sumRate(f views.Family, g grouping) string { return q.sumRateOf(f
 // _count or _bucket) with g.
 func (q query) sumRateOf(name string, g grouping) string { return g.aggregate("sum", q.rate(name)) }
 
+// increase is the increase of the series of name over window w.
+func (q query) increase(name, w string) string { return "increase(" + q.sel(name) + "[" + w + "])" }
+
+// sumIncrease sums the increase of a counter family over window w with g.
+func (q query) sumIncrease(f views.Family, w string, g grouping) string {
+	return g.aggregate("sum", q.increase(f.ScrapeName(), w))
+}
+
 // quantile is the q quantile of a histogram family over the window.
 func (q query) quantile(quant float64, f views.Family, g grouping) string {
 	return fmt.Sprintf("histogram_quantile(%s, %s)", number(quant), g.buckets().aggregate("sum", q.rate(f.ScrapeName()+"_bucket")))

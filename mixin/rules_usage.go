@@ -109,8 +109,8 @@ func (r rules) unpricedAlert(engine0, perModel labelSet, w int) alert {
 			"InfermetricsSpendOverBudget leave them out: the spend they show is less than the real one.",
 			usageUnpriced.ScrapeName()),
 		confirm: []string{
-			r.byServer().aggregate("sum", "increase("+r.q.sel(usageUnpriced.ScrapeName())+"[1h])"),
-			r.agg.aggregate("sum", "increase("+r.q.sel(usageCost.ScrapeName())+"[1h])"),
+			r.q.sumIncrease(usageUnpriced, "1h", r.byServer()),
+			r.q.sumIncrease(usageCost, "1h", r.agg),
 		},
 		action: "The first query names the models and servers, the second the models that are priced. A request is " +
 			"priced by the response's model, then the request's, each also without provider prefixes and a date " +
@@ -131,18 +131,23 @@ func (r rules) unpricedAlert(engine0, perModel labelSet, w int) alert {
 	}
 }
 
+// twoModels are the series name of target with p, of two models (engine
+// 0), each with values: what an alert summing over models reads.
+func twoModels(target labelSet, name string, p labelPair, values string) []inputSeries {
+	var out []inputSeries
+	for _, m := range []string{testModel, testModel + "2"} {
+		out = append(out, inputSeries{target.with(labelPair{instrument.KeyModelName, m}, labelPair{instrument.KeyEngine, "0"}, p).series(name), values})
+	}
+	return out
+}
+
 func (r rules) attributionOverflowAlert(target labelSet, w int) alert {
 	at := w + minutes(r.AttributionOverflowFor) + 5
 	dim := r.testDimension()
 	// Overflows of two models: the alert sums them, one page per
 	// deployment and dimension.
 	series := func(dimension string, growing bool) []inputSeries {
-		var out []inputSeries
-		for _, m := range []string{testModel, testModel + "2"} {
-			out = append(out, inputSeries{target.with(labelPair{instrument.KeyModelName, m}, labelPair{instrument.KeyEngine, "0"},
-				labelPair{dimensionLabel, dimension}).series(attrOverflow.ScrapeName()), growth(growing, at+5)})
-		}
-		return out
+		return twoModels(target, attrOverflow.ScrapeName(), labelPair{dimensionLabel, dimension}, growth(growing, at+5))
 	}
 	job := r.jobOf(target)
 	return alert{
@@ -158,7 +163,7 @@ func (r rules) attributionOverflowAlert(target labelSet, w int) alert {
 			"process restarts.", attrOverflow.ScrapeName(), instrument.AttributionOverflow, dimensionLabel, instrument.OverflowCombinations,
 			instrument.AttributionOverflow),
 		confirm: []string{
-			r.perTarget().also(dimensionLabel).aggregate("sum", "increase("+r.q.sel(attrOverflow.ScrapeName())+"[1h])"),
+			r.q.sumIncrease(attrOverflow, "1h", r.perTarget().also(dimensionLabel)),
 			"count by (" + strings.Join(r.deploy.also("__name__").labels, ", ") + ") (" + r.q.sel(usageRequests.ScrapeName()) + ")",
 		},
 		action: "The first query names the proxies and dimensions, the second the series each deployment's usage " +
@@ -210,10 +215,15 @@ func (r rules) valueTemplate() string {
 	return b.String()
 }
 
+// spend reads the series a budget is over: the rules' own, at the
+// budget's window.
+func (r rules) spend() query {
+	return query{matchers: r.q.matchers, window: string(r.SpendBudget.Window)}
+}
+
 // spendOverBudget is the condition of dimension d's budget.
 func (r rules) spendOverBudget(d string) string {
-	spend := r.q.with(d+`!=""`, d+`!~"`+foldedValues+`"`)
-	q := query{matchers: spend.matchers, window: string(r.SpendBudget.Window)}
+	q := r.spend().with(d+`!=""`, d+`!~"`+foldedValues+`"`)
 	return perHour + " * " + q.sumRate(usageCost, r.deploy.also(d)) + "\n> " + number(r.SpendBudget.of(d))
 }
 
@@ -229,12 +239,7 @@ func (r rules) spendBudgetAlert(target labelSet) (alert, bool) {
 	job := r.jobOf(target)
 	// The spend of one value, per hour, over two models (summed).
 	spend := func(d, value string, amount float64) []inputSeries {
-		var out []inputSeries
-		for _, m := range []string{testModel, testModel + "2"} {
-			out = append(out, inputSeries{target.with(labelPair{instrument.KeyModelName, m}, labelPair{instrument.KeyEngine, "0"},
-				labelPair{d, value}).series(usageCost.ScrapeName()), ramp(0, amount/60/2, at+5)})
-		}
-		return out
+		return twoModels(target, usageCost.ScrapeName(), labelPair{d, value}, ramp(0, amount/60/2, at+5))
 	}
 	a := alert{
 		name:    spendAlert,
@@ -272,10 +277,9 @@ func (r rules) spendBudgetAlert(target labelSet) (alert, bool) {
 				series: spend(d, instrument.AttributionNone, 2*budget)},
 		)
 		// The spend per value of each dimension, ranked; one value's by model.
-		spendOf := query{matchers: r.q.matchers, window: string(r.SpendBudget.Window)}
 		a.confirm = append(a.confirm,
-			"sort_desc("+perHour+" * "+spendOf.sumRate(usageCost, r.deploy.also(d))+")",
-			perHour+" * "+spendOf.with(eq(d, "<value>")).sumRate(usageCost, r.agg.also(d)))
+			"sort_desc("+perHour+" * "+r.spend().sumRate(usageCost, r.deploy.also(d))+")",
+			perHour+" * "+r.spend().with(eq(d, "<value>")).sumRate(usageCost, r.agg.also(d)))
 	}
 	return a, true
 }

@@ -33,12 +33,13 @@ type scopedPanel struct {
 }
 
 // boardVariable is a template variable: a query variable's label_values
-// definition, whether it offers All (and its custom value), and a fixed
-// variable's current value.
+// definition and the regex its values are kept by, whether it offers All
+// (and its custom value), and a fixed variable's current value.
 type boardVariable struct {
 	Name       string `json:"name"`
 	Type       string `json:"type"`
 	Definition string `json:"definition"`
+	Regex      string `json:"regex"`
 	IncludeAll bool   `json:"includeAll"`
 	AllValue   string `json:"allValue"`
 	Current    struct {

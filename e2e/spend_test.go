@@ -730,13 +730,13 @@ func TestSpendDashboard(t *testing.T) {
 		}
 	}
 
+	var raw scopedBoard
+	if err := json.Unmarshal(board, &raw); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range slices.Sorted(maps.Keys(proms)) {
 		e := proms[name]
 		t.Run(name, func(t *testing.T) {
-			var raw scopedBoard
-			if err := json.Unmarshal(board, &raw); err != nil {
-				t.Fatal(err)
-			}
 			for _, job := range slices.Sorted(maps.Keys(proxies)) {
 				last := e.settledScrape(t, job, count[job])
 				at := time.UnixMilli(last)
@@ -775,7 +775,7 @@ func (e *env) checkSpendVariables(t *testing.T, b scopedBoard, job string, at ti
 			}
 			names := e.labelNames(t, strings.TrimSuffix(sel, ")"), at)
 			want := []string{"project", "team", "tenant"}
-			if got := offered(t, spendDimensionRegex(t), names); !slices.Equal(got, want) {
+			if got := offered(t, v.Regex, names); !slices.Equal(got, want) {
 				t.Errorf("%s: $dimension offers %v of %v, want %v", job, got, names, want)
 			}
 		case "job", "value", "model_name":
@@ -803,33 +803,6 @@ func (e *env) checkSpendVariables(t *testing.T, b scopedBoard, job string, at ti
 			}
 		}
 	}
-}
-
-// spendDimensionRegex is the regex of the shipped dashboard's $dimension.
-func spendDimensionRegex(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", mixin.SpendDashboardFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Templating struct {
-			List []struct {
-				Name  string `json:"name"`
-				Regex string `json:"regex"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range d.Templating.List {
-		if v.Name == "dimension" {
-			return v.Regex
-		}
-	}
-	t.Fatalf("%s: no variable dimension", mixin.SpendDashboardFile)
-	return ""
 }
 
 // checkSpendQueries runs every query of the spend dashboard scoped to job

@@ -11,6 +11,7 @@ import (
 
 	"github.com/infermetrics/infermetrics/instrument"
 	"github.com/infermetrics/infermetrics/stats"
+	"github.com/infermetrics/infermetrics/views"
 )
 
 // exclusionRegex is the form of $dimension's regex: a negative lookahead
@@ -36,21 +37,16 @@ func TestSpendDimensionVariable(t *testing.T) {
 	if v.IncludeAll || v.Multi || !strings.HasPrefix(v.Definition, "label_names("+usageRequests.ScrapeName()+"{") {
 		t.Errorf("%s: includeAll %v, multi %v, %s; want one of the label names of %s", v.Name, v.IncludeAll, v.Multi, v.Definition, usageRequests.ScrapeName())
 	}
-	var raw map[string]any
-	if err := json.Unmarshal(spendFile(t, c), &raw); err != nil {
-		t.Fatal(err)
-	}
-	regex, _ := raw["templating"].(map[string]any)["list"].([]any)[i].(map[string]any)["regex"].(string)
-	m := exclusionRegex.FindStringSubmatch(regex)
+	m := exclusionRegex.FindStringSubmatch(v.Regex)
 	if m == nil {
-		t.Fatalf("%s: regex %q is not /^(?!(?:a|b|...)$).+$/", v.Name, regex)
+		t.Fatalf("%s: regex %q is not /^(?!(?:a|b|...)$).+$/", v.Name, v.Regex)
 	}
 	left := strings.Split(m[1], "|")
 	// Every label the usage families carry, as views lists them, and the
 	// target labels.
 	want := []string{"__name__", "otel_scope_.*", "le"}
-	for _, f := range []struct{ labels []string }{{usageTokens.Labels}, {usageRequests.Labels}, {usageCost.Labels}, {usageDuration.Labels}, {attrOverflow.Labels}} {
-		for _, k := range f.labels {
+	for _, f := range []views.Family{usageTokens, usageRequests, usageCost, usageDuration, attrOverflow} {
+		for _, k := range f.Labels {
 			want = append(want, label(k))
 		}
 	}

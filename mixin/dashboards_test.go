@@ -52,6 +52,7 @@ type boardVariable struct {
 	Name             string  `json:"name"`
 	Type             string  `json:"type"`
 	Definition       string  `json:"definition"`
+	Regex            string  `json:"regex"`
 	IncludeAll       bool    `json:"includeAll"`
 	Multi            bool    `json:"multi"`
 	AllValue         *string `json:"allValue"`
